@@ -1,0 +1,44 @@
+"""Differential and regression harness for attention kernels.
+
+Pipeline: a Case (harness.case) is drawn (harness.strategies), run through a kernel and
+the oracles (harness.runner), compared with a float64 truth (harness.compare), recorded
+(harness.record) and reported. Kernels and oracles register through harness.contract.
+"""
+
+from harness import compat as _compat
+
+# Before anything imports jax: keep JAX off a TPU plugin that has no TPU to find.
+_compat.default_platforms_env()
+
+from harness.case import Case, CaseError  # noqa: E402
+from harness.compare import TOLERANCES, Comparison, Tolerance, compare  # noqa: E402
+from harness.contract import (  # noqa: E402
+    Capabilities,
+    ContractError,
+    Conventions,
+    Implementation,
+    Outputs,
+    register,
+    registry,
+    resolve,
+)
+from harness.masks import Mask, Segments  # noqa: E402
+
+__all__ = [
+    "TOLERANCES",
+    "Capabilities",
+    "Case",
+    "CaseError",
+    "Comparison",
+    "ContractError",
+    "Conventions",
+    "Implementation",
+    "Mask",
+    "Outputs",
+    "Segments",
+    "Tolerance",
+    "compare",
+    "register",
+    "registry",
+    "resolve",
+]

@@ -1,0 +1,4 @@
+"""CLI subcommands: one module each, found by harness.cli.
+
+A module defines NAME, HELP, add_arguments(parser) and main(args) -> int.
+"""

@@ -1,0 +1,161 @@
+"""Pure comparison: arrays in, a Comparison out. Tolerances live in TOLERANCES, nowhere else.
+
+The rule is FlashAttention's own test rule: a kernel's error against the float64
+truth may be at most `factor` times the error of a plain same-dtype oracle against
+that truth, plus a small floor. The floor is relative to the size of the terms the
+quantity sums (harness.magnitudes), the scale rounding errors grow with, so that
+gradients that grow with the logits, or cancel to zero, are held to one standard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+TOLERANCE_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    factor: float  # error may be `factor` x the same-dtype oracle's error ...
+    floor: float  # ... plus floor x the magnitude of the summed terms
+
+    def bound(self, oracle_err: float, scale: float) -> float:
+        return self.factor * oracle_err + self.floor * scale
+
+
+# factor 2 for the output and 3 for gradients: FlashAttention's tests allow 2x the
+# reference's error on the output and on gradients (its dq/dk allow more for long
+# sequences). Floors sit at about 100 ulp of each dtype's epsilon, so the floor never
+# admits a loss of one precision class: float32 at 1e-5 fails a bfloat16-level error
+# (~4e-3), bfloat16 at 1e-3 and float16 at 1e-4 stay below their own rounding of
+# the output (bf16 eps 7.8e-3, fp16 eps 9.8e-4).
+_FLOORS = {"float32": 1e-5, "bfloat16": 1e-3, "float16": 1e-4}
+_FACTORS = {"out": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dbias": 3.0}
+TOLERANCES: dict[tuple[str, str], Tolerance] = {
+    (dtype, quantity): Tolerance(factor, floor)
+    for dtype, floor in _FLOORS.items()
+    for quantity, factor in _FACTORS.items()
+}
+EPS = {"float32": float(np.finfo(np.float32).eps), "bfloat16": 2.0**-7, "float16": float(np.finfo(np.float16).eps)}
+
+
+def tolerance(dtype: str, quantity: str) -> Tolerance:
+    return TOLERANCES[(dtype, quantity.split("[")[0])]
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One quantity of one implementation against the truth.
+
+    max_rel is normwise: max_abs / max|truth|. ratio is max_abs over the same-dtype
+    oracle's max_abs (inf when the oracle is exact and the subject is not).
+    """
+
+    quantity: str
+    max_abs: float
+    max_rel: float
+    oracle_abs: float
+    ratio: float
+    bound: float
+    passed: bool
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (_num(v) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Comparison:
+        return cls(**{k: (float(v) if k in _FLOAT_FIELDS else v) for k, v in d.items()})
+
+
+_FLOAT_FIELDS = {"max_abs", "max_rel", "oracle_abs", "ratio", "bound"}
+
+
+def _num(x: float) -> float | str:
+    # JSON has no inf/nan; keep them as strings that float() reads back.
+    return x if np.isfinite(x) else str(x)
+
+
+def _maxabs(a: np.ndarray) -> float:
+    return float(np.max(np.abs(a))) if a.size else 0.0
+
+
+def compare(
+    quantity: str,
+    got: np.ndarray | None,
+    truth: np.ndarray,
+    oracle: np.ndarray,
+    tol: Tolerance,
+    *,
+    magnitude: float | None = None,
+    rows: np.ndarray | None = None,
+) -> Comparison:
+    """Compare `got` and the same-dtype `oracle` with `truth`.
+
+    magnitude: the floor's scale (default max|truth|); rows: bool mask on leading axes.
+    """
+    if got is None:
+        return Comparison(quantity, np.inf, np.inf, np.nan, np.inf, np.nan, False, "not computed")
+    if got.shape != truth.shape:
+        return Comparison(
+            quantity, np.inf, np.inf, np.nan, np.inf, np.nan, False, f"shape {got.shape} != {truth.shape}"
+        )
+    if rows is not None:
+        got, truth, oracle = got[rows], truth[rows], oracle[rows]
+    scale = _maxabs(truth)
+    oracle_abs = _maxabs(oracle - truth)
+    bound = tol.bound(oracle_abs, max(scale, magnitude or 0.0))
+    bad = ~np.isfinite(got) & np.isfinite(truth)
+    if bad.any():
+        n = int(bad.sum())
+        return Comparison(
+            quantity,
+            np.inf,
+            np.inf,
+            oracle_abs,
+            np.inf,
+            bound,
+            False,
+            f"{n} non-finite values where the truth is finite",
+        )
+    err = _maxabs(got - truth)
+    ratio = err / oracle_abs if oracle_abs > 0 else (0.0 if err == 0 else np.inf)
+    return Comparison(quantity, err, err / scale if scale > 0 else err, oracle_abs, ratio, bound, err <= bound)
+
+
+def check_empty_rows(convention: str, got: np.ndarray, values: np.ndarray, empty: np.ndarray, dtype: str) -> Comparison:
+    """Rows with no visible key against the implementation's declared convention.
+
+    got: output [B, H, Lq, D]; values: v repeated to the query heads [B, H, Lk, D], float64;
+    empty: bool [B, H, Lq].
+    """
+    quantity = "out[empty]"
+    n = int(empty.sum())
+    rows = got[empty]  # [n, D]
+    scale = _maxabs(values)
+    # The declared value is exact up to the output's rounding to its dtype.
+    bound = (2 * EPS[dtype] + tolerance(dtype, "out").floor) * max(scale, 1.0)
+    if convention == "nan":
+        ok = bool(np.isnan(rows).all())
+        return Comparison(quantity, 0.0 if ok else np.inf, 0.0, 0.0, 0.0, 0.0, ok, f"{n} rows, declared NaN")
+    if not np.isfinite(rows).all():
+        return Comparison(
+            quantity, np.inf, np.inf, 0.0, np.inf, bound, False, f"{n} rows, declared {convention}, got non-finite"
+        )
+    if convention == "zeros":
+        expected = np.zeros_like(rows)
+    elif convention == "uniform":
+        expected = np.broadcast_to(values.mean(axis=2, keepdims=True), got.shape)[empty]
+    elif convention == "convex":
+        lo = np.broadcast_to(values.min(axis=2, keepdims=True), got.shape)[empty]
+        hi = np.broadcast_to(values.max(axis=2, keepdims=True), got.shape)[empty]
+        expected = np.clip(rows, lo, hi)  # distance outside the hull of the value rows
+    else:
+        raise ValueError(f"unknown empty-row convention {convention!r}")
+    err = _maxabs(rows - expected)
+    return Comparison(
+        quantity, err, err / scale if scale else err, 0.0, 0.0, bound, err <= bound, f"{n} rows, declared {convention}"
+    )

@@ -1,0 +1,219 @@
+"""The one contract every kernel and oracle meets, and the registry that finds them.
+
+An implementation is one module in `kernels/` or `oracles/` that builds an
+`Implementation` and calls `register()`. The runner never names an implementation.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from harness.case import Case
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from harness.inputs import Inputs
+
+Role = Literal["kernel", "oracle"]
+# How an implementation fills query rows that see no key:
+#   zeros:   output 0 (SDPA's math path, the harness's own reference);
+#   uniform: the plain average of every value row (a finite mask value on every key);
+#   convex:  some average of value rows, finite and within their range, but which rows
+#            depends on the kernel's tiling, so no exact value can be declared;
+#   nan:     NaN.
+EmptyRows = Literal["zeros", "uniform", "convex", "nan"]
+EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan")
+QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias")
+
+
+class ContractError(ValueError):
+    """A case outside an implementation's declared contract."""
+
+
+class UnknownImplementation(LookupError):
+    """A --kernel / --oracle name that no module registered and no MODULE:ATTR resolves."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What an implementation accepts; strategies draw only inside it.
+
+    mask_components are the names from `Mask.components`, plus "bias" for an additive bias.
+    seq_lens and head_dims are the values a strategy draws from (all valid);
+    `Implementation.violations` is the authoritative check.
+    """
+
+    dtypes: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    seq_lens: tuple[int, ...]
+    mask_components: frozenset[str]
+    max_batch: int = 2
+    max_kv_heads: int = 2
+    max_group: int = 4  # q_heads per kv head
+    unequal_lengths: bool = True
+    grads: bool = True
+    dbias: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Conventions:
+    """What an implementation does natively, and so what its adapter normalises.
+
+    Every adapter presents the SDPA convention to the harness: softmax(QK^T*scale + bias)V,
+    causal masks aligned as the case says, one head of k/v per q-head group.
+    """
+
+    bias: str  # native bias placement, e.g. "(QK^T + ab) * sm_scale"
+    causal: str  # native causal alignment when q_len != kv_len
+    gqa: str  # native GQA support, or how the adapter provides it
+    empty_rows: EmptyRows  # see EmptyRows
+    notes: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Outputs:
+    """Forward output and gradients as float64 numpy arrays (None where not computed)."""
+
+    out: np.ndarray
+    dq: np.ndarray | None = None
+    dk: np.ndarray | None = None
+    dv: np.ndarray | None = None
+    dbias: np.ndarray | None = None
+
+    def get(self, quantity: str) -> np.ndarray | None:
+        return getattr(self, quantity)
+
+
+class Implementation(abc.ABC):
+    """One kernel or oracle. Subclasses set the class attributes and implement `run`."""
+
+    name: str
+    role: Role
+    framework: str  # "jax" or "torch"
+    capabilities: Capabilities
+    conventions: Conventions
+    description: str = ""
+
+    @abc.abstractmethod
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        """Compute the case without any contract pre-check; raise if the code refuses it."""
+
+    def backend(self) -> str:
+        """Where this implementation executes: e.g. "tpu", "tpu_interpret", "cpu", "gpu"."""
+        return "cpu"
+
+    def empty_rows(self, case: Case) -> EmptyRows:
+        """The declared behaviour on rows with no visible key, for this case."""
+        return self.conventions.empty_rows
+
+    def block_strategy(self, case: Case) -> SearchStrategy[dict[str, int]] | None:
+        """Tile sizes valid for this case's shape; None when the implementation has none."""
+        return None
+
+    def violations(self, case: Case) -> list[str]:
+        """Why the case is outside the contract; empty when inside. Each names value and limit."""
+        caps = self.capabilities
+        out = []
+        if case.dtype not in caps.dtypes:
+            out.append(f"dtype={case.dtype} not in {caps.dtypes}")
+        if case.head_dim not in caps.head_dims:
+            out.append(f"head_dim={case.head_dim} not in {caps.head_dims}")
+        unsupported = (case.mask.components | ({"bias"} if case.bias else set())) - caps.mask_components
+        if unsupported:
+            out.append(f"mask components {sorted(unsupported)} not in {sorted(caps.mask_components)}")
+        if not caps.unequal_lengths and case.q_len != case.kv_len:
+            out.append(f"q_len={case.q_len} != kv_len={case.kv_len} is unsupported")
+        return out
+
+    def check(self, case: Case) -> None:
+        problems = self.violations(case)
+        if problems:
+            raise ContractError(f"{self.name}: case outside its contract: " + "; ".join(problems))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} ({self.role}, {self.framework})>"
+
+
+_REGISTRY: dict[str, Implementation] = {}
+_DISCOVERED = False
+# Packages whose every module is imported once so that it can register().
+PACKAGES = ("kernels", "oracles")
+
+
+def register(impl: Implementation) -> Implementation:
+    if impl.name in _REGISTRY and type(_REGISTRY[impl.name]) is not type(impl):
+        raise ValueError(f"implementation name {impl.name!r} is registered twice")
+    _REGISTRY[impl.name] = impl
+    return impl
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    for pkg_name in PACKAGES:
+        pkg = importlib.import_module(pkg_name)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{pkg_name}.{info.name}")
+
+
+def registry() -> dict[str, Implementation]:
+    """A copy of the registry, every module in kernels/ and oracles/ imported."""
+    _discover()
+    return dict(_REGISTRY)
+
+
+def names(role: Role | None = None) -> list[str]:
+    return sorted(n for n, i in registry().items() if role is None or i.role == role)
+
+
+def resolve(spec: str) -> Implementation:
+    """A built-in name, `MODULE:ATTR`, or `KERNEL=MODULE:ATTR`.
+
+    MODULE:ATTR may name an Implementation, or a drop-in function for a built-in kernel:
+    `pallas_flash` by default, or the KERNEL named before `=`. The built-in's adapter
+    module provides `dropin(fn, name)`.
+    """
+    reg = registry()
+    if spec in reg:
+        return reg[spec]
+    base, _, target = spec.rpartition("=")
+    if ":" not in target:
+        raise UnknownImplementation(
+            f"unknown implementation {spec!r}; use one of {sorted(reg)}, MODULE:ATTR, or KERNEL=MODULE:ATTR"
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UnknownImplementation(f"cannot import module {module_name!r} for {spec!r}: {e}") from None
+    try:
+        obj: Any = getattr(module, attr)
+    except AttributeError:
+        raise UnknownImplementation(f"module {module_name!r} has no attribute {attr!r}") from None
+    if isinstance(obj, Implementation):
+        return obj
+    if not callable(obj):
+        raise UnknownImplementation(f"{target!r} is neither an Implementation nor a function")
+    base = base or "pallas_flash"
+    if base not in reg:
+        raise UnknownImplementation(
+            f"unknown built-in kernel {base!r} for drop-in {target!r}; known: {names('kernel')}"
+        )
+    adapter_module = importlib.import_module(type(reg[base]).__module__)
+    dropin = getattr(adapter_module, "dropin", None)
+    if dropin is None:
+        raise UnknownImplementation(f"built-in {base!r} accepts no drop-in function")
+    return dropin(obj, name=spec)

@@ -1,0 +1,80 @@
+"""Deterministic input arrays for a case: the same case always yields the same bits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+
+from harness.case import Case
+from harness.masks import dense_mask, empty_rows
+
+NP_DTYPES = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
+
+# Multiplier on q and k in the "large" regime: with unit-normal entries the scaled
+# logits have standard deviation about LARGE**2, so rows reach |logit| ~ 100, past
+# float32's exp overflow at ~88 unless the kernel subtracts the running max.
+LARGE = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """Arrays in the case dtype (numpy; bfloat16 via ml_dtypes), plus the dense mask.
+
+    dout is the output cotangent for the backward pass. It is zero on query rows that
+    see no key, so their (convention-dependent) outputs do not leak into gradients.
+    """
+
+    q: np.ndarray  # [batch, q_heads, q_len, head_dim]
+    k: np.ndarray  # [batch, kv_heads, kv_len, head_dim]
+    v: np.ndarray  # [batch, kv_heads, kv_len, head_dim]
+    bias: np.ndarray | None  # [batch, q_heads, q_len, kv_len], added after scaling
+    dout: np.ndarray  # [batch, q_heads, q_len, head_dim]
+    visible: np.ndarray  # bool [batch, q_heads, q_len, kv_len]
+    empty: np.ndarray  # bool [batch, q_heads, q_len]: rows that see no key
+    q_segment_ids: np.ndarray | None  # int32 [batch, q_len]
+    kv_segment_ids: np.ndarray | None  # int32 [batch, kv_len]
+
+    def astype(self, dtype: np.dtype) -> Inputs:
+        cast = lambda a: None if a is None else a.astype(dtype)  # noqa: E731
+        return dataclasses.replace(
+            self, q=cast(self.q), k=cast(self.k), v=cast(self.v), bias=cast(self.bias), dout=cast(self.dout)
+        )
+
+
+def make_inputs(case: Case) -> Inputs:
+    rng = np.random.default_rng(case.seed)
+    dt = NP_DTYPES[case.dtype]
+    qshape = (case.batch, case.q_heads, case.q_len, case.head_dim)
+    kshape = (case.batch, case.kv_heads, case.kv_len, case.head_dim)
+    q = rng.standard_normal(qshape)
+    k = rng.standard_normal(kshape)
+    v = rng.standard_normal(kshape)
+    if case.regime == "large":
+        q, k = q * LARGE, k * LARGE
+    elif case.regime == "ties":
+        k = np.broadcast_to(k[:, :, :1, :], kshape).copy()
+    bias = None
+    if case.bias:
+        bias = rng.standard_normal((case.batch, case.q_heads, case.q_len, case.kv_len))
+        if case.regime == "large":
+            bias = bias * LARGE
+        elif case.regime == "ties":
+            # A bias that varies per key would break the ties; keep it constant per row.
+            bias = np.broadcast_to(bias[..., :1], bias.shape).copy()
+    visible = dense_mask(case.mask, batch=case.batch, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
+    empty = empty_rows(visible)
+    dout = rng.standard_normal(qshape) * ~empty[..., None]
+    segs = case.mask.segments
+    return Inputs(
+        q=q.astype(dt),
+        k=k.astype(dt),
+        v=v.astype(dt),
+        bias=None if bias is None else bias.astype(dt),
+        dout=dout.astype(dt),
+        visible=visible,
+        empty=empty,
+        q_segment_ids=None if segs is None else segs.ids("q"),
+        kv_segment_ids=None if segs is None else segs.ids("kv"),
+    )

@@ -1,0 +1,183 @@
+"""The Pallas TPU flash-attention kernel (jax.experimental.pallas.ops.tpu.flash_attention).
+
+Native on a TPU, otherwise the same kernel code under the Pallas TPU interpreter.
+`dropin(fn)` wraps any function with the upstream signature, so a team's fork is
+tested exactly like the upstream kernel:
+    flash_attention(q, k, v, ab=None, segment_ids=None, *, causal, sm_scale, block_sizes)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import strategies as st
+from jax.experimental.pallas.ops.tpu import flash_attention as upstream
+
+from harness import compat
+from harness.case import DTYPES, Case
+from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.inputs import Inputs
+
+# Tiles along a key axis must be whole multiples of the 128 TPU lanes: the kernel
+# raises "block_k=... should be a multiple of 128" otherwise (flash_attention.py, MIN_BLOCK_SIZE).
+LANES = upstream.MIN_BLOCK_SIZE
+FORWARD_BLOCKS = ("block_b", "block_q", "block_k_major", "block_k")
+BACKWARD_BLOCKS = (
+    "block_q_major_dkv",
+    "block_k_major_dkv",
+    "block_k_dkv",
+    "block_q_dkv",
+    "block_k_major_dq",
+    "block_k_dq",
+    "block_q_dq",
+)
+
+
+def _tiles(length: int) -> list[int]:
+    """Lane-aligned tile sizes dividing `length`, smallest first (so shrinking prefers many tiles)."""
+    return [t for t in range(LANES, length + 1, LANES) if length % t == 0]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _minor_of(major: int) -> st.SearchStrategy[int]:
+    # A minor tile must divide its major tile (BlockSizes.__post_init__).
+    return st.sampled_from(_tiles(major))
+
+
+@st.composite
+def _flash_blocks(draw: Any, case: Case) -> dict[str, int]:
+    q_tiles, k_tiles = _tiles(case.q_len), _tiles(case.kv_len)
+    # block_b need not divide batch in the forward pass, but a partial batch tile
+    # reads past the array; keep to divisors.
+    blocks = {"block_b": draw(st.sampled_from(_divisors(case.batch))), "block_q": draw(st.sampled_from(q_tiles))}
+    blocks["block_k_major"] = draw(st.sampled_from(k_tiles))
+    blocks["block_k"] = draw(_minor_of(blocks["block_k_major"]))
+    blocks["block_q_major_dkv"] = draw(st.sampled_from(q_tiles))
+    blocks["block_q_dkv"] = draw(_minor_of(blocks["block_q_major_dkv"]))
+    blocks["block_k_major_dkv"] = draw(st.sampled_from(k_tiles))
+    blocks["block_k_dkv"] = draw(_minor_of(blocks["block_k_major_dkv"]))
+    blocks["block_k_major_dq"] = draw(st.sampled_from(k_tiles))
+    blocks["block_k_dq"] = draw(_minor_of(blocks["block_k_major_dq"]))
+    blocks["block_q_dq"] = draw(st.sampled_from(q_tiles))
+    return blocks
+
+
+class PallasFlash(Implementation):
+    role = "kernel"
+    framework = "jax"
+    capabilities = Capabilities(
+        dtypes=DTYPES,
+        # head_dim below 128 is sliced from a lane tile; above 128 it must be a
+        # multiple of 128 (the kernel raises NotImplementedError otherwise).
+        head_dims=(64, 32, 128, 80, 256),
+        seq_lens=(128, 256, 384, 512),
+        mask_components=frozenset({"causal_top_left", "segments", "bias"}),
+    )
+    conventions = Conventions(
+        bias="(QK^T + ab) * sm_scale: the adapter passes ab = bias / scale, in float32",
+        causal="top-left (query i sees keys j <= i)",
+        gqa="none: the adapter repeats k/v heads; gradients sum back through the repeat",
+        empty_rows="uniform",
+        notes=(
+            "masked logits get a finite mask value (-0.7 * float32 max), so a row with no visible key "
+            "averages every key the kernel visits: all keys, or under causal only the key tiles up to "
+            "the diagonal, which depends on block sizes"
+        ),
+    )
+
+    def __init__(self, fn: Callable[..., Any] = upstream.flash_attention, name: str = "pallas_flash") -> None:
+        self.fn = fn
+        self.name = name
+        self.description = "Pallas TPU flash attention" + ("" if fn is upstream.flash_attention else f" drop-in {name}")
+
+    def backend(self) -> str:
+        return "tpu" if compat.has_tpu() else "tpu_interpret"
+
+    def empty_rows(self, case: Case) -> EmptyRows:
+        return "convex" if case.mask.causal else "uniform"
+
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
+        return _flash_blocks(case)
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        for name, length in (("q_len", case.q_len), ("kv_len", case.kv_len)):
+            if length % LANES:
+                out.append(f"{name}={length} must be a multiple of {LANES}")
+        if case.head_dim > LANES and case.head_dim % LANES:
+            out.append(f"head_dim={case.head_dim} above {LANES} must be a multiple of {LANES}")
+        blocks = case.block_dict
+        if blocks:
+            missing = set(FORWARD_BLOCKS + BACKWARD_BLOCKS) - set(blocks)
+            unknown = set(blocks) - set(FORWARD_BLOCKS + BACKWARD_BLOCKS)
+            if missing or unknown:
+                out.append(
+                    f"blocks must name all of {FORWARD_BLOCKS + BACKWARD_BLOCKS}; "
+                    f"missing {sorted(missing)}, unknown {sorted(unknown)}"
+                )
+            else:
+                for name, length in (
+                    ("block_q", case.q_len),
+                    ("block_k_major", case.kv_len),
+                    ("block_k", blocks["block_k_major"]),
+                ):
+                    if length % blocks[name]:
+                        out.append(f"{name}={blocks[name]} must divide {length}")
+                if blocks["block_k"] % LANES:
+                    out.append(f"block_k={blocks['block_k']} must be a multiple of {LANES}")
+        return out
+
+    def _block_sizes(self, case: Case) -> upstream.BlockSizes:
+        if not case.blocks:
+            return upstream.BlockSizes.get_default(case.batch, case.q_heads, case.q_len, case.kv_len, case.head_dim)
+        return upstream.BlockSizes(**case.block_dict)
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        group = case.q_heads // case.kv_heads
+        scale = case.sm_scale
+        segment_ids = None
+        if inputs.q_segment_ids is not None:
+            segment_ids = upstream.SegmentIds(
+                q=jnp.asarray(inputs.q_segment_ids), kv=jnp.asarray(inputs.kv_segment_ids)
+            )
+        block_sizes = self._block_sizes(case)
+        causal = case.mask.causal == "top_left"
+
+        def f(q, k, v, *bias):
+            # The kernel adds ab before scaling; dividing by the scale gives the SDPA
+            # convention. float32 keeps the division from rounding the bias.
+            ab = bias[0].astype(jnp.float32) / scale if bias else None
+            k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
+            return self.fn(q, k, v, ab, segment_ids, causal=causal, sm_scale=scale, block_sizes=block_sizes)
+
+        primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
+        if inputs.bias is not None:
+            primals.append(jnp.asarray(inputs.bias))
+        as64 = lambda a: np.asarray(jnp.asarray(a, jnp.float32), np.float64)  # noqa: E731
+        with compat.tpu_kernel_context():
+            if not grads:
+                return Outputs(out=as64(jax.block_until_ready(f(*primals))))
+            out, pullback = jax.vjp(f, *primals)
+            cots = jax.block_until_ready(pullback(jnp.asarray(inputs.dout)))
+        return Outputs(
+            out=as64(out),
+            dq=as64(cots[0]),
+            dk=as64(cots[1]),
+            dv=as64(cots[2]),
+            dbias=as64(cots[3]) if inputs.bias is not None else None,
+        )
+
+
+def dropin(fn: Callable[..., Any], *, name: str) -> PallasFlash:
+    """Test `fn`, a function with the upstream flash_attention signature, as this kernel."""
+    return PallasFlash(fn, name=name)
+
+
+register(PallasFlash())

@@ -1,0 +1,1 @@
+"""Oracles: reference implementations the kernels are checked against (one module each)."""

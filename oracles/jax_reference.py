@@ -1,0 +1,95 @@
+"""Pure-JAX attention on the dense mask: the float64 ground truth and the same-dtype ruler.
+
+Written from the definition, softmax(Q K^T * scale + bias) V, with none of a kernel's
+tiling or online softmax. In float64 it is the truth; in the case dtype its error
+against the truth is the yardstick a kernel's error is measured by.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from harness import compat
+from harness.case import DTYPES, Case
+from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.inputs import Inputs
+
+
+def attention(q, k, v, bias, visible, scale):
+    """q [B,Hq,Lq,D], k/v [B,Hkv,Lk,D], bias [B,Hq,Lq,Lk] or None, visible bool [B,Hq,Lq,Lk]."""
+    group = q.shape[1] // k.shape[1]
+    k = jnp.repeat(k, group, axis=1)
+    v = jnp.repeat(v, group, axis=1)
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) * jnp.asarray(scale, q.dtype)
+    if bias is not None:
+        s = s + bias
+    s = jnp.where(visible, s, -jnp.inf)
+    m = jnp.max(s, axis=-1, keepdims=True)
+    m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0))
+    p = jnp.exp(s - m)
+    denom = jnp.sum(p, axis=-1, keepdims=True)
+    # Rows with no visible key have denom 0: their output is 0 (declared convention).
+    p = p / jnp.where(denom == 0, 1, denom)
+    return jnp.einsum("bhqk,bhkd->bhqd", p, v)
+
+
+def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
+    """The reference in `dtype` (a numpy/jax dtype); inputs are cast from the case dtype exactly."""
+    dt = jnp.dtype(dtype)
+    cast = inputs.astype(np.float64) if dt == jnp.float64 else inputs
+    args = [None if a is None else jnp.asarray(a) for a in (cast.q, cast.k, cast.v, cast.bias)]
+    visible = jnp.asarray(inputs.visible)
+    has_bias = inputs.bias is not None
+
+    def f(q, k, v, *bias):
+        return attention(q, k, v, bias[0] if has_bias else None, visible, case.sm_scale)
+
+    primals = args[:3] + ([args[3]] if has_bias else [])
+    if not grads:
+        return Outputs(out=np.asarray(f(*primals), np.float64))
+    out, pullback = jax.vjp(f, *primals)
+    cots = pullback(jnp.asarray(cast.dout))
+    as64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    return Outputs(
+        out=as64(out),
+        dq=as64(cots[0]),
+        dk=as64(cots[1]),
+        dv=as64(cots[2]),
+        dbias=as64(cots[3]) if has_bias else None,
+    )
+
+
+def truth(case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+    """Float64 ground truth from the case-dtype inputs (upcast exactly)."""
+    with compat.enable_x64():
+        return run_reference(case, inputs, grads=grads, dtype=jnp.float64)
+
+
+class JaxReference(Implementation):
+    name = "jax_reference"
+    role = "oracle"
+    framework = "jax"
+    description = "pure-JAX softmax(QK^T*scale+bias)V on the dense mask, computed in the case dtype"
+    capabilities = Capabilities(
+        dtypes=DTYPES,
+        head_dims=(32, 64, 80, 128, 256),
+        seq_lens=(16, 64, 128, 256),
+        mask_components=frozenset({"causal_top_left", "causal_bottom_right", "segments", "bias"}),
+    )
+    conventions = Conventions(
+        bias="QK^T * scale + bias",
+        causal="as the case declares (dense mask)",
+        gqa="repeats k/v heads",
+        empty_rows="zeros",
+    )
+
+    def violations(self, case: Case) -> list[str]:
+        return [p for p in super().violations(case) if not p.startswith("head_dim")]
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        return run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
+
+
+register(JaxReference())
