@@ -140,7 +140,7 @@ def check_empty_rows(convention: str, got: np.ndarray, values: np.ndarray, empty
     bound = (2 * EPS[dtype] + tolerance(dtype, "out").floor) * max(scale, 1.0)
     if convention == "nan":
         ok = bool(np.isnan(rows).all())
-        return Comparison(quantity, 0.0 if ok else np.inf, 0.0, 0.0, 0.0, 0.0, ok, f"{n} rows, declared NaN")
+        return Comparison(quantity, 0.0 if ok else np.inf, 0.0, 0.0, 0.0, 0.0, ok, f"{n} rows, declared nan")
     if not np.isfinite(rows).all():
         return Comparison(
             quantity, np.inf, np.inf, 0.0, np.inf, bound, False, f"{n} rows, declared {convention}, got non-finite"

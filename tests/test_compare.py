@@ -1,0 +1,130 @@
+import ml_dtypes
+import numpy as np
+import pytest
+
+from harness.case import DTYPES
+from harness.compare import TOLERANCES, Comparison, Tolerance, check_empty_rows, compare, tolerance
+from harness.contract import QUANTITIES
+
+RNG = np.random.default_rng(0)
+TRUTH = RNG.standard_normal((2, 3, 16, 8))
+TOL = Tolerance(factor=2.0, floor=1e-5)
+
+
+def rounded(a, dtype):
+    return a.astype(dtype).astype(np.float64)
+
+
+def test_every_dtype_and_quantity_has_a_tolerance():
+    assert {(d, q) for d in DTYPES for q in QUANTITIES} == set(TOLERANCES)
+    assert tolerance("float32", "out[empty]") == tolerance("float32", "out")
+
+
+def test_bound_is_factor_times_oracle_error_plus_floor_times_magnitude():
+    oracle = TRUTH + 1e-3
+    got = TRUTH + 2e-3
+    c = compare("out", got, TRUTH, oracle, TOL, magnitude=10.0)
+    assert c.oracle_abs == pytest.approx(1e-3)
+    assert c.bound == pytest.approx(2 * 1e-3 + 1e-5 * 10.0)
+    assert c.max_abs == pytest.approx(2e-3)
+    assert c.ratio == pytest.approx(2.0)
+    assert c.max_rel == pytest.approx(2e-3 / np.abs(TRUTH).max())
+    assert c.passed
+
+
+def test_just_past_the_bound_fails():
+    oracle = TRUTH + 1e-3
+    c = compare("out", TRUTH + 2.1e-3, TRUTH, oracle, TOL)
+    assert not c.passed and c.max_abs > c.bound
+
+
+def test_float32_kernel_with_bfloat16_precision_fails():
+    # The rule's purpose: a float32 kernel that silently computes in bfloat16 must fail.
+    oracle = rounded(TRUTH, np.float32)
+    assert compare("out", rounded(TRUTH, np.float32), TRUTH, oracle, tolerance("float32", "out")).passed
+    lossy = compare("out", rounded(TRUTH, ml_dtypes.bfloat16), TRUTH, oracle, tolerance("float32", "out"))
+    assert not lossy.passed
+    assert lossy.ratio > 1000
+
+
+def test_a_kernel_as_good_as_the_oracle_passes_in_every_dtype():
+    for dtype, np_dtype in (("float32", np.float32), ("bfloat16", ml_dtypes.bfloat16), ("float16", np.float16)):
+        oracle = rounded(TRUTH, np_dtype)
+        got = rounded(TRUTH * (1 + 1e-9), np_dtype)
+        for q in QUANTITIES:
+            assert compare(q, got, TRUTH, oracle, tolerance(dtype, q)).passed, (dtype, q)
+
+
+def test_cancelled_truth_uses_the_magnitude_floor():
+    # dq is exactly 0 when a query sees one key; every kernel still rounds terms of size ~1.
+    zero = np.zeros((4, 4))
+    noise = zero + 1e-7
+    assert not compare("dq", noise, zero, zero, tolerance("float32", "dq")).passed
+    assert compare("dq", noise, zero, zero, tolerance("float32", "dq"), magnitude=1.0).passed
+
+
+def test_rows_select_what_is_compared():
+    got = TRUTH.copy()
+    rows = np.ones(TRUTH.shape[:-1], bool)
+    rows[0, 0, 0] = False
+    got[0, 0, 0] = 1e6
+    assert not compare("out", got, TRUTH, TRUTH, TOL).passed
+    assert compare("out", got, TRUTH, TRUTH, TOL, rows=rows).passed
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_where_truth_is_finite_fails(bad):
+    got = TRUTH.copy()
+    got[1, 2, 3, 4] = bad
+    c = compare("dk", got, TRUTH, TRUTH, TOL)
+    assert not c.passed and "1 non-finite" in c.note
+
+
+def test_shape_mismatch_and_missing_fail_with_a_note():
+    assert "shape" in compare("dq", TRUTH[:1], TRUTH, TRUTH, TOL).note
+    missing = compare("dbias", None, TRUTH, TRUTH, TOL)
+    assert not missing.passed and missing.note == "not computed"
+
+
+def test_comparison_json_round_trip_keeps_infinities():
+    c = compare("dk", TRUTH + np.inf, TRUTH, TRUTH, TOL)
+    assert Comparison.from_json(c.to_json()).max_abs == np.inf
+    c2 = compare("out", TRUTH, TRUTH, TRUTH + 1e-3, TOL)
+    assert Comparison.from_json(c2.to_json()) == c2
+
+
+# Empty rows: [B=1, H=1, Lq=3, D=2]; row 1 sees no key.
+VALUES = np.array([[[[1.0, -2.0], [3.0, 4.0]]]])  # [1, 1, Lk=2, D=2]
+EMPTY = np.array([[[False, True, False]]])
+
+
+def out_with(row):
+    out = np.zeros((1, 1, 3, 2))
+    out[0, 0, 1] = row
+    return out
+
+
+@pytest.mark.parametrize(
+    ("convention", "row", "passed"),
+    [
+        ("zeros", [0.0, 0.0], True),
+        ("zeros", [2.0, 1.0], False),
+        ("uniform", [2.0, 1.0], True),
+        ("uniform", [0.0, 0.0], False),
+        ("convex", [1.5, 3.9], True),
+        ("convex", [3.5, 0.0], False),  # outside the values' range in column 0
+        ("nan", [np.nan, np.nan], True),
+        ("nan", [0.0, 0.0], False),
+        ("uniform", [np.nan, 1.0], False),
+        ("zeros", [np.inf, 0.0], False),
+    ],
+)
+def test_empty_rows_are_checked_as_declared(convention, row, passed):
+    c = check_empty_rows(convention, out_with(row), VALUES, EMPTY, "float32")
+    assert c.passed is passed
+    assert c.quantity == "out[empty]" and convention in c.note
+
+
+def test_unknown_convention_is_an_error():
+    with pytest.raises(ValueError, match="unknown empty-row convention"):
+        check_empty_rows("mean", out_with([0, 0]), VALUES, EMPTY, "float32")

@@ -1,0 +1,88 @@
+import pytest
+
+from harness import contract
+from harness.case import Case
+from harness.contract import ContractError, UnknownImplementation, resolve
+from harness.inputs import make_inputs
+from kernels.pallas_flash import PallasFlash
+
+FLASH = resolve("pallas_flash")
+BLOCKS = {
+    name: 128
+    for name in (
+        "block_q",
+        "block_k_major",
+        "block_k",
+        "block_q_major_dkv",
+        "block_k_major_dkv",
+        "block_k_dkv",
+        "block_q_dkv",
+        "block_k_major_dq",
+        "block_k_dq",
+        "block_q_dq",
+    )
+}
+
+
+def test_registry_finds_every_module():
+    names = contract.names()
+    assert {"pallas_flash", "jax_reference", "torch_sdpa"} <= set(names)
+    assert "pallas_flash" in contract.names("kernel") and "torch_sdpa" in contract.names("oracle")
+    reg = contract.registry()
+    reg.pop("pallas_flash")
+    assert "pallas_flash" in contract.registry(), "registry() must return a copy"
+
+
+def test_a_function_drop_in_is_wrapped_by_the_flash_adapter():
+    impl = resolve("tests.planted.bwd_dkv_causal:flash_attention")
+    assert isinstance(impl, PallasFlash) and impl.name == "tests.planted.bwd_dkv_causal:flash_attention"
+    assert impl.fn is not FLASH.fn
+    assert resolve("pallas_flash=tests.planted.bwd_dkv_causal:flash_attention").role == "kernel"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param("no_such_kernel", "unknown implementation 'no_such_kernel'", id="name"),
+        pytest.param("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'", id="module"),
+        pytest.param("harness.case:nothing_here", "has no attribute 'nothing_here'", id="attr"),
+        pytest.param("harness.case:CASE_SCHEMA", "neither an Implementation nor a function", id="not-callable"),
+        pytest.param("nonesuch=harness.case:Case", "unknown built-in kernel 'nonesuch'", id="base"),
+    ],
+)
+def test_unresolvable_specs_say_what_is_wrong(spec, message):
+    with pytest.raises(UnknownImplementation, match=message):
+        resolve(spec)
+
+
+OUTSIDE = [
+    pytest.param(Case(1, 1, 1, 128, 200, 64, blocks={**BLOCKS, "block_b": 1}), "kv_len=200", id="kv-not-divisible"),
+    # kv_len 256 takes the multi-step kernel, which checks head_dim; with one kv tile the
+    # single-step kernel computes head_dim=192 correctly without checking (see README).
+    pytest.param(Case(1, 1, 1, 128, 256, 192), "head_dim=192", id="head-dim"),
+    pytest.param(
+        Case(1, 1, 1, 128, 256, 64, blocks={**BLOCKS, "block_b": 1, "block_k_major": 256, "block_k": 64}),
+        "block_k=64",
+        id="block-k-not-lane-aligned",
+    ),
+    pytest.param(Case(1, 1, 1, 64, 128, 64), "q_len=64", id="q-shorter-than-block"),
+]
+
+
+@pytest.mark.parametrize(("case", "named"), OUTSIDE)
+def test_outside_the_contract_the_kernel_refuses_instead_of_returning_numbers(case, named):
+    problems = FLASH.violations(case)
+    assert any(named in p for p in problems), problems
+    with pytest.raises(ContractError, match=named):
+        FLASH.check(case)
+    # The kernel itself, with no pre-check, must raise rather than compute.
+    with pytest.raises(Exception) as info:  # noqa: B017 - any refusal counts, its message is checked below
+        FLASH.run(case, make_inputs(case), grads=False)
+    assert str(info.value).strip(), f"{type(info.value).__name__} with an empty message"
+
+
+def test_unsupported_mask_component_is_outside_the_contract():
+    from harness.masks import Mask
+
+    case = Case(1, 1, 1, 128, 256, 64, mask=Mask(causal="bottom_right"))
+    assert any("causal_bottom_right" in p for p in FLASH.violations(case))

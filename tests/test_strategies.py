@@ -1,0 +1,81 @@
+import numpy as np
+import pytest
+from hypothesis import find, given, settings
+from hypothesis import strategies as st
+from jax.experimental.pallas.ops.tpu import flash_attention as upstream
+
+from harness.contract import resolve
+from harness.inputs import make_inputs
+from harness.masks import Mask, dense_mask, empty_rows
+from harness.runner import run_case
+from harness.strategies import cases, segment_runs, segments
+
+FLASH = resolve("pallas_flash")
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(cases(FLASH))
+def test_every_drawn_flash_case_is_inside_its_contract(case):
+    assert FLASH.violations(case) == []
+    upstream.BlockSizes(**case.block_dict)  # the kernel's own validation of the tiling
+    assert case.q_heads % case.kv_heads == 0
+
+
+@settings(max_examples=2, deadline=None, database=None, derandomize=True)
+@given(cases(FLASH, dtypes=("float32",)))
+def test_drawn_cases_run_through_the_kernel(case):
+    result = run_case(case, [FLASH])
+    assert result.subjects[0].error is None, result.subjects[0].traceback
+
+
+def blocks(case):
+    return case.block_dict
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        pytest.param(lambda c: blocks(c)["block_k"] < blocks(c)["block_k_major"], id="block_k<block_k_major"),
+        pytest.param(lambda c: c.kv_len // blocks(c)["block_k_major"] >= 3, id="several-kv-blocks"),
+        pytest.param(lambda c: c.q_len // blocks(c)["block_q"] >= 3, id="several-q-blocks"),
+        pytest.param(lambda c: blocks(c)["block_q_dkv"] < blocks(c)["block_q_major_dkv"], id="dkv-minor<major"),
+        pytest.param(lambda c: blocks(c)["block_b"] == 2, id="batch-tile"),
+        pytest.param(lambda c: c.kv_heads == 1 and c.q_heads == 4, id="mqa"),
+        pytest.param(lambda c: c.q_len != c.kv_len and c.mask.causal == "top_left", id="causal-unequal"),
+        pytest.param(lambda c: c.bias and c.dtype == "float16" and c.regime == "large", id="bias-fp16-large"),
+        pytest.param(lambda c: c.mask.segments is not None and make_inputs(c).empty.any(), id="rows-with-no-key"),
+    ],
+)
+def test_hard_corners_are_reachable(condition):
+    find(cases(FLASH), condition, settings=settings(max_examples=2000, database=None))
+
+
+@settings(max_examples=200, database=None)
+@given(st.integers(1, 600), st.integers(1, 5), st.data())
+def test_segment_runs_cover_the_length(length, max_segments, data):
+    runs = data.draw(segment_runs(length=length, max_segments=max_segments))
+    assert sum(runs) == length and all(r > 0 for r in runs) and len(runs) <= max_segments
+
+
+@settings(max_examples=100, database=None)
+@given(segments(batch=2, q_len=128, kv_len=256))
+def test_segments_match_the_sequences(segs):
+    assert segs.lengths("q") == (128, 128) and segs.lengths("kv") == (256, 256)
+    vis = dense_mask(Mask(segments=segs), batch=2, heads=1, q_len=128, kv_len=256)
+    # A query row is empty exactly when its id appears in none of its row's keys.
+    q_ids, kv_ids = segs.ids("q"), segs.ids("kv")
+    expected = ~np.stack([np.isin(q_ids[b], kv_ids[b]) for b in range(2)])
+    assert (empty_rows(vis)[:, 0] == expected).all()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        pytest.param(lambda: cases(FLASH, dtypes=("float64",)), "dtypes \\['float64'\\] are not supported", id="dtype"),
+        pytest.param(lambda: cases(FLASH, regimes=("huge",)), "regimes \\['huge'\\] are unknown", id="regime"),
+        pytest.param(lambda: segment_runs(length=0), "length=0", id="length"),
+    ],
+)
+def test_bad_strategy_arguments_say_how_to_fix_them(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
