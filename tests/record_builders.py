@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -184,12 +185,12 @@ def record_name(rec: dict[str, Any]) -> str:
 
 
 def write_store(root: Path | str, records: Iterable[dict[str, Any]]) -> Path:
-    """Write records as a store; names as the harness writers use (":" made file-safe)."""
+    """Write records as a store, named as the harness writers name them (made file-safe as they do)."""
     root = Path(root)
     for rec in records:
         d = root / "records" / rec["run_id"]
         os.makedirs(d, exist_ok=True)
-        name = record_name(rec).replace(":", "_").replace("=", "_")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", record_name(rec))
         with open(d / f"{name}.json", "w") as f:
             json.dump(rec, f, indent=1, sort_keys=True)
     return root
