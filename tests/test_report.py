@@ -103,7 +103,10 @@ def test_failures_carry_case_error_table_and_repro_command(tmp_path: Path) -> No
 
 
 def test_compile_failures_are_listed(tmp_path: Path) -> None:
-    recs = [rb.run_record(BASE), rb.compile_record(BASE, ok=False, error="lowering failed\nmore", failure_file="f.json")]
+    recs = [
+        rb.run_record(BASE),
+        rb.compile_record(BASE, ok=False, error="lowering failed\nmore", failure_file="f.json"),
+    ]
     report = _build(load([rb.write_store(tmp_path / "s", recs)]))
     (f,) = report.failures
     assert (f.kind, f.why, f.repro) == ("compile", "lowering failed", "python -m harness repro f.json")
