@@ -117,6 +117,19 @@ def _num(x: Any) -> float:
         return math.nan
 
 
+Uses = dict[int, list[float]]  # id(case record) -> used() of each of its comparisons
+
+
+def uses_of(cases: list[dict[str, Any]]) -> Uses:
+    """used() of every comparison, once per record: the matrix, histograms and version table all need it."""
+    return {id(r): [used(c) for c in r.get("comparisons") or []] for r in cases}
+
+
+def _uses(rec: dict[str, Any], uses: Uses | None) -> list[float]:
+    got = uses.get(id(rec)) if uses is not None else None
+    return got if got is not None else [used(c) for c in rec.get("comparisons") or []]
+
+
 def mask_label(case_json: dict[str, Any]) -> str:
     """Case.mask_label from a case's JSON, without building the Case."""
     mask = case_json.get("mask") or {}
@@ -131,7 +144,7 @@ def kernel_of(cases: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
     return {(r["run_id"], r.get("case_id")): str(r.get("implementation")) for r in cases if r.get("role") == "kernel"}
 
 
-def matrix(cases: list[dict[str, Any]]) -> Matrix:
+def matrix(cases: list[dict[str, Any]], uses: Uses | None = None) -> Matrix:
     kernels = kernel_of(cases)
     cells: dict[tuple[str, str, str, str], Cell] = {}
     roles: dict[str, str] = {}
@@ -144,7 +157,7 @@ def matrix(cases: list[dict[str, Any]]) -> Matrix:
         cell = cells.setdefault((kernel, subject, str(c.get("dtype")), mask_label(c)), Cell())
         cell.n += 1
         cell.failed += not rec.get("passed")
-        cell.worst_used = max(cell.worst_used, _finite_max([used(x) for x in comps]))
+        cell.worst_used = max(cell.worst_used, _finite_max(_uses(rec, uses)))
         cell.worst_ratio = max(cell.worst_ratio, _finite_max([_num(x.get("ratio")) for x in comps]))
     dtypes = [d for d in DTYPES if any(k[2] == d for k in cells)]
     dtypes += sorted({k[2] for k in cells} - set(dtypes))
@@ -175,13 +188,10 @@ class Histogram:
     over_bound: int
 
 
-def histograms(cases: list[dict[str, Any]]) -> list[Histogram]:
+def histograms(cases: list[dict[str, Any]], uses: Uses | None = None) -> list[Histogram]:
     by_impl: dict[str, list[float]] = defaultdict(list)
     for rec in cases:
-        for c in rec.get("comparisons") or []:
-            u = used(c)
-            if not math.isnan(u):
-                by_impl[str(rec.get("implementation"))].append(u)
+        by_impl[str(rec.get("implementation"))].extend(u for u in _uses(rec, uses) if not math.isnan(u))
     labels = [f"<1e{HIST_EDGES[0]:g}"] + [f"1e{lo:g}" for lo in HIST_EDGES[:-1]] + [f">1e{HIST_EDGES[-1]:g}"]
     out = []
     for impl in sorted(by_impl):
@@ -237,7 +247,7 @@ class SeriesRow:
 
 
 def correctness_by_version(
-    cases: list[dict[str, Any]], envs: list[Env], run_env: dict[str, Env]
+    cases: list[dict[str, Any]], envs: list[Env], run_env: dict[str, Env], uses: Uses | None = None
 ) -> list[CorrectnessRow]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for rec in cases:
@@ -249,7 +259,7 @@ def correctness_by_version(
             recs = groups.get((impl, env.label))
             if not recs:
                 continue
-            ratios = [u for r in recs for c in r.get("comparisons") or [] if not math.isnan(u := used(c))]
+            ratios = [u for r in recs for u in _uses(r, uses) if not math.isnan(u)]
             failed = sum(not r.get("passed") for r in recs)
             worst = max(ratios, default=math.nan)
             if prev is None:
@@ -583,6 +593,7 @@ def build(
     current = records if current is None else current
     envs, run_env = environments(records)
     main, other = failures(records, run_env)
+    uses = uses_of(records.cases)
     return Report(
         title=title,
         generated=(now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC"),
@@ -595,11 +606,11 @@ def build(
             "bench records": len(records.benches),
             "compile records": len(records.compiles),
         },
-        matrix=matrix(current.cases),
+        matrix=matrix(current.cases, uses),
         matrix_scope="the candidate's records" if current is not records else "every record",
-        histograms=histograms(current.cases),
+        histograms=histograms(current.cases, uses),
         envs=envs,
-        correctness=correctness_by_version(records.cases, envs, run_env),
+        correctness=correctness_by_version(records.cases, envs, run_env, uses),
         speed=speed_by_version(records.benches, envs, run_env, thresholds),
         memory=memory_by_version(records.compiles, envs, run_env, thresholds),
         failures=main,
