@@ -16,7 +16,7 @@ from typing import Any
 
 from harness import stats
 from harness.case import DTYPES
-from harness.gate import GateResult, compare_samples, fmt_seconds
+from harness.gate import GateResult, SpeedComparison, compare_samples, fmt_seconds
 from harness.report.conventions import ConventionRow
 from harness.report.describe import case_text, failure_file, failure_line, repro_command, used
 from harness.report.records import Records, bench_key, compile_key, generation, samples
@@ -209,7 +209,7 @@ def histograms(cases: list[dict[str, Any]], uses: Uses | None = None) -> list[Hi
 
 @dataclasses.dataclass
 class Movement:
-    """How a figure moved from the previous environment: text, and a css class (worse/better/same/na)."""
+    """How a figure moved from the previous environment: text, and a css class (worse/better/moved/same/na)."""
 
     text: str
     css: str
@@ -266,6 +266,8 @@ def correctness_by_version(
                 mv = Movement("first version", "na")
             elif failed != prev[0]:
                 mv = Movement(f"{failed - prev[0]:+d} failing", "worse" if failed > prev[0] else "better", True)
+            elif math.isclose(worst, prev[1], rel_tol=0.01) or (math.isnan(worst) and math.isnan(prev[1])):
+                mv = Movement("no change", "same")
             else:
                 mv = Movement(f"worst {prev[1]:.2f} -> {worst:.2f}", "same")
             rows.append(
@@ -275,6 +277,19 @@ def correctness_by_version(
             )
             prev = (failed, worst)
     return rows
+
+
+def _speed_movement(cmp: SpeedComparison, th: Thresholds) -> Movement:
+    """Slower/faster only past the gate's test and factor; a significant move within the factor is said so."""
+    pct = f"{cmp.ratio - 1:+.1%} " if not math.isnan(cmp.ratio) else ""
+    p = f"p={cmp.p:.2g}" if cmp.p is not None else ""
+    if cmp.status == "insufficient":
+        return Movement(f"{pct}(too few samples)", "na")
+    if cmp.status in ("worse", "better"):
+        return Movement(f"{pct}{'slower' if cmp.status == 'worse' else 'faster'} ({p})", cmp.status, True)
+    if cmp.p is not None and cmp.p < th.alpha:
+        return Movement(f"{pct}beyond noise ({p}), within {th.factor:g}x", "moved", True)
+    return Movement(f"{pct}noise ({p})", "same")
 
 
 def speed_by_version(
@@ -298,12 +313,7 @@ def speed_by_version(
             s = stats.summarize(xs)
             mv = None
             if prev is not None:
-                cmp = compare_samples(prev, xs, th)
-                arrow = {"worse": "slower", "better": "faster", "unchanged": "noise", "insufficient": "too few samples"}
-                css = {"worse": "worse", "better": "better", "unchanged": "same", "insufficient": "na"}[cmp.status]
-                pct = f"{cmp.ratio - 1:+.1%} " if not math.isnan(cmp.ratio) else ""
-                mv = Movement(f"{pct}{arrow[cmp.status]}", css, cmp.status in ("worse", "better"))
-                mv.text += f" (p={cmp.p:.2g})" if cmp.p is not None else ""
+                mv = _speed_movement(compare_samples(prev, xs, th), th)
             detail = f"n={s.n}, quartiles {fmt_seconds(s.q1)} .. {fmt_seconds(s.q3)}, min {fmt_seconds(s.min)}"
             cells.append(SeriesCell(s.median, fmt_seconds(s.median), detail, mv))
             lows.append(s.q1)
