@@ -44,10 +44,10 @@ def histogram(h: Histogram, *, width: int = 440, height: int = 210) -> Markup:
         f'<text x="{width - right}" y="15" text-anchor="end" fill="{AXIS}">'
         f"{h.n} comparisons, {h.over_bound} past the bound</text>",
     ]
-    for frac in (0.5, 1.0):
-        y = top + ph * (1 - frac)
+    for count in sorted({peak // 2, peak} - {0}):  # whole counts, drawn at their true height
+        y = top + ph * (1 - count / peak)
         body.append(f'<line x1="{left}" x2="{left + pw}" y1="{_t(y)}" y2="{_t(y)}" stroke="{GRID}"/>')
-        body.append(f'<text x="{left - 4}" y="{_t(y + 4)}" text-anchor="end" fill="{AXIS}">{round(peak * frac)}</text>')
+        body.append(f'<text x="{left - 4}" y="{_t(y + 4)}" text-anchor="end" fill="{AXIS}">{count}</text>')
     for i, count in enumerate(h.counts):
         bh = ph * count / peak
         fill = FAIL_FILL if i >= over_from else PASS_FILL
