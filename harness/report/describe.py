@@ -74,3 +74,17 @@ def case_size(rec: dict[str, Any]) -> tuple[int, ...]:
     c = rec.get("case") or {}
     keys = ("batch", "q_heads", "kv_heads", "q_len", "kv_len", "head_dim")
     return tuple(int(c.get(k, 0) or 0) for k in keys)
+
+
+Uses = dict[int, list[float]]  # id(case record) -> used() of each of its comparisons
+
+
+def uses_of(cases: list[dict[str, Any]]) -> Uses:
+    """used() of every comparison, once per record: the matrix, histograms and version table all need it."""
+    return {id(r): [used(c) for c in r.get("comparisons") or []] for r in cases}
+
+
+def record_uses(rec: dict[str, Any], uses: Uses | None) -> list[float]:
+    """used() of each comparison of `rec`, from `uses` when it has them."""
+    got = uses.get(id(rec)) if uses is not None else None
+    return got if got is not None else [used(c) for c in rec.get("comparisons") or []]
