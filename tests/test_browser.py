@@ -125,3 +125,14 @@ def test_report_screenshot(report_file: Path, tmp_path: Path) -> None:
     assert len(data) > 50_000  # a blank or error page compresses to a few KB
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, SCREENSHOT)
+
+
+def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHROMIUM", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="chromium is not installed"):
+        _chromium()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="CI=true makes this a failure"):
+        _chromium()

@@ -102,6 +102,14 @@ def test_failures_carry_case_error_table_and_repro_command(tmp_path: Path) -> No
     assert report.verdict.status == "fail" and "1 failing case record" in report.verdict.headline
 
 
+def test_unfinished_runs_are_named_in_the_verdict(tmp_path: Path) -> None:
+    recs = _with_conventions(rb.environment(BASE))
+    recs[0]["status"] = "interrupted"
+    report = _build(load([rb.write_store(tmp_path / "s", recs)]))
+    assert report.verdict.status == "pass"
+    assert report.verdict.details == [f"run {BASE} is interrupted: its records are what it finished"]
+
+
 def test_compile_failures_are_listed(tmp_path: Path) -> None:
     recs = [
         rb.run_record(BASE),
@@ -149,6 +157,8 @@ def test_report_command_exit_codes(capsys, tmp_path: Path) -> None:
     assert code == 1 and "FAILURES" in out
     code, _, err = _report(capsys, "--store", str(tmp_path / "none"), "--out", str(out_html))
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err
+    code, _, err = _report(capsys, "--store", str(good), "--candidate", "jax=0.10.2", "--out", str(out_html))
+    assert code == 2 and err.count("\n") == 1 and "--candidate needs --baseline" in err
 
 
 def test_report_with_a_baseline_in_the_same_store(capsys, tmp_path: Path) -> None:

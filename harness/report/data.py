@@ -356,6 +356,10 @@ def verdict(current: Records, gate: GateResult | None) -> Verdict:
         details.append(f"{failing} failing case record{'s' if failing != 1 else ''}")
     if compile_fail:
         details.append(f"{compile_fail} failed compile check{'s' if compile_fail != 1 else ''}")
+    # A run that did not finish (interrupted, killed, still running) covers fewer cases than asked.
+    for run_id, run in sorted(current.runs.items()):
+        if run.get("status") not in (None, "finished"):
+            details.append(f"run {run_id} is {run.get('status')}: its records are what it finished")
     if gate is not None:
         if gate.failed:
             details = [f"{r.category}: {r.subject}: {r.change}" for r in gate.failures] + details
