@@ -333,7 +333,7 @@ def format_table(result: GateResult, *, verbose: bool = False) -> str:
     lines = [f"gate: baseline {result.baseline}  vs  candidate {result.candidate}  (thresholds: {result.thresholds})"]
     if shown:
         w = max(len(r.subject) for r in shown)
-        w = min(max(w, 7), 60)
+        w = min(max(w, 7), 72)
         head = f"{'category':<12} {'status':<12} {'subject':<{w}} {'baseline':>22} {'candidate':>22}  change"
         lines += [head, "-" * len(head)]
         for r in shown:
