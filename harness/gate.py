@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import stats
-from harness.report.describe import case_size, case_text, failure_file, failure_line, repro_command
+from harness.report.describe import case_size, case_text, compile_replay, failure_file, failure_line, repro_command
 from harness.report.records import Records, bench_key, compile_key, samples
 from harness.thresholds import FIELDS, Thresholds, fmt_value
 
@@ -185,8 +185,7 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             continue
         if not c_ok and (b_ok or not b):
             bad = next(r for r in c if not r.get("ok"))
-            cmd = repro_command(failure_file(bad, cand.roots))
-            detail = f"new compile failure: {failure_line(bad)}" + (f"; repro: {cmd}" if cmd else "")
+            detail = f"new compile failure: {failure_line(bad)}; repro: {compile_replay(bad)}"
             rows.append(
                 Row("compile", subject, "worse", ok[b_ok] if b else "not run", "fails", "new failure", detail, True)
             )

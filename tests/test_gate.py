@@ -113,6 +113,9 @@ def test_compile_failures_and_missing_checks() -> None:
     rows = {r.subject: r for r in gate.compile_rows(b, c, _th())}
     new = rows["pallas_flash fwd mha_f32_256 on v5e:1x1"]
     assert new.status == "worse" and new.fails and "new compile failure: Mosaic failed" in new.detail
+    assert new.detail.endswith(
+        "repro: python -m harness compile --kernel pallas_flash --topology v5e:1x1 --shape mha_f32_256 --pass fwd"
+    )
     gone = rows["pallas_flash fwd mha_f32_256 on v4:1x1x1"]
     assert gone.status == "missing" and gone.fails
     assert not [r for r in gate.compile_rows(b, c, _th(fail_on_missing=False)) if r.status == "missing"][0].fails

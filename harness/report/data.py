@@ -17,7 +17,16 @@ from typing import Any
 from harness.case import DTYPES
 from harness.gate import GateResult
 from harness.report.conventions import ConventionRow
-from harness.report.describe import Uses, case_text, failure_file, failure_line, repro_command, used, uses_of
+from harness.report.describe import (
+    Uses,
+    case_text,
+    compile_replay,
+    failure_file,
+    failure_line,
+    repro_command,
+    used,
+    uses_of,
+)
 from harness.report.describe import record_uses as _uses
 from harness.report.records import Records, compile_key
 from harness.report.versions import (
@@ -254,7 +263,7 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
                 rec.get("error"),
                 rec.get("traceback"),
                 [],
-                repro_command(failure_file(rec, records.roots)),
+                compile_replay(rec),
                 False,
             )
         )

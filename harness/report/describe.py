@@ -69,6 +69,15 @@ def repro_command(path: str | None) -> str | None:
     return None if path is None else " ".join(shlex.quote(a) for a in ("python", "-m", "harness", "repro", path))
 
 
+def compile_replay(rec: dict[str, Any]) -> str:
+    """The command that repeats one compile check (what its compile failure file names as "replay")."""
+    shape = rec.get("shape")
+    shape = shape.get("name") if isinstance(shape, dict) else shape
+    argv = ["python", "-m", "harness", "compile", "--kernel", str(rec.get("implementation"))]
+    argv += ["--topology", str(rec.get("topology")), "--shape", str(shape), "--pass", str(rec.get("pass"))]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
 def case_size(rec: dict[str, Any]) -> tuple[int, ...]:
     """A sort key: smaller cases first, as Hypothesis shrinks toward them."""
     c = rec.get("case") or {}
