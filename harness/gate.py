@@ -54,6 +54,8 @@ class GateResult:
         return sum(r.status == status for r in self.rows)
 
     def summary(self) -> str:
+        if not self.rows:
+            return "NOTHING COMPARED: neither side has case, bench or compile records"
         if not self.failed:
             return f"GATE PASSED: no regression ({self.count('better')} better, {self.count('unchanged')} unchanged)"
         by_cat = defaultdict(int)
@@ -347,7 +349,5 @@ def format_table(result: GateResult, *, verbose: bool = False) -> str:
             unchanged[r.category] += 1
     if unchanged and not verbose:
         lines.append("unchanged: " + ", ".join(f"{c} {unchanged[c]}" for c in CATEGORIES if unchanged[c]))
-    if not result.rows:
-        lines.append("nothing to compare: neither side has records")
     lines.append(result.summary())
     return "\n".join(lines)

@@ -224,6 +224,13 @@ def test_bad_usage_exits_2_with_one_line(capsys, tmp_path: Path, argv: list[str]
     assert "Traceback" not in err
 
 
+def test_nothing_to_compare_is_bad_input(capsys, tmp_path: Path) -> None:
+    empty = rb.write_store(tmp_path / "s", [rb.run_record(BASE, status="running")])
+    code, _, err = _gate(capsys, "--store", str(empty), "--baseline", BASE, "--candidate", BASE)
+    assert code == 2 and err.strip().endswith(f"(baseline run {BASE}, candidate run {BASE})")
+    assert "NOTHING COMPARED: neither side has case, bench or compile records" in err
+
+
 def test_gate_writes_the_same_comparison_into_the_report(capsys, planted, tmp_path: Path) -> None:
     base, cand = planted
     out_html = tmp_path / "r.html"

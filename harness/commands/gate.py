@@ -32,6 +32,8 @@ def main(args: argparse.Namespace) -> int:
             result = gate.compare(base, cand, th, labels=(base_label, cand_label))
     except records.SpecError as e:
         raise UsageError(str(e)) from None
+    if not result.rows:
+        raise UsageError(f"{result.summary()} (baseline {result.baseline}, candidate {result.candidate})")
     print(gate.format_table(result, verbose=args.verbose))
     if args.report is not None:
         print(f"report -> {compose.write(report, args.report)}")

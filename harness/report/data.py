@@ -370,6 +370,8 @@ def verdict(current: Records, gate: GateResult | None) -> Verdict:
         if run.get("status") not in (None, "finished"):
             details.append(f"run {run_id} is {run.get('status')}: its records are what it finished")
     if gate is not None:
+        if not gate.rows:
+            return Verdict("fail", gate.summary(), details, gate.baseline)
         if gate.failed:
             details = [f"{r.category}: {r.subject}: {r.change}" for r in gate.failures] + details
             return Verdict("regression", gate.summary(), details, gate.baseline)
