@@ -1,0 +1,430 @@
+"""The report's data step: records in, plain dataclasses out, nothing rendered. Pure.
+
+Everything the template shows is computed here from the records (and, for the baseline
+comparison, from harness.gate), so the HTML step only lays it out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import re
+from collections import defaultdict
+from typing import Any
+
+from harness.case import DTYPES
+from harness.gate import GateResult
+from harness.report.conventions import ConventionRow
+from harness.report.describe import (
+    Uses,
+    case_text,
+    compile_replay,
+    failure_file,
+    failure_line,
+    repro_command,
+    used,
+    uses_of,
+)
+from harness.report.describe import record_uses as _uses
+from harness.report.records import Records, compile_key
+from harness.report.versions import (
+    CorrectnessRow,
+    Env,
+    SeriesRow,
+    correctness_by_version,
+    environments,
+    memory_by_version,
+    speed_by_version,
+)
+from harness.thresholds import Thresholds
+
+# A passing comparison that used more than this share of its tolerance is shown as close.
+CLOSE = 0.8
+# Failing examples listed beyond the shrunk ones (Hypothesis tries many on the way down).
+MAX_OTHER_FAILURES = 40
+
+
+# --- the matrix: kernel x subject x dtype x mask ---
+
+
+@dataclasses.dataclass
+class Cell:
+    n: int = 0
+    failed: int = 0
+    worst_used: float = 0.0  # max over comparisons of max_abs / bound
+    worst_ratio: float = 0.0  # max over comparisons of the error in units of the plain oracle's
+
+    @property
+    def css(self) -> str:
+        if self.failed:
+            return "fail"
+        return "close" if self.worst_used > CLOSE else "pass"
+
+
+@dataclasses.dataclass
+class MatrixRow:
+    kernel: str
+    subject: str
+    role: str
+    mask: str
+    cells: list[Cell | None]
+
+
+@dataclasses.dataclass
+class Matrix:
+    dtypes: list[str]
+    rows: list[MatrixRow]
+
+
+def _finite_max(values: list[float]) -> float:
+    xs = [v for v in values if not math.isnan(v)]
+    return max(xs, default=0.0)
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def mask_label(case_json: dict[str, Any]) -> str:
+    """Case.mask_label from a case's JSON, without building the Case."""
+    mask = case_json.get("mask") or {}
+    parts = [f"causal_{mask['causal']}"] if mask.get("causal") else []
+    parts += ["segments"] if mask.get("segments") else []
+    parts += ["bias"] if case_json.get("bias") else []
+    return "+".join(sorted(parts)) or "none"
+
+
+def kernel_of(cases: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(run_id, case_id) -> the kernel that case was drawn for (oracles run beside it)."""
+    return {(r["run_id"], r.get("case_id")): str(r.get("implementation")) for r in cases if r.get("role") == "kernel"}
+
+
+def matrix(cases: list[dict[str, Any]], uses: Uses | None = None) -> Matrix:
+    kernels = kernel_of(cases)
+    cells: dict[tuple[str, str, str, str], Cell] = {}
+    roles: dict[str, str] = {}
+    for rec in cases:
+        c = rec.get("case") or {}
+        subject = str(rec.get("implementation"))
+        roles[subject] = str(rec.get("role"))
+        kernel = kernels.get((rec["run_id"], rec.get("case_id")), "-")
+        comps = rec.get("comparisons") or []
+        cell = cells.setdefault((kernel, subject, str(c.get("dtype")), mask_label(c)), Cell())
+        cell.n += 1
+        cell.failed += not rec.get("passed")
+        cell.worst_used = max(cell.worst_used, _finite_max(_uses(rec, uses)))
+        cell.worst_ratio = max(cell.worst_ratio, _finite_max([_num(x.get("ratio")) for x in comps]))
+    dtypes = [d for d in DTYPES if any(k[2] == d for k in cells)]
+    dtypes += sorted({k[2] for k in cells} - set(dtypes))
+    rows = []
+    for kernel, subject, mask in sorted(
+        {(k[0], k[1], k[3]) for k in cells}, key=lambda t: (t[0], roles.get(t[1]) != "kernel", t[1], t[2])
+    ):
+        rows.append(
+            MatrixRow(
+                kernel, subject, roles.get(subject, ""), mask, [cells.get((kernel, subject, d, mask)) for d in dtypes]
+            )
+        )
+    return Matrix(dtypes, rows)
+
+
+# --- error-ratio distribution ---
+
+# Histogram bins of log10(max_abs / bound): 1e-4 .. 1e1, half a decade each; 0 is the bound.
+HIST_EDGES = [x / 2 for x in range(-8, 3)]
+
+
+@dataclasses.dataclass
+class Histogram:
+    implementation: str
+    counts: list[int]  # underflow, one per bin, overflow
+    labels: list[str]
+    n: int
+    over_bound: int
+
+
+def histograms(cases: list[dict[str, Any]], uses: Uses | None = None) -> list[Histogram]:
+    by_impl: dict[str, list[float]] = defaultdict(list)
+    for rec in cases:
+        by_impl[str(rec.get("implementation"))].extend(u for u in _uses(rec, uses) if not math.isnan(u))
+    labels = [f"<1e{HIST_EDGES[0]:g}"] + [f"1e{lo:g}" for lo in HIST_EDGES[:-1]] + [f">1e{HIST_EDGES[-1]:g}"]
+    out = []
+    for impl in sorted(by_impl):
+        counts = [0] * (len(HIST_EDGES) + 1)
+        for u in by_impl[impl]:
+            x = math.log10(u) if u > 0 else -math.inf
+            i = sum(x >= e for e in HIST_EDGES)
+            counts[i] += 1
+        out.append(Histogram(impl, counts, labels, len(by_impl[impl]), sum(u > 1 for u in by_impl[impl])))
+    return out
+
+
+# --- failures ---
+
+
+@dataclasses.dataclass
+class ComparisonView:
+    quantity: str
+    max_abs: str
+    max_rel: str
+    oracle: str
+    ratio: str
+    bound: str
+    used: str
+    passed: bool
+    note: str
+
+
+def _sci(x: Any) -> str:
+    v = _num(x)
+    return f"{v:.2e}" if math.isfinite(v) else str(v)
+
+
+@dataclasses.dataclass
+class FailureView:
+    kind: str  # "case" or "compile"
+    implementation: str
+    env: str
+    run_id: str
+    title: str  # the case, or the compile check
+    case_json: str
+    why: str
+    error: str | None
+    traceback: str | None
+    comparisons: list[ComparisonView]
+    repro: str | None
+    shrunk: bool
+
+
+def _comparison_views(rec: dict[str, Any]) -> list[ComparisonView]:
+    out = []
+    for c in rec.get("comparisons") or []:
+        u = used(c)
+        out.append(
+            ComparisonView(
+                str(c.get("quantity")),
+                _sci(c.get("max_abs")),
+                _sci(c.get("max_rel")),
+                _sci(c.get("oracle_abs")),
+                f"{_num(c.get('ratio')):.2f}",
+                _sci(c.get("bound")),
+                f"{u:.2f}" if not math.isnan(u) else "-",
+                bool(c.get("passed")),
+                str(c.get("note") or ""),
+            )
+        )
+    return out
+
+
+def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureView], list[FailureView]]:
+    """(failures with a shrunk case or a repro file, and up to MAX_OTHER_FAILURES other failing examples)."""
+    main, other = [], []
+    for rec in records.cases:
+        if rec.get("passed"):
+            continue
+        path = failure_file(rec, records.roots)
+        view = FailureView(
+            "case",
+            str(rec.get("implementation")),
+            run_env[rec["run_id"]].label,
+            rec["run_id"],
+            case_text(rec.get("case")),
+            json.dumps(rec.get("case"), indent=1, sort_keys=True),
+            failure_line(rec),
+            rec.get("error"),
+            rec.get("traceback"),
+            _comparison_views(rec),
+            repro_command(path),
+            bool(rec.get("shrunk")),
+        )
+        (main if rec.get("shrunk") or path else other).append(view)
+    for rec in records.compiles:
+        if rec.get("ok"):
+            continue
+        impl, topology, shape, pass_ = compile_key(rec)
+        main.append(
+            FailureView(
+                "compile",
+                impl,
+                run_env[rec["run_id"]].label,
+                rec["run_id"],
+                f"compile {pass_} of shape {shape} for {topology}",
+                json.dumps(
+                    (rec.get("shape") or {}).get("case") if isinstance(rec.get("shape"), dict) else None,
+                    indent=1,
+                    sort_keys=True,
+                ),
+                failure_line(rec),
+                rec.get("error"),
+                rec.get("traceback"),
+                [],
+                compile_replay(rec),
+                False,
+            )
+        )
+    main.sort(key=lambda f: (f.kind, f.implementation, f.env, f.title))
+    return main, other[:MAX_OTHER_FAILURES]
+
+
+# --- runs ---
+
+
+@dataclasses.dataclass
+class RunView:
+    run_id: str
+    started: str
+    status: str
+    profile: str
+    command: str
+    env: str
+    versions: list[tuple[str, str]]
+    machine: list[tuple[str, str]]
+    counts: str
+    side: str  # "baseline", "candidate" or ""
+
+
+def _started(run_id: str) -> str:
+    m = re.match(r"(\d{8}T\d{6}Z)", run_id)
+    if not m:
+        return "?"
+    return dt.datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").strftime("%Y-%m-%d %H:%M UTC")
+
+
+def runs(records: Records, run_env: dict[str, Env], sides: dict[str, str]) -> list[RunView]:
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for kind, group in (("cases", records.cases), ("bench", records.benches), ("compile", records.compiles)):
+        for r in group:
+            counts[r["run_id"]][kind] += 1
+    out = []
+    for run_id in sorted(records.run_ids, key=lambda r: (_started(r), r)):
+        run = records.runs.get(run_id, {})
+        cmd = run.get("command")
+        out.append(
+            RunView(
+                run_id,
+                _started(run_id),
+                str(run.get("status", "no run.json")),
+                str(run.get("profile", "")),
+                " ".join(map(str, cmd)) if isinstance(cmd, list) else str(cmd or ""),
+                run_env[run_id].label,
+                sorted((str(k), str(v)) for k, v in (run.get("versions") or {}).items()),
+                sorted((str(k), str(v)) for k, v in (run.get("machine") or {}).items()),
+                ", ".join(f"{n} {k}" for k, n in counts[run_id].items()) or "no records",
+                sides.get(run_id, ""),
+            )
+        )
+    return out
+
+
+# --- the whole report ---
+
+
+@dataclasses.dataclass
+class Verdict:
+    status: str  # "pass", "fail" (failures, no baseline) or "regression" (the gate failed)
+    headline: str
+    details: list[str]
+    baseline: str | None
+
+
+@dataclasses.dataclass
+class Report:
+    title: str
+    generated: str
+    sources: list[str]
+    verdict: Verdict
+    gate: GateResult | None
+    counts: dict[str, int]
+    matrix: Matrix
+    matrix_scope: str
+    histograms: list[Histogram]
+    envs: list[Env]
+    correctness: list[CorrectnessRow]
+    speed: list[SeriesRow]
+    memory: list[SeriesRow]
+    failures: list[FailureView]
+    other_failures: list[FailureView]
+    other_failures_total: int
+    conventions: list[ConventionRow]
+    conventions_source: str
+    runs: list[RunView]
+    problems: list[str]
+    thresholds: Thresholds
+
+
+def verdict(current: Records, gate: GateResult | None) -> Verdict:
+    failing = sum(not r.get("passed") for r in current.cases)
+    compile_fail = sum(not r.get("ok") for r in current.compiles)
+    details = []
+    if failing:
+        details.append(f"{failing} failing case record{'s' if failing != 1 else ''}")
+    if compile_fail:
+        details.append(f"{compile_fail} failed compile check{'s' if compile_fail != 1 else ''}")
+    # A run that did not finish (interrupted, killed, still running) covers fewer cases than asked.
+    for run_id, run in sorted(current.runs.items()):
+        if run.get("status") not in (None, "finished"):
+            details.append(f"run {run_id} is {run.get('status')}: its records are what it finished")
+    if gate is not None:
+        if not gate.rows:
+            return Verdict("fail", gate.summary(), details, gate.baseline)
+        if gate.failed:
+            details = [f"{r.category}: {r.subject}: {r.change}" for r in gate.failures] + details
+            return Verdict("regression", gate.summary(), details, gate.baseline)
+        return Verdict("pass", gate.summary(), details, gate.baseline)
+    if not (current.cases or current.benches or current.compiles):
+        return Verdict("fail", "NO RECORDS: nothing was run", details, None)
+    if failing or compile_fail:
+        return Verdict("fail", "FAILURES: " + ", ".join(details), details, None)
+    n = len(current.cases)
+    return Verdict("pass", f"PASS: {n} case records, no failure", details, None)
+
+
+def build(
+    records: Records,
+    *,
+    current: Records | None = None,
+    gate: GateResult | None = None,
+    sides: dict[str, str] | None = None,
+    conventions: tuple[list[ConventionRow], str] = ([], ""),
+    thresholds: Thresholds,
+    title: str = "Attention kernel report",
+    now: dt.datetime | None = None,
+) -> Report:
+    """records: everything shown; current: what the verdict and matrix cover (the candidate, else all)."""
+    current = records if current is None else current
+    envs, run_env = environments(records)
+    main, other = failures(records, run_env)
+    uses = uses_of(records.cases)
+    return Report(
+        title=title,
+        generated=(now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC"),
+        sources=[str(r) for r in records.roots],
+        verdict=verdict(current, gate),
+        gate=gate,
+        counts={
+            "runs": len(records.run_ids),
+            "case records": len(records.cases),
+            "bench records": len(records.benches),
+            "compile records": len(records.compiles),
+        },
+        matrix=matrix(current.cases, uses),
+        matrix_scope="the candidate's records" if current is not records else "every record",
+        histograms=histograms(current.cases, uses),
+        envs=envs,
+        correctness=correctness_by_version(records.cases, envs, run_env, uses),
+        speed=speed_by_version(records.benches, envs, run_env, thresholds),
+        memory=memory_by_version(records.compiles, envs, run_env, thresholds),
+        failures=main,
+        other_failures=other,
+        other_failures_total=sum(not r.get("passed") for r in records.cases) - sum(f.kind == "case" for f in main),
+        conventions=conventions[0],
+        conventions_source=conventions[1],
+        runs=runs(records, run_env, sides or {}),
+        problems=records.problems,
+        thresholds=thresholds,
+    )

@@ -1,0 +1,224 @@
+"""Reading a results store fast, and choosing the runs a comparison uses.
+
+The schema is harness.record's (kinds "run", "case", "bench", "compile"). Records are
+grouped by kind once, here, so every later step walks only what it needs. A baseline or
+candidate is named by a SPEC:
+
+  PATH             a store directory (every run under PATH/records/) or one run's directory;
+  RUN_ID           one run in the --store stores (a unique prefix is enough);
+  KEY=VALUE[,...]  every run in the --store stores whose library version (run.json
+                   "versions"), run field ("profile", "cell", ...) or machine field ("host")
+                   KEY equals VALUE, or starts with VALUE followed by "." ("jax=0.10" matches 0.10.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.record import RECORD_SCHEMA
+
+KINDS = ("run", "case", "bench", "compile")
+
+
+class SpecError(ValueError):
+    """A store path or run selector that selects nothing; the message says what exists."""
+
+
+@dataclasses.dataclass
+class Records:
+    """Records grouped by kind. runs: run_id -> run.json. problems: files that could not be read."""
+
+    runs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    cases: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    benches: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    compiles: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    roots: list[Path] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.runs) + len(self.cases) + len(self.benches) + len(self.compiles)
+
+    @property
+    def run_ids(self) -> set[str]:
+        """Every run that has a record here, with or without its run.json."""
+        ids = set(self.runs)
+        for group in (self.cases, self.benches, self.compiles):
+            ids.update(r["run_id"] for r in group)
+        return ids
+
+    def add(self, rec: dict[str, Any], where: str) -> None:
+        kind = rec.get("kind")
+        if rec.get("schema") != RECORD_SCHEMA:
+            self.problems.append(f"{where}: record schema {rec.get('schema')!r}, this harness reads {RECORD_SCHEMA}")
+        elif not isinstance(rec.get("run_id"), str):
+            self.problems.append(f"{where}: record has no run_id")
+        elif kind == "run":
+            self.runs[rec["run_id"]] = rec
+        elif kind == "case":
+            self.cases.append(rec)
+        elif kind == "bench":
+            self.benches.append(rec)
+        elif kind == "compile":
+            self.compiles.append(rec)
+        else:
+            self.problems.append(f"{where}: unknown record kind {kind!r}; known: {KINDS}")
+
+    def subset(self, run_ids: set[str]) -> Records:
+        return Records(
+            runs={k: v for k, v in self.runs.items() if k in run_ids},
+            cases=[r for r in self.cases if r["run_id"] in run_ids],
+            benches=[r for r in self.benches if r["run_id"] in run_ids],
+            compiles=[r for r in self.compiles if r["run_id"] in run_ids],
+            roots=list(self.roots),
+        )
+
+    def merged(self, other: Records) -> Records:
+        """Both sets; a run present in both (the same store named twice) counts once."""
+        seen = self.run_ids
+        extra = other.subset(other.run_ids - seen)
+        return Records(
+            runs={**self.runs, **extra.runs},
+            cases=self.cases + extra.cases,
+            benches=self.benches + extra.benches,
+            compiles=self.compiles + extra.compiles,
+            roots=self.roots + [r for r in other.roots if r not in self.roots],
+            problems=self.problems + other.problems,
+        )
+
+
+def _read_run_dir(run_dir: str, out: Records) -> None:
+    # os.scandir and plain open+json.loads: for 10,000 small files glob and pathlib cost
+    # more than the parsing.
+    with os.scandir(run_dir) as it:
+        names = sorted(e.name for e in it if e.name.endswith(".json") and not e.name.startswith("."))
+    for name in names:
+        path = os.path.join(run_dir, name)
+        try:
+            with open(path, "rb") as f:
+                rec = json.loads(f.read())
+        except (OSError, ValueError) as e:
+            out.problems.append(f"{path}: unreadable ({type(e).__name__}: {e})")
+            continue
+        if not isinstance(rec, dict):
+            out.problems.append(f"{path}: not a JSON object")
+            continue
+        out.add(rec, path)
+
+
+def is_store(path: Path) -> bool:
+    return (path / "records").is_dir()
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "run.json").is_file()
+
+
+def load(paths: list[Path | str]) -> Records:
+    """Every record under each path: a store (PATH/records/*/) or one run's directory."""
+    out = Records()
+    for p in map(Path, paths):
+        if is_store(p):
+            with os.scandir(p / "records") as it:
+                run_dirs = sorted(e.path for e in it if e.is_dir())
+        elif is_run_dir(p):
+            run_dirs = [str(p)]
+        elif p.is_dir():
+            raise SpecError(f"{p} is neither a store (no {p / 'records'}) nor a run directory (no run.json)")
+        else:
+            raise SpecError(f"store {p} does not exist")
+        out.roots.append(p)
+        for d in run_dirs:
+            _read_run_dir(d, out)
+    return out
+
+
+def _matches(run: dict[str, Any], key: str, want: str) -> bool:
+    for source in (run.get("versions") or {}, run, run.get("machine") or {}):
+        if key in source:
+            got = source[key]
+            got = "" if got is None else str(got)
+            return got == want or got.startswith(want + ".")
+    return False
+
+
+def select(spec: str, pool: Records) -> tuple[Records, str]:
+    """The records a SPEC names (see the module docstring), and a label saying what it chose."""
+    path = Path(spec)
+    if path.is_dir():
+        recs = load([path])
+        if not recs.run_ids:
+            raise SpecError(f"{spec} holds no records")
+        return recs, f"{spec} ({len(recs.run_ids)} run{'s' if len(recs.run_ids) != 1 else ''})"
+    if not pool.run_ids:
+        roots = ", ".join(map(str, pool.roots)) or "none given"
+        raise SpecError(f"{spec!r} is not a directory, and the --store stores ({roots}) hold no runs to select from")
+    if "=" in spec:
+        wanted = []
+        for part in spec.split(","):
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip() or not value.strip():
+                raise SpecError(f"bad selector {part!r} in {spec!r}: expected KEY=VALUE, e.g. jax=0.10.2")
+            wanted.append((key.strip(), value.strip()))
+        ids = {rid for rid, run in pool.runs.items() if all(_matches(run, k, v) for k, v in wanted)}
+        if not ids:
+            seen = sorted(
+                {f"{k}={(r.get('versions') or {}).get(k, r.get(k))}" for r in pool.runs.values() for k, _ in wanted}
+            )
+            raise SpecError(f"no run matches {spec!r}; the stores have {', '.join(seen) or 'no runs'}")
+        return pool.subset(ids), f"{spec} ({len(ids)} run{'s' if len(ids) != 1 else ''})"
+    ids = {rid for rid in pool.run_ids if rid == spec} or {rid for rid in pool.run_ids if rid.startswith(spec)}
+    if len(ids) > 1:
+        raise SpecError(f"run id prefix {spec!r} is ambiguous: {', '.join(sorted(ids)[:5])}...")
+    if not ids:
+        raise SpecError(
+            f"{spec!r} is not a directory, a KEY=VALUE selector, or a run id in the stores "
+            f"(runs: {', '.join(sorted(pool.run_ids)[:5])}{'...' if len(pool.run_ids) > 5 else ''})"
+        )
+    return pool.subset(ids), f"run {next(iter(ids))}"
+
+
+# --- Keys: what makes two records measure the same thing ---
+
+
+def shape_name(rec: dict[str, Any]) -> str:
+    shape = rec.get("shape")
+    return str(shape.get("name")) if isinstance(shape, dict) else str(shape)
+
+
+def generation(topology: str) -> str:
+    """ "v5e:2x2" -> "v5e": compiled memory is per TPU generation."""
+    return str(topology).split(":")[0]
+
+
+def bench_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(implementation, shape, pass, where): `where` is the backend, and the device when recorded.
+
+    Timings on different backends (the TPU interpreter measures the harness, a TPU the
+    kernel) or devices are different series and are never compared.
+    """
+    where = str(rec.get("backend") or "unknown")
+    if rec.get("device"):
+        where += f" ({rec['device']})"
+    return (str(rec.get("implementation")), shape_name(rec), str(rec.get("pass")), where)
+
+
+def compile_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(implementation, topology, shape, pass)."""
+    return (str(rec.get("implementation")), str(rec.get("topology")), shape_name(rec), str(rec.get("pass")))
+
+
+def samples(rec: dict[str, Any]) -> list[float]:
+    """The finite timing samples of a bench record, in seconds."""
+    out = []
+    for x in rec.get("samples") or []:
+        try:
+            v = float(x)
+        except (TypeError, ValueError):
+            continue
+        if v == v and v not in (float("inf"), float("-inf")):
+            out.append(v)
+    return out

@@ -1,0 +1,80 @@
+"""The report's HTML step: a Report (harness.report.data) in, one self-contained HTML file out.
+
+Jinja2 with autoescape on: every string from records (cases, exceptions, versions,
+hosts, commands) is escaped by the template; only the SVG plots, built and escaped in
+harness.report.svg, are marked safe.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from harness.gate import fmt_seconds
+from harness.report import svg
+from harness.report.data import Report, SeriesRow
+from harness.thresholds import fmt_bytes
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,  # the templates end in .html.j2, which select_autoescape would not match
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["share"] = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
+    return env
+
+
+def _series_plots(rows: list[SeriesRow], labels: list[str], *, y_label: str, fmt, binary: bool = False) -> list[Markup]:
+    by_plot: dict[str, list[SeriesRow]] = defaultdict(list)
+    for row in rows:
+        by_plot[row.plot].append(row)
+    plots = []
+    for title, group in sorted(by_plot.items()):
+        series = [
+            svg.Series(r.name, [c.value for c in r.cells], r.lows or (), r.highs or ())
+            for r in sorted(group, key=lambda r: r.name)
+        ]
+        plots.append(svg.line_chart(title, labels, series, y_label=y_label, fmt=fmt, binary=binary))
+    return plots
+
+
+def plots(report: Report) -> dict[str, list[Markup]]:
+    labels = [e.label for e in report.envs]
+    return {
+        "histograms": [svg.histogram(h) for h in report.histograms],
+        "speed": _series_plots(report.speed, labels, y_label="median time", fmt=fmt_seconds),
+        "memory": _series_plots(report.memory, labels, y_label="compiled temp memory", fmt=fmt_bytes, binary=True),
+    }
+
+
+def render(report: Report) -> str:
+    return _env().get_template("report.html.j2").render(r=report, plots=plots(report))
+
+
+def write(report: Report, out: Path | str) -> Path:
+    """Render and write atomically (a reader never sees half a report)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    html = render(report)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return out

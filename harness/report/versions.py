@@ -1,0 +1,233 @@
+"""The report's per-library-version tables: environments in version order, and how each figure moved.
+
+Pure: records in, rows out. A speed move counts only past the gate's Mann-Whitney test and
+factor; compiled memory is deterministic, so any move is real and is judged by the gate's limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import defaultdict
+from typing import Any
+
+from harness import stats
+from harness.gate import SpeedComparison, compare_samples, fmt_seconds
+from harness.report.describe import Uses, failure_line
+from harness.report.describe import record_uses as _uses
+from harness.report.records import Records, bench_key, compile_key, generation, samples
+from harness.thresholds import Thresholds, fmt_bytes
+
+# Libraries whose versions name an environment, most significant first.
+VERSION_ORDER = ("jax", "jaxlib", "libtpu", "torch", "python", "numpy", "hypothesis", "harness")
+
+
+@dataclasses.dataclass
+class Env:
+    """One set of library versions; every run with exactly these versions belongs to it."""
+
+    key: tuple[tuple[str, str], ...]
+    versions: dict[str, str]
+    label: str = ""
+    runs: list[str] = dataclasses.field(default_factory=list)
+
+
+def _version_tuple(v: str | None) -> tuple[Any, ...]:
+    if not v:
+        return ()
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.+-]", v))
+
+
+def _env_sort_key(versions: dict[str, str]) -> tuple[Any, ...]:
+    libs = list(VERSION_ORDER) + sorted(set(versions) - set(VERSION_ORDER))
+    # Mixed int/str version parts: compare as (is_str, value) so sorting never raises.
+    return tuple(tuple((isinstance(p, str), p) for p in _version_tuple(versions.get(lib))) for lib in libs)
+
+
+def environments(records: Records) -> tuple[list[Env], dict[str, Env]]:
+    """Environments in version order, and each run's environment."""
+    envs: dict[tuple[tuple[str, str], ...], Env] = {}
+    run_env: dict[str, Env] = {}
+    for run_id in sorted(records.run_ids):
+        run = records.runs.get(run_id, {})
+        versions = {k: str(v) for k, v in (run.get("versions") or {}).items() if v is not None}
+        key = tuple(sorted(versions.items()))
+        env = envs.setdefault(key, Env(key, versions))
+        env.runs.append(run_id)
+        run_env[run_id] = env
+    ordered = sorted(envs.values(), key=lambda e: _env_sort_key(e.versions))
+    libs = [lib for lib in VERSION_ORDER if lib in {k for e in ordered for k in e.versions}]
+    libs += sorted({k for e in ordered for k in e.versions} - set(libs))
+    differing = [lib for lib in libs if len({e.versions.get(lib) for e in ordered}) > 1]
+    shown = differing or [lib for lib in ("jax", "libtpu", "torch") if lib in libs]
+    for e in ordered:
+        e.label = " · ".join(f"{lib} {e.versions.get(lib, '-')}" for lib in shown) or "unknown versions"
+    return ordered, run_env
+
+
+@dataclasses.dataclass
+class Movement:
+    """How a figure moved from the previous environment: text, and a css class (worse/better/moved/same/na)."""
+
+    text: str
+    css: str
+    beyond_noise: bool = False
+
+
+@dataclasses.dataclass
+class CorrectnessRow:
+    implementation: str
+    env: str
+    cases: int
+    failed: int
+    worst_used: float
+    median_used: float
+    movement: Movement
+
+
+@dataclasses.dataclass
+class SeriesCell:
+    value: float | None  # the figure (median seconds, or bytes)
+    text: str
+    detail: str  # hover text: spread, samples
+    movement: Movement | None
+
+
+@dataclasses.dataclass
+class SeriesRow:
+    label: str  # implementation, shape, pass
+    group: str  # backend (speed) or TPU generation (memory)
+    plot: str  # the plot this series is drawn in
+    name: str  # its name in that plot's legend
+    cells: list[SeriesCell]  # one per environment
+    lows: list[float | None] = dataclasses.field(default_factory=list)
+    highs: list[float | None] = dataclasses.field(default_factory=list)
+
+
+def correctness_by_version(
+    cases: list[dict[str, Any]], envs: list[Env], run_env: dict[str, Env], uses: Uses | None = None
+) -> list[CorrectnessRow]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for rec in cases:
+        groups[(str(rec.get("implementation")), run_env[rec["run_id"]].label)].append(rec)
+    rows = []
+    for impl in sorted({k[0] for k in groups}):
+        prev: tuple[int, float] | None = None
+        for env in envs:
+            recs = groups.get((impl, env.label))
+            if not recs:
+                continue
+            ratios = [u for r in recs for u in _uses(r, uses) if not math.isnan(u)]
+            failed = sum(not r.get("passed") for r in recs)
+            worst = max(ratios, default=math.nan)
+            if prev is None:
+                mv = Movement("first version", "na")
+            elif failed != prev[0]:
+                mv = Movement(f"{failed - prev[0]:+d} failing", "worse" if failed > prev[0] else "better", True)
+            elif math.isclose(worst, prev[1], rel_tol=0.01) or (math.isnan(worst) and math.isnan(prev[1])):
+                mv = Movement("no change", "same")
+            else:
+                mv = Movement(f"worst {prev[1]:.2f} -> {worst:.2f}", "same")
+            rows.append(
+                CorrectnessRow(
+                    impl, env.label, len(recs), failed, worst, stats.median(ratios) if ratios else math.nan, mv
+                )
+            )
+            prev = (failed, worst)
+    return rows
+
+
+def _speed_movement(cmp: SpeedComparison, th: Thresholds) -> Movement:
+    """Slower/faster only past the gate's test and factor; a significant move within the factor is said so."""
+    pct = f"{cmp.ratio - 1:+.1%} " if not math.isnan(cmp.ratio) else ""
+    p = f"p={cmp.p:.2g}" if cmp.p is not None else ""
+    if cmp.status == "insufficient":
+        return Movement(f"{pct}(too few samples)", "na")
+    if cmp.status in ("worse", "better"):
+        return Movement(f"{pct}{'slower' if cmp.status == 'worse' else 'faster'} ({p})", cmp.status, True)
+    if cmp.p is not None and cmp.p < th.alpha:
+        return Movement(f"{pct}beyond noise ({p}), within {th.factor:g}x", "moved", True)
+    return Movement(f"{pct}noise ({p})", "same")
+
+
+def speed_by_version(
+    benches: list[dict[str, Any]], envs: list[Env], run_env: dict[str, Env], th: Thresholds
+) -> list[SeriesRow]:
+    groups: dict[tuple[str, ...], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for rec in benches:
+        groups[bench_key(rec)][run_env[rec["run_id"]].label].extend(samples(rec))
+    rows = []
+    for key in sorted(groups):
+        impl, shape, pass_, where = key
+        cells, lows, highs = [], [], []
+        prev: list[float] | None = None
+        for env in envs:
+            xs = groups[key].get(env.label)
+            if not xs:
+                cells.append(SeriesCell(None, "-", "not timed", None))
+                lows.append(None)
+                highs.append(None)
+                continue
+            s = stats.summarize(xs)
+            mv = None
+            if prev is not None:
+                mv = _speed_movement(compare_samples(prev, xs, th), th)
+            detail = f"n={s.n}, quartiles {fmt_seconds(s.q1)} .. {fmt_seconds(s.q3)}, min {fmt_seconds(s.min)}"
+            cells.append(SeriesCell(s.median, fmt_seconds(s.median), detail, mv))
+            lows.append(s.q1)
+            highs.append(s.q3)
+            prev = xs
+        rows.append(
+            SeriesRow(f"{impl} {pass_} {shape}", where, f"{pass_} on {where}", f"{impl} {shape}", cells, lows, highs)
+        )
+    return rows
+
+
+def memory_by_version(
+    compiles: list[dict[str, Any]], envs: list[Env], run_env: dict[str, Env], th: Thresholds
+) -> list[SeriesRow]:
+    """Compiled temp memory per TPU generation, shape and pass, moved against the gate's temp limit."""
+    groups: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for rec in compiles:
+        groups[compile_key(rec)][run_env[rec["run_id"]].label].append(rec)
+    limit = next((lim for lim in th.limits if lim.field == "temp_bytes"), None)
+    rows = []
+    for key in sorted(groups, key=lambda k: (generation(k[1]), k)):
+        impl, topology, shape, pass_ = key
+        cells = []
+        prev: float | None = None
+        for env in envs:
+            recs = groups[key].get(env.label)
+            if not recs:
+                cells.append(SeriesCell(None, "-", "not compiled", None))
+                continue
+            if not all(r.get("ok") for r in recs):
+                bad = next(r for r in recs if not r.get("ok"))
+                cells.append(SeriesCell(None, "FAILS", failure_line(bad), Movement("compile fails", "worse", True)))
+                prev = None
+                continue
+            temps = [float(t) for r in recs if (t := (r.get("memory") or {}).get("temp")) is not None]
+            if not temps:
+                cells.append(SeriesCell(None, "?", "no memory figures recorded", None))
+                continue
+            temp = stats.median(temps)
+            mem = recs[0].get("memory") or {}
+            total = sum(float(mem.get(k) or 0) for k in ("argument", "output", "temp", "generated_code"))
+            detail = ", ".join(f"{k} {fmt_bytes(float(v))}" for k, v in mem.items() if v is not None)
+            mv = None
+            if prev is not None:
+                change = temp / prev - 1 if prev else (0.0 if temp == 0 else math.inf)
+                if limit is not None:
+                    out = limit.check(prev, temp)
+                    css = {"worse": "worse", "better": "better", "unchanged": "same"}[out.status]
+                    mv = Movement(
+                        f"{change:+.1%}" if math.isfinite(change) else "from 0", css, out.status != "unchanged"
+                    )
+                else:
+                    mv = Movement(f"{change:+.1%}", "same" if change == 0 else "na", change != 0)
+            cells.append(SeriesCell(temp, fmt_bytes(temp), f"{detail}; total {fmt_bytes(total)}", mv))
+            prev = temp
+        gen = generation(topology)
+        rows.append(SeriesRow(f"{impl} {pass_} {shape}", f"{gen} ({topology})", gen, f"{impl} {pass_} {shape}", cells))
+    return rows

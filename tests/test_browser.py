@@ -1,0 +1,138 @@
+"""The report in a real browser: headless Chromium opens it from disk, with no network, and renders it.
+
+Needs Debian's `chromium` (`apt-get install -y chromium`; .ci/run installs it). Without it the
+test skips, except in CI (CI=true), where a missing browser is a failure. The screenshot is kept
+at reports/screenshots/report.png.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from harness import thresholds
+from harness.report import compose, render
+from harness.report.records import load
+from tests import record_builders as rb
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOT = ROOT / "reports" / "screenshots" / "report.png"
+SCRIPT = "<script>document.title='pwned'</script>"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    # Any host name the page tried to reach would fail to resolve: the report must need none.
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+]
+
+
+def _chromium() -> str:
+    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail("chromium is not installed; CI must install it: apt-get install -y chromium")
+    pytest.skip("chromium is not installed (apt-get install -y chromium); CI=true makes this a failure")
+
+
+class _Dom(HTMLParser):
+    """Tag counts and the text inside elements with an id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: dict[str, int] = {}
+        self.text_by_id: dict[str, str] = {}
+        self._open: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        self._open.append((tag, dict(attrs).get("id")))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._open:
+            if self._open.pop()[0] == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        for _, ident in self._open:
+            if ident:
+                self.text_by_id[ident] = self.text_by_id.get(ident, "") + data
+
+
+def _run(browser: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / "chromium-profile"
+    cmd = [browser, *FLAGS, f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def report_file(tmp_path: Path) -> Path:
+    base = "20261129T100000Z-ci-aaaaaa"
+    cand = "20261129T110000Z-ci-bbbbbb"
+    recs = rb.environment(base) + rb.environment(cand, versions={"jax": "0.11.0", "jaxlib": "0.11.0"}, fail_seed=3)
+    for r in recs:
+        if r["run_id"] == cand and r["kind"] == "bench":
+            r["samples"] = rb.timings(0.014 if r["pass"] == "fwd" else 0.042)
+        if r["run_id"] == cand and r["kind"] == "compile" and r["topology"] == "v5e:1x1":
+            r["memory"]["temp"] = int(rb.MEMORY["temp"] * 1.25)
+    recs.append(rb.case_record(cand, rb.case(11), error=SCRIPT, shrunk=True, failure_file="/tmp/f.json"))
+    store = rb.write_store(tmp_path / "store", recs)
+    report, _ = compose.make(load([store]), thresholds=thresholds.load(), baseline="jax=0.10.2")
+    return render.write(report, tmp_path / "index.html")
+
+
+def test_report_renders_in_chromium_from_disk(report_file: Path, tmp_path: Path) -> None:
+    browser = _chromium()
+    proc = _run(browser, tmp_path, "--dump-dom", report_file.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = _Dom()
+    dom.feed(proc.stdout)
+    verdict = " ".join(dom.text_by_id["verdict"].split())
+    assert verdict.startswith("GATE FAILED: 5 regressions (correctness 1, memory 2, speed 2)")
+    assert "compared with baseline jax=0.10.2 (1 run)" in verdict
+    for section in ("gate", "matrix", "distribution", "versions", "failures", "conventions", "runs"):
+        assert section in dom.text_by_id, f"section #{section} missing from the rendered DOM"
+    assert dom.tags.get("table", 0) >= 8
+    # Plots: two histograms, speed for fwd and fwd_bwd, memory for v5e and v6e; bars and points drawn.
+    assert dom.tags.get("svg") == 6
+    assert dom.tags.get("rect", 0) >= 24 and dom.tags.get("circle", 0) >= 8 and dom.tags.get("polyline", 0) >= 4
+    # The exception message is text on the page, never an element that ran.
+    assert "script" not in dom.tags
+    assert SCRIPT in dom.text_by_id["failures"]
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in proc.stdout
+    assert "<title>pwned</title>" not in proc.stdout
+
+
+def test_report_screenshot(report_file: Path, tmp_path: Path) -> None:
+    browser = _chromium()
+    shot = tmp_path / "report.png"
+    proc = _run(browser, tmp_path, f"--screenshot={shot}", "--window-size=1400,2000", report_file.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 50_000  # a blank or error page compresses to a few KB
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, SCREENSHOT)
+
+
+def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHROMIUM", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="chromium is not installed"):
+        _chromium()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="CI=true makes this a failure"):
+        _chromium()

@@ -1,0 +1,206 @@
+"""harness.report and `python -m harness report`: the data step, escaping, self-containment, exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import thresholds
+from harness.cli import main
+from harness.report import compose, conventions, data, render
+from harness.report.records import load
+from tests import record_builders as rb
+
+BASE, CAND = "20261129T100000Z-ci-aaaaaa", "20261129T110000Z-ci-bbbbbb"
+SCRIPT = "<script>alert(1)</script>"
+CONVENTIONS = {
+    "pallas_flash": {"bias": "(QK^T + ab) * sm_scale", "causal": "top-left", "gqa": "repeat", "empty_rows": "uniform"},
+    "torch_sdpa": {"bias": "QK^T * scale + attn_mask", "causal": "dense", "gqa": "repeat", "empty_rows": "zeros"},
+}
+
+
+def _report(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["report", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _with_conventions(recs: list[dict]) -> list[dict]:
+    """Runs that record their conventions, so the report needs no registry (no jax import)."""
+    for r in recs:
+        if r["kind"] == "run":
+            r["conventions"] = CONVENTIONS
+    return recs
+
+
+def _build(records, **kw) -> data.Report:
+    return data.build(records, thresholds=thresholds.load(), conventions=conventions.collect(records), **kw)
+
+
+def test_matrix_counts_and_worst_ratios(tmp_path: Path) -> None:
+    recs = load([rb.write_store(tmp_path / "s", _with_conventions(rb.environment(BASE, fail_seed=3)))])
+    m = data.matrix(recs.cases)
+    assert m.dtypes == ["float32", "bfloat16"]
+    rows = {(r.subject, r.mask): r for r in m.rows}
+    assert [r.subject for r in m.rows[:2]] == ["pallas_flash", "pallas_flash"]  # the kernel before its oracles
+    causal = rows[("pallas_flash", "causal_top_left")].cells[0]
+    assert (causal.n, causal.failed, causal.worst_used, causal.css) == (3, 1, 5.0, "fail")
+    plain = rows[("pallas_flash", "none")].cells[1]
+    assert (plain.n, plain.failed, plain.css) == (3, 0, "pass")
+    assert plain.worst_used == pytest.approx(0.1 + 0.05 * 4)  # seeds 0, 2, 4: the worst used 0.3 of its bound
+    assert rows[("torch_sdpa", "none")].cells[0].worst_ratio == pytest.approx(1.1)
+
+
+def test_histogram_counts_every_comparison(tmp_path: Path) -> None:
+    recs = load([rb.write_store(tmp_path / "s", rb.environment(BASE, fail_seed=3))])
+    hists = {h.implementation: h for h in data.histograms(recs.cases)}
+    flash = hists["pallas_flash"]
+    assert flash.n == sum(flash.counts) == 12 * 4
+    assert flash.over_bound == 1 and flash.counts[-2] == 1  # 5x the bound: the [1e0.5, 1e1) bin
+
+
+def test_environments_sort_by_version_numbers_not_text(tmp_path: Path) -> None:
+    recs = []
+    for i, v in enumerate(["0.10.2", "0.9.0", "0.11.0"]):
+        recs.append(rb.run_record(f"2026112{i}T000000Z-h-{i}", versions={"jax": v}))
+    envs, run_env = data.environments(load([rb.write_store(tmp_path / "s", recs)]))
+    assert [e.label for e in envs] == ["jax 0.9.0", "jax 0.10.2", "jax 0.11.0"]
+    assert run_env["20261121T000000Z-h-1"].label == "jax 0.9.0"
+
+
+def test_speed_and_memory_movement_across_versions(tmp_path: Path) -> None:
+    recs = rb.environment(BASE) + rb.environment(
+        CAND, versions={"jax": "0.11.0"}, bench_median=0.013, temp=int(rb.MEMORY["temp"] * 1.1)
+    )
+    report = _build(load([rb.write_store(tmp_path / "s", _with_conventions(recs))]))
+    fwd = next(r for r in report.speed if r.label == "pallas_flash fwd mha_f32_256")
+    assert fwd.group == "tpu_interpret" and fwd.cells[0].movement is None
+    mv = fwd.cells[1].movement
+    assert mv.css == "worse" and mv.beyond_noise and mv.text.startswith("+30.0% slower (p=")
+    mem = next(r for r in report.memory if r.group.startswith("v5e"))
+    assert mem.cells[1].movement.text == "+10.0%" and mem.cells[1].movement.css == "worse"
+    assert report.verdict.status == "pass"  # no baseline: the verdict covers correctness and compiles
+
+
+def test_failures_carry_case_error_table_and_repro_command(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    recs = rb.environment(BASE, fail_seed=3)
+    shrunk = next(r for r in recs if r.get("shrunk"))
+    # The store moved since the run: the failure file is found in the store's failures/.
+    moved = store / "failures" / Path(shrunk["failure_file"]).name
+    moved.parent.mkdir(parents=True)
+    moved.write_text("{}")
+    report = _build(load([rb.write_store(store, _with_conventions(recs))]))
+    (f,) = report.failures
+    assert f.shrunk and f.kind == "case" and "seed=3" in f.title
+    assert f.why == "out: err 5e-05 > bound 1e-05"
+    assert [(c.quantity, c.passed, c.used) for c in f.comparisons][0] == ("out", False, "5.00")
+    assert f.repro == f"python -m harness repro {moved}"
+    assert report.verdict.status == "fail" and "1 failing case record" in report.verdict.headline
+
+
+def test_unfinished_runs_are_named_in_the_verdict(tmp_path: Path) -> None:
+    recs = _with_conventions(rb.environment(BASE))
+    recs[0]["status"] = "interrupted"
+    report = _build(load([rb.write_store(tmp_path / "s", recs)]))
+    assert report.verdict.status == "pass"
+    assert report.verdict.details == [f"run {BASE} is interrupted: its records are what it finished"]
+
+
+def test_compile_failures_are_listed(tmp_path: Path) -> None:
+    recs = [
+        rb.run_record(BASE),
+        rb.compile_record(BASE, ok=False, error="lowering failed\nmore", failure_file="f.json"),
+    ]
+    report = _build(load([rb.write_store(tmp_path / "s", recs)]))
+    (f,) = report.failures
+    assert (f.kind, f.why) == ("compile", "lowering failed")
+    assert (
+        f.repro == "python -m harness compile --kernel pallas_flash --topology v5e:1x1 --shape mha_f32_256 --pass fwd"
+    )
+    assert report.verdict.status == "fail"
+
+
+def test_script_tags_from_records_render_as_text(tmp_path: Path) -> None:
+    recs = rb.environment(BASE)
+    c = rb.case(9)
+    recs.append(rb.case_record(BASE, c, error=SCRIPT, shrunk=True, failure_file=f"/x/{SCRIPT}.json"))
+    recs[0]["versions"]["jax"] = SCRIPT
+    recs[0]["machine"]["host"] = '"><img src=x onerror=alert(2)>'
+    recs[0]["command"] = ["python", SCRIPT]
+    recs.append(rb.bench_record(BASE, rb.timings(0.01), implementation=SCRIPT))
+    html = render.render(_build(load([rb.write_store(tmp_path / "s", recs)])))
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script" not in html.lower()
+    assert "<img" not in html.lower() and "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in html
+
+
+def test_the_html_is_self_contained(tmp_path: Path) -> None:
+    recs = rb.environment(BASE) + rb.environment(CAND, versions={"jax": "0.11.0"}, fail_seed=1)
+    html = render.render(_build(load([rb.write_store(tmp_path / "s", _with_conventions(recs))])))
+    assert "Content-Security-Policy" in html and "default-src 'none'" in html
+    # The only URL is the SVG namespace, which names a vocabulary and is never fetched.
+    assert set(re.findall(r"https?://[^\s\"'<>]+", html)) == {"http://www.w3.org/2000/svg"}
+    assert not re.search(r"<(script|link|iframe|img|object|embed)\b", html, re.IGNORECASE)
+    assert "url(" not in html and "@import" not in html
+    assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', html))
+    assert html.count("<svg") == 2 + 2 + 2  # two histograms, speed fwd and fwd_bwd, memory v5e and v6e
+
+
+def test_report_command_exit_codes(capsys, tmp_path: Path) -> None:
+    good = rb.write_store(tmp_path / "good", _with_conventions(rb.environment(BASE)))
+    out_html = tmp_path / "out" / "index.html"
+    code, out, _ = _report(capsys, "--store", str(good), "--out", str(out_html))
+    assert code == 0 and "PASS" in out and out_html.is_file()
+    bad = rb.write_store(tmp_path / "bad", _with_conventions(rb.environment(CAND, fail_seed=0)))
+    code, out, _ = _report(capsys, "--store", str(bad), "--out", str(out_html))
+    assert code == 1 and "FAILURES" in out
+    code, _, err = _report(capsys, "--store", str(tmp_path / "none"), "--out", str(out_html))
+    assert code == 2 and err.count("\n") == 1 and "does not exist" in err
+    code, _, err = _report(capsys, "--store", str(good), "--candidate", "jax=0.10.2", "--out", str(out_html))
+    assert code == 2 and err.count("\n") == 1 and "--candidate needs --baseline" in err
+
+
+def test_report_with_a_baseline_in_the_same_store(capsys, tmp_path: Path) -> None:
+    recs = rb.environment(BASE) + rb.environment(CAND, versions={"jax": "0.11.0"}, bench_median=0.02)
+    store = rb.write_store(tmp_path / "s", _with_conventions(recs))
+    out_html = tmp_path / "index.html"
+    code, out, _ = _report(capsys, "--store", str(store), "--baseline", "jax=0.10.2", "--out", str(out_html))
+    assert code == 1 and "GATE FAILED: 2 regressions (speed 2)" in out
+    html = out_html.read_text()
+    assert 'id="gate"' in html and "baseline jax=0.10.2 (1 run)" in html
+    assert "the other 1 run in the stores" in html
+
+
+def test_unreadable_records_are_reported_not_fatal(tmp_path: Path) -> None:
+    store = rb.write_store(tmp_path / "s", _with_conventions(rb.environment(BASE)))
+    (store / "records" / BASE / "broken.json").write_text("{not json")
+    (store / "records" / BASE / "future.json").write_text(json.dumps({"schema": 99, "kind": "case", "run_id": BASE}))
+    recs = load([store])
+    assert len(recs.problems) == 2
+    assert "unreadable" in recs.problems[0] and "record schema 99" in recs.problems[1]
+    assert "Records that could not be read (2)" in render.render(_build(recs))
+
+
+def test_conventions_come_from_runs_or_else_the_registry(tmp_path: Path) -> None:
+    recorded = load([rb.write_store(tmp_path / "a", _with_conventions(rb.environment(BASE)))])
+    rows, source = conventions.collect(recorded)
+    assert [(r.implementation, r.empty_rows, r.source) for r in rows] == [
+        ("pallas_flash", "uniform", "recorded in run.json"),
+        ("torch_sdpa", "zeros", "recorded in run.json"),
+    ]
+    assert source.startswith("Read from the runs' run.json")
+    plain = load([rb.write_store(tmp_path / "b", rb.environment(BASE))])
+    rows, source = conventions.collect(plain)
+    flash = rows[0]
+    assert flash.source == "registry at report time" and "sm_scale" in flash.bias and flash.observed == "uniform"
+    assert "read from this installation's registry" in source
+
+
+def test_compose_needs_a_candidate_when_everything_is_baseline(tmp_path: Path) -> None:
+    store = rb.write_store(tmp_path / "s", rb.environment(BASE))
+    with pytest.raises(compose.SpecError, match="every run in the stores is in the baseline"):
+        compose.make(load([store]), thresholds=thresholds.load(), baseline="jax=0.10.2")

@@ -1,0 +1,79 @@
+"""harness.stats: the Mann-Whitney U test against scipy's, and the quantiles against numpy's."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from harness.stats import mann_whitney_u, min_p_value, quantile, summarize
+
+
+def _draw(n: int, shift: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.gauss(shift, 1.0) for _ in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("n1", "n2", "shift"),
+    [(5, 5, 0.0), (5, 5, 3.0), (6, 9, 0.8), (10, 10, 1.0), (20, 30, 0.3), (40, 40, 0.5), (60, 70, 0.4)],
+)
+def test_matches_scipy(n1: int, n2: int, shift: float) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    a, b = _draw(n1, 0.0, n1), _draw(n2, shift, n2 + 100)
+    got = mann_whitney_u(a, b)
+    method = "exact" if got.method == "exact" else "asymptotic"
+    want = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method=method)
+    assert got.u == pytest.approx(want.statistic)
+    assert got.p == pytest.approx(want.pvalue, rel=1e-9)
+
+
+def test_ties_use_the_corrected_normal_approximation() -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    a, b = [1, 2, 2, 3, 3, 3, 4], [2, 3, 4, 4, 5, 5]
+    got = mann_whitney_u(a, b)
+    want = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic")
+    assert got.method == "normal"
+    assert (got.u, got.p) == pytest.approx((want.statistic, want.pvalue))
+
+
+def test_separated_samples_reach_the_smallest_p() -> None:
+    # Five against five, every b above every a: the most extreme arrangement of 252.
+    r = mann_whitney_u([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+    assert r.u == 0
+    assert r.p == pytest.approx(2 / 252) == pytest.approx(min_p_value(5, 5))
+
+
+def test_identical_samples_show_no_difference() -> None:
+    assert mann_whitney_u([0.01] * 8, [0.01] * 8).p == 1.0
+    same = [0.010, 0.011, 0.012, 0.013, 0.014]
+    assert mann_whitney_u(same, list(reversed(same))).p == 1.0
+
+
+def test_min_p_value_says_when_a_test_cannot_reject() -> None:
+    assert min_p_value(1, 1) == 1.0  # one sample each: never significant
+    assert min_p_value(3, 3) == pytest.approx(0.1)
+    assert min_p_value(5, 5) < 0.01 < min_p_value(4, 5)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "match"),
+    [
+        pytest.param([], [1.0], "samples on both sides", id="empty"),
+        pytest.param([1.0, math.nan], [1.0], "NaN", id="nan"),
+    ],
+)
+def test_bad_samples(a: list[float], b: list[float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        mann_whitney_u(a, b)
+
+
+def test_quantiles_match_numpy() -> None:
+    xs = _draw(11, 0.0, 3)
+    for q in (0.0, 0.25, 0.5, 0.75, 1.0):
+        assert quantile(xs, q) == pytest.approx(float(np.quantile(xs, q)))
+    s = summarize(xs)
+    assert (s.n, s.min) == (11, min(xs))
+    assert s.iqr == pytest.approx(float(np.quantile(xs, 0.75) - np.quantile(xs, 0.25)))
