@@ -32,12 +32,14 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import compat
 from harness.case import Case
 from harness.compare import TOLERANCE_VERSION, Comparison
-from harness.runner import CaseResult, SubjectResult
+
+if TYPE_CHECKING:  # the runner imports jax; reading records must not
+    from harness.runner import CaseResult, SubjectResult
 
 RECORD_SCHEMA = 1
 
