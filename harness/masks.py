@@ -34,6 +34,15 @@ MASK_COMPONENTS: frozenset[str] = frozenset(
     }
 )
 
+# Capability markers, not components: declared in mask_components beside the components
+# they restrict, read by the strategies.
+#   segments_shared: one segment-id array serves q and kv (the Pallas GPU kernel), so
+#     segments are drawn identical on both sides, and only when q_len == kv_len.
+#   causal_q_le_kv: causal masks only when q_len <= kv_len (the Pallas GPU kernel's causal
+#     loop bounds read past the last key otherwise: docs/divergences/).
+SEGMENTS_SHARED = "segments_shared"
+CAUSAL_Q_LE_KV = "causal_q_le_kv"
+
 # A run of one segment id: (segment_id, length).
 Run = tuple[int, int]
 

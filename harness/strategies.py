@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from harness.case import REGIMES, Case
 from harness.contract import Capabilities, Implementation
-from harness.masks import BlockSparse, Chunk, Mask, Segments, Window
+from harness.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED, BlockSparse, Chunk, Mask, Segments, Window
 
 __all__ = ["block_sparse", "cases", "chunks", "masks", "segment_runs", "segments", "windows"]
 
@@ -59,10 +59,6 @@ STATIC_KINDS: tuple[str, ...] = (
     "chunk",
     "block_sparse",
 )
-# Capability-only marker: the kernel takes one segment-id array for both q and kv
-# (the Pallas GPU kernel), so segments are drawn identical on both sides, and only
-# when q_len == kv_len.
-SEGMENTS_SHARED = "segments_shared"
 # Tile sizes of block-sparse patterns: the kernels' 128, and sizes that cut their tiles.
 SPARSE_BLOCKS = (32, 64, 128, 96)
 SPARSE_DENSITIES = (0.25, 0.5, 0.75)
@@ -124,6 +120,8 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
     sometimes a different one per query head instead; segments independently.
     """
     kinds = [k for k in STATIC_KINDS if k in components]
+    if CAUSAL_Q_LE_KV in components and q_len > kv_len:
+        kinds = [k for k in kinds if not k.startswith("causal")]
     kw = dict(draw(_static(kinds, q_len, kv_len)))
     if "per_head" in components and draw(st.booleans()):
         per_head = st.lists(_static(kinds, q_len, kv_len), min_size=heads, max_size=heads)
