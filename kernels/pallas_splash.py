@@ -16,6 +16,7 @@ where kernel(q, k, v, segment_ids) takes q [q_heads, q_len, head_dim] and k, v
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import operator
@@ -146,10 +147,17 @@ class PallasSplash(Implementation):
         ),
     )
 
-    def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_splash") -> None:
+    def __init__(
+        self, fn: Callable[..., Any] | None = None, name: str = "pallas_splash", *, zero_empty_rows: bool = True
+    ) -> None:
         self.fn = fn
         self.name = name
+        self.zero_empty_rows = zero_empty_rows
         self.description = "Pallas TPU splash attention" + ("" if fn is None else f" drop-in {name}")
+        if not zero_empty_rows:
+            # The kernel's own output on rows with no visible key, declared as the best
+            # single convention there is; NaN rows still fail it (docs/divergences/).
+            self.conventions = dataclasses.replace(self.conventions, empty_rows="convex")
 
     def backend(self) -> str:
         return "tpu" if compat.has_tpu() else "tpu_interpret"
@@ -224,7 +232,7 @@ class PallasSplash(Implementation):
                 outs.append(kernel(q[b], kb, vb, segment_ids=ids))
             # Rows with no visible key are undefined upstream (NaN or a tile average):
             # normalised to the declared zeros, which also keeps NaN out of the pullback.
-            return jnp.where(keep, jnp.stack(outs), 0)
+            return jnp.where(keep, jnp.stack(outs), 0) if self.zero_empty_rows else jnp.stack(outs)
 
         primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
         as64 = lambda a: np.asarray(jnp.asarray(a, jnp.float32), np.float64)  # noqa: E731
@@ -242,3 +250,6 @@ def dropin(fn: Callable[..., Any], *, name: str) -> PallasSplash:
 
 
 register(PallasSplash())
+# Splash's native output on rows with no visible key, not normalised: run it with
+# --kernel kernels.pallas_splash:NATIVE_EMPTY_ROWS to see the divergence.
+NATIVE_EMPTY_ROWS = PallasSplash(name="pallas_splash_native_empty_rows", zero_empty_rows=False)

@@ -26,7 +26,9 @@ PLANTED = "pallas_splash=tests.planted.splash_fwd_window_off_by_one:make_splash"
         Mask(chunk=Chunk(100)),
         Mask(block_sparse=BlockSparse(96, 64, ("1010", "0111"))),
         Mask(causal="top_left", window=Window(7, None)),
-        Mask(chunk=Chunk(50), heads=(Mask(window=Window(3, 3)), Mask(block_sparse=BlockSparse(128, 128, ("10", "01"))))),
+        Mask(
+            chunk=Chunk(50), heads=(Mask(window=Window(3, 3)), Mask(block_sparse=BlockSparse(128, 128, ("10", "01"))))
+        ),
     ],
     ids=repr,
 )
