@@ -74,7 +74,7 @@ class Case:
                 raise CaseError(f"block size {k}={v} must be positive")
         object.__setattr__(self, "blocks", blocks)
         try:
-            self.mask.validate(batch=self.batch, q_len=self.q_len, kv_len=self.kv_len)
+            self.mask.validate(batch=self.batch, heads=self.q_heads, q_len=self.q_len, kv_len=self.kv_len)
         except ValueError as e:
             raise CaseError(str(e)) from None
 

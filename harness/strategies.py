@@ -7,13 +7,14 @@ always inside its contract; block sizes come from the implementation's own
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import strategies as st
 
 from harness.case import REGIMES, Case
 from harness.contract import Capabilities, Implementation
-from harness.masks import Mask, Segments
+from harness.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED, BlockSparse, Chunk, Mask, Segments, Window
 
-__all__ = ["cases", "masks", "segment_runs", "segments"]
+__all__ = ["block_sparse", "cases", "chunks", "masks", "segment_runs", "segments", "windows"]
 
 # Segment ids outside any key row's ids: queries with such an id see no key at all.
 ORPHAN_ID = 99
@@ -31,27 +32,108 @@ def segment_runs(*, length: int, max_segments: int = 3) -> st.SearchStrategy[tup
 
 
 @st.composite
-def _segment_row(draw: st.DrawFn, q_len: int, kv_len: int, max_segments: int) -> tuple[tuple, tuple]:
+def _segment_row(draw: st.DrawFn, q_len: int, kv_len: int, max_segments: int, orphans: bool) -> tuple[tuple, tuple]:
     q_runs = draw(segment_runs(length=q_len, max_segments=max_segments))
     kv_runs = draw(segment_runs(length=kv_len, max_segments=max_segments))
     q_ids = list(range(len(q_runs)))
-    if draw(st.booleans()):
+    if orphans and draw(st.booleans()):
         # A query segment absent from the keys: rows that see no key (declared convention).
         q_ids[-1] = ORPHAN_ID
     return tuple(zip(q_ids, q_runs, strict=True)), tuple(enumerate(kv_runs))
 
 
-def segments(*, batch: int, q_len: int, kv_len: int, max_segments: int = 3) -> st.SearchStrategy[Segments]:
-    """Packed-sequence segment ids; some draws give query rows that see no key."""
-    rows = st.lists(_segment_row(q_len, kv_len, max_segments), min_size=batch, max_size=batch)
+def segments(
+    *, batch: int, q_len: int, kv_len: int, max_segments: int = 3, orphans: bool = True
+) -> st.SearchStrategy[Segments]:
+    """Packed-sequence segment ids; with orphans, some draws give query rows that see no key."""
+    rows = st.lists(_segment_row(q_len, kv_len, max_segments, orphans), min_size=batch, max_size=batch)
     return rows.map(lambda rs: Segments(q=tuple(q for q, _ in rs), kv=tuple(kv for _, kv in rs)))
 
 
-def masks(*, components: frozenset[str], batch: int, q_len: int, kv_len: int) -> st.SearchStrategy[Mask]:
-    """Masks made only of the given components (names as in Mask.components)."""
-    causal_options: list[str | None] = [None] + [a for a in ("top_left", "bottom_right") if f"causal_{a}" in components]
-    seg = segments(batch=batch, q_len=q_len, kv_len=kv_len) if "segments" in components else st.none()
-    return st.builds(Mask, causal=st.sampled_from(causal_options), segments=st.none() | seg)
+# Kinds of the one "shape" component a mask (or each head of a per-head mask) draws.
+STATIC_KINDS: tuple[str, ...] = (
+    "causal_top_left",
+    "causal_bottom_right",
+    "causal_offset",
+    "window",
+    "chunk",
+    "block_sparse",
+)
+# Tile sizes of block-sparse patterns: the kernels' 128, and sizes that cut their tiles.
+SPARSE_BLOCKS = (32, 64, 128, 96)
+SPARSE_DENSITIES = (0.25, 0.5, 0.75)
+
+
+def _offsets(q_len: int, kv_len: int) -> st.SearchStrategy[int]:
+    # 0 is top-left and kv_len - q_len bottom-right alignment; others shift the band
+    # anywhere from "every row sees nothing" to "every row sees everything".
+    return st.sampled_from(sorted({0, kv_len - q_len})) | st.integers(-q_len, kv_len)
+
+
+def windows(*, q_len: int, kv_len: int, causal: bool = False) -> st.SearchStrategy[Window]:
+    """Sliding windows (left, right, offset); causal=True: causal masks with an offset."""
+    if causal:
+        return st.builds(Window, left=st.none(), right=st.just(0), offset=_offsets(q_len, kv_len))
+    side = st.none() | st.sampled_from((0, 1, 7)) | st.integers(0, kv_len)
+    both = st.tuples(side, side).filter(lambda lr: lr != (None, None) and lr != (None, 0))
+    return st.builds(lambda lr, offset: Window(lr[0], lr[1], offset), both, _offsets(q_len, kv_len))
+
+
+def chunks(*, q_len: int, kv_len: int) -> st.SearchStrategy[Chunk]:
+    """Chunk sizes, tile-aligned or not, from one position to the whole sequence."""
+    longest = max(q_len, kv_len)
+    return st.builds(Chunk, size=st.sampled_from(sorted({1, 64, 128, longest})) | st.integers(1, longest))
+
+
+@st.composite
+def block_sparse(draw: st.DrawFn, *, q_len: int, kv_len: int) -> BlockSparse:
+    """A random tile pattern of a given density (seeded, so it shrinks by the seed)."""
+    bq = draw(st.sampled_from(SPARSE_BLOCKS))
+    bk = draw(st.sampled_from(SPARSE_BLOCKS))
+    density = draw(st.sampled_from(SPARSE_DENSITIES))
+    seed = draw(st.integers(0, 2**16))
+    tiles = np.random.default_rng(seed).random((-(-q_len // bq), -(-kv_len // bk))) < density
+    return BlockSparse(bq, bk, tuple("".join("1" if t else "0" for t in row) for row in tiles))
+
+
+def _static(kinds: list[str], q_len: int, kv_len: int) -> st.SearchStrategy[dict]:
+    """Keyword arguments of Mask for one shape component (or none)."""
+    options: list[st.SearchStrategy[dict]] = [st.just({})]
+    for kind in kinds:
+        if kind.startswith("causal_") and kind != "causal_offset":
+            options.append(st.just({"causal": kind.removeprefix("causal_")}))
+        elif kind in ("causal_offset", "window"):
+            w = windows(q_len=q_len, kv_len=kv_len, causal=kind == "causal_offset")
+            options.append(w.map(lambda w: {"window": w}))
+        elif kind == "chunk":
+            options.append(chunks(q_len=q_len, kv_len=kv_len).map(lambda c: {"chunk": c}))
+        elif kind == "block_sparse":
+            options.append(block_sparse(q_len=q_len, kv_len=kv_len).map(lambda b: {"block_sparse": b}))
+    return st.one_of(options)
+
+
+@st.composite
+def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int, kv_len: int, heads: int = 1) -> Mask:
+    """Masks made only of the given components (names as in Mask.components).
+
+    One shape component (causal, window, chunk or block-sparse) or none; with "per_head",
+    sometimes a different one per query head instead; segments independently.
+    """
+    kinds = [k for k in STATIC_KINDS if k in components]
+    if CAUSAL_Q_LE_KV in components and q_len > kv_len:
+        kinds = [k for k in kinds if not k.startswith("causal")]
+    kw = dict(draw(_static(kinds, q_len, kv_len)))
+    if "per_head" in components and draw(st.booleans()):
+        per_head = st.lists(_static(kinds, q_len, kv_len), min_size=heads, max_size=heads)
+        kw["heads"] = tuple(Mask(**h) for h in draw(per_head))
+    if "segments" in components and draw(st.booleans()):
+        if SEGMENTS_SHARED in components:
+            if q_len == kv_len:
+                q_side = draw(segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False))
+                kw["segments"] = Segments(q=q_side.q, kv=q_side.q)
+        else:
+            kw["segments"] = draw(segments(batch=batch, q_len=q_len, kv_len=kv_len))
+    return Mask(**kw)
 
 
 @st.composite
@@ -62,7 +144,7 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
     group = draw(st.sampled_from([g for g in (1, 2, 4) if g <= caps.max_group]))
     q_len = draw(st.sampled_from(caps.seq_lens))
     kv_len = draw(st.sampled_from(caps.seq_lens)) if caps.unequal_lengths else q_len
-    mask = draw(masks(components=caps.mask_components, batch=batch, q_len=q_len, kv_len=kv_len))
+    mask = draw(masks(components=caps.mask_components, batch=batch, q_len=q_len, kv_len=kv_len, heads=kv_heads * group))
     case = Case(
         batch=batch,
         q_heads=kv_heads * group,

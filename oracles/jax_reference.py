@@ -15,6 +15,7 @@ from harness import compat
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
+from harness.masks import MASK_COMPONENTS
 
 
 def attention(q, k, v, bias, visible, scale):
@@ -76,7 +77,8 @@ class JaxReference(Implementation):
         dtypes=DTYPES,
         head_dims=(32, 64, 80, 128, 256),
         seq_lens=(16, 64, 128, 256),
-        mask_components=frozenset({"causal_top_left", "causal_bottom_right", "segments", "bias"}),
+        # Every mask component: oracles read the dense mask (harness.masks.dense_mask).
+        mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
     )
     conventions = Conventions(
         bias="QK^T * scale + bias",

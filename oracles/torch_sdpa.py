@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
+from harness.masks import MASK_COMPONENTS
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -36,7 +37,8 @@ class TorchSDPA(Implementation):
         dtypes=DTYPES,
         head_dims=(32, 64, 80, 128, 256),
         seq_lens=(16, 64, 128, 256),
-        mask_components=frozenset({"causal_top_left", "causal_bottom_right", "segments", "bias"}),
+        # Every mask component: oracles read the dense mask (harness.masks.dense_mask).
+        mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
     )
     conventions = Conventions(
         bias="QK^T * scale + attn_mask (float mask)",

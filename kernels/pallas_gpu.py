@@ -1,0 +1,163 @@
+"""The Pallas GPU flash-attention kernel (jax.experimental.pallas.ops.gpu.attention.mha).
+
+Native on a GPU (Triton), otherwise the same kernel code with `interpret=True`, the
+generic Pallas interpreter on CPU. `dropin(fn)` wraps any function with the upstream
+signature, so a fork is tested exactly like the upstream kernel:
+    mha(q, k, v, segment_ids, sm_scale=1.0, causal=False, block_sizes=..., interpret=False)
+with q, k, v in [batch, seq_len, heads, head_dim] and segment_ids [batch, seq_len].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import strategies as st
+from jax.experimental.pallas.ops.gpu import attention as upstream
+
+from harness import compat
+from harness.case import DTYPES, Case
+from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.inputs import Inputs
+from harness.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED
+
+# Tile sizes: Triton's tl.dot needs every matmul dimension >= 16; the kernel slices
+# whole tiles, so each must divide its sequence ("q_seq_len=... must be a multiple of
+# block_q=..."; the backward pass has no check and reads past the end otherwise).
+TILES = (16, 32, 64, 128)
+# Each tile and the sequence it cuts.
+BLOCKS = {
+    "block_q": "q_len",
+    "block_k": "kv_len",
+    "block_q_dkv": "q_len",
+    "block_kv_dkv": "kv_len",
+    "block_q_dq": "q_len",
+    "block_kv_dq": "kv_len",
+}
+
+
+def _tiles(length: int) -> list[int]:
+    return [t for t in TILES if length % t == 0]
+
+
+@st.composite
+def _gpu_blocks(draw: Any, case: Case) -> dict[str, int]:
+    q_tiles, k_tiles = _tiles(case.q_len), _tiles(case.kv_len)
+    blocks = {"block_q": draw(st.sampled_from(q_tiles)), "block_k": draw(st.sampled_from(k_tiles))}
+    blocks["block_q_dkv"] = draw(st.sampled_from(q_tiles))
+    blocks["block_kv_dq"] = draw(st.sampled_from(k_tiles))
+    # One backward grid axis walks both the dkv tiles (over kv) and the dq tiles (over q):
+    # "q_seq_len and kv_seq_len must be divided into the same number of blocks".
+    counts = sorted({case.q_len // t for t in q_tiles} & {case.kv_len // t for t in k_tiles})
+    n = draw(st.sampled_from(counts))
+    blocks["block_q_dq"], blocks["block_kv_dkv"] = case.q_len // n, case.kv_len // n
+    return blocks
+
+
+class PallasGpu(Implementation):
+    role = "kernel"
+    framework = "jax"
+    capabilities = Capabilities(
+        dtypes=DTYPES,
+        # head_dim is padded to the next power of two inside the kernel (loads masked):
+        # 80 exercises the padding.
+        head_dims=(64, 32, 128, 80),
+        # Powers of two, so q and kv always share a backward tile count (see _gpu_blocks).
+        seq_lens=(64, 128, 256),
+        # One segment-id array serves q and kv (SEGMENTS_SHARED): self-attention only.
+        # Causal only with q_len <= kv_len (CAUSAL_Q_LE_KV): past that the forward and dq
+        # loops read key tiles beyond the last key (docs/divergences/pallas_gpu_causal_q_longer_than_kv.json).
+        mask_components=frozenset({"causal_top_left", "segments", SEGMENTS_SHARED, CAUSAL_Q_LE_KV}),
+        dbias=False,
+    )
+    conventions = Conventions(
+        bias="none: the kernel takes no additive bias",
+        causal="top-left (query i sees keys j <= i)",
+        gqa="none: the adapter repeats k/v heads; gradients sum back through the repeat",
+        empty_rows="uniform",
+        notes=(
+            "layout [batch, seq, heads, head_dim] (the adapter transposes); sm_scale defaults to 1.0, the "
+            "adapter passes the case's scale; one segment_ids array for q and kv. Masked logits get a finite "
+            "mask value, so a row with no visible key would average the keys visited; with shared segment ids "
+            "and top-left causal no such row exists"
+        ),
+    )
+
+    def __init__(self, fn: Callable[..., Any] = upstream.mha, name: str = "pallas_gpu") -> None:
+        self.fn = fn
+        self.name = name
+        self.description = "Pallas GPU flash attention" + ("" if fn is upstream.mha else f" drop-in {name}")
+
+    def backend(self) -> str:
+        return "gpu" if compat.jax_platform() == "gpu" else "gpu_interpret"
+
+    def empty_rows(self, case: Case) -> EmptyRows:
+        # Under causal the kernel stops at the diagonal tile, so not every key is averaged.
+        return "convex" if case.mask.causal else "uniform"
+
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
+        return _gpu_blocks(case)
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        segs = case.mask.segments
+        if segs is not None and (case.q_len != case.kv_len or segs.q != segs.kv):
+            out.append("segments must be identical for q and kv (one segment_ids array), with q_len == kv_len")
+        if case.mask.causal and case.q_len > case.kv_len:
+            out.append(
+                f"causal with q_len={case.q_len} > kv_len={case.kv_len} reads key tiles past the last key "
+                "(upstream loop bound; see docs/divergences/pallas_gpu_causal_q_longer_than_kv.json)"
+            )
+        blocks = case.block_dict
+        if not blocks:
+            # The defaults, clamped to the sequence as mha() clamps them.
+            default = upstream.BlockSizes.get_default()
+            blocks = {name: min(getattr(default, name), getattr(case, seq)) for name, seq in BLOCKS.items()}
+        if set(blocks) != set(BLOCKS):
+            out.append(f"blocks must name exactly {sorted(BLOCKS)}; got {sorted(blocks)}")
+            return out
+        for name, seq in BLOCKS.items():
+            length = getattr(case, seq)
+            if blocks[name] not in TILES or length % blocks[name]:
+                out.append(f"{name}={blocks[name]} must be one of {TILES} dividing {seq}={length}")
+        if case.q_len // blocks["block_q_dq"] != case.kv_len // blocks["block_kv_dkv"]:
+            out.append(
+                f"q_len/block_q_dq={case.q_len}/{blocks['block_q_dq']} must equal "
+                f"kv_len/block_kv_dkv={case.kv_len}/{blocks['block_kv_dkv']} (one backward grid axis)"
+            )
+        return out
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        group = case.q_heads // case.kv_heads
+        block_sizes = upstream.BlockSizes(**case.block_dict) if case.blocks else upstream.BlockSizes.get_default()
+        seg = None if inputs.q_segment_ids is None else jnp.asarray(inputs.q_segment_ids)
+        interpret = compat.jax_platform() != "gpu"
+        causal = case.mask.causal == "top_left"
+
+        def f(q, k, v):
+            # The kernel's layout is [batch, seq, heads, head_dim]; its sm_scale defaults to 1.0.
+            k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
+            q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))
+            out = self.fn(
+                q, k, v, seg, sm_scale=case.sm_scale, causal=causal, block_sizes=block_sizes, interpret=interpret
+            )
+            return jnp.swapaxes(out, 1, 2)
+
+        primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
+        as64 = lambda a: np.asarray(jnp.asarray(a, jnp.float32), np.float64)  # noqa: E731
+        if not grads:
+            return Outputs(out=as64(jax.block_until_ready(f(*primals))))
+        out, pullback = jax.vjp(f, *primals)
+        dq, dk, dv = jax.block_until_ready(pullback(jnp.asarray(inputs.dout)))
+        return Outputs(out=as64(out), dq=as64(dq), dk=as64(dk), dv=as64(dv))
+
+
+def dropin(fn: Callable[..., Any], *, name: str) -> PallasGpu:
+    """Test `fn`, a function with the upstream mha signature, as this kernel."""
+    return PallasGpu(fn, name=name)
+
+
+register(PallasGpu())

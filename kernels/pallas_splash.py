@@ -1,0 +1,255 @@
+"""The Pallas TPU splash-attention kernel (jax.experimental.pallas.ops.tpu.splash_attention).
+
+Native on a TPU, otherwise the same kernel code under the Pallas TPU interpreter.
+Splash takes its mask as objects (CausalMask, LocalMask, ChunkedCausalMask, NumpyMask,
+combined with `&` and per head with MultiHeadMask); the adapter builds them from the
+case's mask description with splash's own classes, so splash's mask code is under test
+and the oracles' dense mask (harness.masks.dense_mask) stays independent of it.
+
+`dropin(fn)` tests a replacement for the upstream kernel factory. Its signature is
+    make_splash_mha(mask, *, block_sizes, head_shards, q_seq_shards) -> kernel
+or, when it takes `is_mqa`, that of the private factory both public ones wrap,
+    _make_splash_attention(mask, *, block_sizes, is_mqa, head_shards, q_seq_shards) -> kernel,
+where kernel(q, k, v, segment_ids) takes q [q_heads, q_len, head_dim] and k, v
+[kv_heads, kv_len, head_dim] ([kv_len, head_dim] under is_mqa) for one batch row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import strategies as st
+from jax.experimental.pallas.ops.tpu import splash_attention as upstream
+from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+
+from harness import compat
+from harness.case import Case
+from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.inputs import Inputs
+from harness.masks import Mask
+
+# Every tile is whole multiples of the 128 TPU lanes: the kernel raises "bkv_compute=...
+# must be a multiple of 128" and "block_q must be a multiple of 128" (with segment ids,
+# in the dkv kernel) otherwise (splash_attention_kernel.py, NUM_LANES).
+LANES = 128
+FORWARD_BLOCKS = ("block_q", "block_kv", "block_kv_compute")
+DKV_BLOCKS = ("block_q_dkv", "block_kv_dkv", "block_kv_dkv_compute")
+DQ_BLOCKS = ("block_q_dq", "block_kv_dq")
+# blocks are ints; present (value 1) means BlockSizes(use_fused_bwd_kernel=True), which
+# computes dq inside the dkv kernel and forbids the dq block sizes (BlockSizes.__post_init__).
+FUSED = "use_fused_bwd_kernel"
+
+
+def _tiles(length: int) -> list[int]:
+    """Lane-aligned tile sizes dividing `length`, smallest first (so shrinking prefers many tiles)."""
+    return [t for t in range(LANES, length + 1, LANES) if length % t == 0]
+
+
+@st.composite
+def _splash_blocks(draw: Any, case: Case) -> dict[str, int]:
+    q_tiles, k_tiles = _tiles(case.q_len), _tiles(case.kv_len)
+    # block_q / block_kv must divide the sequence (mask_info: "q_block_size should divide
+    # q_seq_len"); the compute tile must divide its memory tile ("bkv must be a multiple
+    # of bkv_compute") and be lane aligned.
+    blocks = {"block_q": draw(st.sampled_from(q_tiles)), "block_kv": draw(st.sampled_from(k_tiles))}
+    blocks["block_kv_compute"] = draw(st.sampled_from(_tiles(blocks["block_kv"])))
+    blocks["block_q_dkv"] = draw(st.sampled_from(q_tiles))
+    blocks["block_kv_dkv"] = draw(st.sampled_from(k_tiles))
+    blocks["block_kv_dkv_compute"] = draw(st.sampled_from(_tiles(blocks["block_kv_dkv"])))
+    if draw(st.booleans()):
+        blocks[FUSED] = 1
+    else:
+        blocks["block_q_dq"] = draw(st.sampled_from(q_tiles))
+        blocks["block_kv_dq"] = draw(st.sampled_from(k_tiles))
+    return blocks
+
+
+def _parts(mask: Mask, shape: tuple[int, int]) -> list[mask_lib.Mask]:
+    """Splash's own mask objects for the components shared by every batch row."""
+    q_len, kv_len = shape
+    out: list[mask_lib.Mask] = []
+    if mask.causal is not None:
+        # CausalMask sees keys j <= i + offset: offset 0 is top-left, kv_len - q_len bottom-right.
+        out.append(mask_lib.CausalMask(shape, offset=0 if mask.causal == "top_left" else kv_len - q_len))
+    if mask.window is not None:
+        w = mask.window
+        if w.is_causal:
+            out.append(mask_lib.CausalMask(shape, offset=w.offset))
+        else:
+            out.append(mask_lib.LocalMask(shape, (w.left, w.right), offset=w.offset))
+    if mask.chunk is not None:
+        out.append(mask_lib.ChunkedCausalMask(shape, chunk_size=mask.chunk.size))
+    if mask.block_sparse is not None:
+        b = mask.block_sparse
+        tiles = np.array([[c == "1" for c in row] for row in b.pattern])
+        dense = np.kron(tiles, np.ones((b.block_q, b.block_kv), bool))[:q_len, :kv_len]
+        out.append(mask_lib.NumpyMask(np.ascontiguousarray(dense)))
+    return out
+
+
+def splash_mask(mask: Mask, *, heads: int, q_len: int, kv_len: int) -> mask_lib.MultiHeadMask:
+    """The case's mask (without segment ids, which splash takes separately) as splash masks."""
+    shape = (q_len, kv_len)
+    shared = _parts(mask, shape)
+    per_head = []
+    for h in range(heads):
+        parts = shared + (_parts(mask.heads[h], shape) if mask.heads is not None else [])
+        per_head.append(functools.reduce(operator.and_, parts) if parts else mask_lib.FullMask(shape))
+    return mask_lib.MultiHeadMask(per_head)
+
+
+def _takes_is_mqa(fn: Callable[..., Any]) -> bool:
+    try:
+        return "is_mqa" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class PallasSplash(Implementation):
+    role = "kernel"
+    framework = "jax"
+    capabilities = Capabilities(
+        # float16 is not a TPU matmul type; splash's tests use float32 and bfloat16.
+        dtypes=("float32", "bfloat16"),
+        head_dims=(64, 128, 32, 256),
+        seq_lens=(128, 256, 384, 512),
+        mask_components=frozenset(
+            {
+                "causal_top_left",
+                "causal_bottom_right",
+                "causal_offset",
+                "window",
+                "chunk",
+                "block_sparse",
+                "per_head",
+                "segments",
+            }
+        ),
+        dbias=False,
+    )
+    conventions = Conventions(
+        bias="none: splash takes no additive bias (only a logit soft cap, not used)",
+        causal="CausalMask(offset): keys j <= i + offset; the adapter passes 0 (top-left) or kv_len - q_len",
+        gqa="native: make_splash_mha takes kv_heads dividing q_heads; make_splash_mqa when kv_heads == 1",
+        empty_rows="zeros",
+        notes=(
+            "no sm_scale argument: the adapter multiplies q by the scale (in the case dtype). "
+            "Rows with no visible key are undefined upstream: NaN when the row's query tile visits no key "
+            "tile (0/0), else an average of the visited tiles' values; the adapter sets them to zero"
+        ),
+    )
+
+    def __init__(
+        self, fn: Callable[..., Any] | None = None, name: str = "pallas_splash", *, zero_empty_rows: bool = True
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.zero_empty_rows = zero_empty_rows
+        self.description = "Pallas TPU splash attention" + ("" if fn is None else f" drop-in {name}")
+        if not zero_empty_rows:
+            # The kernel's own output on rows with no visible key, declared as the best
+            # single convention there is; NaN rows still fail it (docs/divergences/).
+            self.conventions = dataclasses.replace(self.conventions, empty_rows="convex")
+
+    def backend(self) -> str:
+        return "tpu" if compat.has_tpu() else "tpu_interpret"
+
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
+        return _splash_blocks(case)
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        for name, length in (("q_len", case.q_len), ("kv_len", case.kv_len)):
+            if length % LANES:
+                out.append(f"{name}={length} must be a multiple of {LANES}")
+        blocks = case.block_dict
+        if blocks:
+            need = set(FORWARD_BLOCKS + DKV_BLOCKS) | ({FUSED} if FUSED in blocks else set(DQ_BLOCKS))
+            if set(blocks) != need:
+                out.append(
+                    f"blocks must name {sorted(need)} ({FUSED}=1 replaces {DQ_BLOCKS}); "
+                    f"missing {sorted(need - set(blocks))}, unknown {sorted(set(blocks) - need)}"
+                )
+                return out
+            if blocks.get(FUSED, 1) != 1:
+                out.append(f"{FUSED}={blocks[FUSED]} must be 1 (present) or absent")
+            for name, length in (
+                ("block_q", case.q_len),
+                ("block_kv", case.kv_len),
+                ("block_kv_compute", blocks["block_kv"]),
+                ("block_q_dkv", case.q_len),
+                ("block_kv_dkv", case.kv_len),
+                ("block_kv_dkv_compute", blocks["block_kv_dkv"]),
+                ("block_q_dq", case.q_len),
+                ("block_kv_dq", case.kv_len),
+            ):
+                if name in blocks and (length % blocks[name] or blocks[name] % LANES):
+                    out.append(f"{name}={blocks[name]} must be a multiple of {LANES} dividing {length}")
+        return out
+
+    def _block_sizes(self, case: Case) -> upstream.BlockSizes:
+        if not case.blocks:
+            return upstream.BlockSizes.get_default()
+        blocks = case.block_dict
+        fused = bool(blocks.pop(FUSED, 0))
+        return upstream.BlockSizes(**blocks, use_fused_bwd_kernel=fused)
+
+    def _kernel(self, case: Case) -> tuple[Any, bool]:
+        """The splash kernel for this case, and whether it takes MQA-shaped k/v."""
+        mask = splash_mask(case.mask, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
+        kw = {"block_sizes": self._block_sizes(case), "head_shards": 1, "q_seq_shards": 1}
+        mqa = case.kv_heads == 1
+        if self.fn is None:
+            make = upstream.make_splash_mqa if mqa else upstream.make_splash_mha
+            return make(mask, **kw), mqa
+        if _takes_is_mqa(self.fn):
+            return self.fn(mask, is_mqa=mqa, **kw), mqa
+        return self.fn(mask, **kw), False
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        scale = case.sm_scale
+        kernel, mqa = self._kernel(case)
+        seg = None
+        if inputs.q_segment_ids is not None:
+            seg = (jnp.asarray(inputs.q_segment_ids), jnp.asarray(inputs.kv_segment_ids))
+        keep = jnp.asarray(~inputs.empty)[..., None]  # [batch, q_heads, q_len, 1]
+
+        def f(q, k, v):
+            # Splash applies no softmax scale; scaling q first is how its users apply one.
+            q = q * jnp.asarray(scale, q.dtype)
+            outs = []
+            for b in range(case.batch):  # splash kernels take one batch row
+                kb, vb = (k[b, 0], v[b, 0]) if mqa else (k[b], v[b])
+                ids = None if seg is None else upstream.SegmentIds(q=seg[0][b], kv=seg[1][b])
+                outs.append(kernel(q[b], kb, vb, segment_ids=ids))
+            # Rows with no visible key are undefined upstream (NaN or a tile average):
+            # normalised to the declared zeros, which also keeps NaN out of the pullback.
+            return jnp.where(keep, jnp.stack(outs), 0) if self.zero_empty_rows else jnp.stack(outs)
+
+        primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
+        as64 = lambda a: np.asarray(jnp.asarray(a, jnp.float32), np.float64)  # noqa: E731
+        with compat.tpu_kernel_context():
+            if not grads:
+                return Outputs(out=as64(jax.block_until_ready(f(*primals))))
+            out, pullback = jax.vjp(f, *primals)
+            dq, dk, dv = jax.block_until_ready(pullback(jnp.asarray(inputs.dout)))
+        return Outputs(out=as64(out), dq=as64(dq), dk=as64(dk), dv=as64(dv))
+
+
+def dropin(fn: Callable[..., Any], *, name: str) -> PallasSplash:
+    """Test `fn`, a replacement for make_splash_mha (or _make_splash_attention), as this kernel."""
+    return PallasSplash(fn, name=name)
+
+
+register(PallasSplash())
+# Splash's native output on rows with no visible key, not normalised: run it with
+# --kernel kernels.pallas_splash:NATIVE_EMPTY_ROWS to see the divergence.
+NATIVE_EMPTY_ROWS = PallasSplash(name="pallas_splash_native_empty_rows", zero_empty_rows=False)

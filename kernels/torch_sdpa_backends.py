@@ -1,0 +1,105 @@
+"""PyTorch scaled_dot_product_attention's fused GPU backends as kernels under test.
+
+flash (torch_flash), memory-efficient (torch_efficient) and cuDNN (torch_cudnn), each
+forced with torch.nn.attention.sdpa_kernel so that torch cannot fall back to the math
+path. They exist only on a CUDA device: this module registers them only when
+torch.cuda.is_available(), so on a CPU host (or a CPU build of torch) they are simply
+not in the registry. Their CPU counterpart is the torch_sdpa oracle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from harness.case import DTYPES, Case
+from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.inputs import Inputs
+
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class TorchSDPABackend(Implementation):
+    role = "kernel"
+    framework = "torch"
+
+    def __init__(self, name: str, backend_name: str, capabilities: Capabilities) -> None:
+        self.name = name
+        self.backend_name = backend_name
+        self.capabilities = capabilities
+        self.conventions = Conventions(
+            bias="QK^T * scale + attn_mask (float mask)",
+            causal="is_causal is top-left",
+            gqa="the adapter repeats k/v heads",
+            # Declared masks leave every row a visible key (top-left causal), so this is never checked.
+            empty_rows="zeros",
+            notes="untested on the CPU hosts this harness was built on",
+        )
+        self.description = f"torch {torch.__version__} SDPA, {backend_name} backend on CUDA"
+
+    def backend(self) -> str:
+        return "gpu"
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:  # pragma: no cover - needs CUDA
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        dt, dev = TORCH_DTYPES[case.dtype], torch.device("cuda")
+        group = case.q_heads // case.kv_heads
+
+        def tensor(a: np.ndarray, grad: bool) -> torch.Tensor:
+            return torch.from_numpy(np.asarray(a, np.float32)).to(dev, dt).requires_grad_(grad)
+
+        q, k, v = (tensor(a, grads) for a in (inputs.q, inputs.k, inputs.v))
+        bias = None if inputs.bias is None else tensor(inputs.bias, grads)
+        causal = case.mask.causal == "top_left"
+        mask = bias
+        if bias is not None and causal:
+            # attn_mask and is_causal cannot be combined: fold the causal mask into the bias.
+            hidden = torch.ones(case.q_len, case.kv_len, dtype=torch.bool, device=dev).triu(1)
+            mask, causal = bias.masked_fill(hidden, float("-inf")), False
+        rep = lambda t: t if group == 1 else t.repeat_interleave(group, dim=1)  # noqa: E731
+        with sdpa_kernel(getattr(SDPBackend, self.backend_name)), torch.set_grad_enabled(grads):
+            out = F.scaled_dot_product_attention(
+                q, rep(k), rep(v), attn_mask=mask, is_causal=causal, scale=case.sm_scale
+            )
+        as64 = lambda t: None if t is None else t.detach().to(torch.float64).cpu().numpy()  # noqa: E731
+        if not grads:
+            return Outputs(out=as64(out))
+        leaves = [q, k, v] + ([bias] if bias is not None else [])
+        cots = torch.autograd.grad(out, leaves, grad_outputs=tensor(inputs.dout, False))
+        return Outputs(
+            out=as64(out),
+            dq=as64(cots[0]),
+            dk=as64(cots[1]),
+            dv=as64(cots[2]),
+            dbias=as64(cots[3]) if bias is not None else None,
+        )
+
+
+def backends() -> list[TorchSDPABackend]:
+    """The three fused backends with what each accepts (PyTorch's sdp_utils checks)."""
+    half = ("bfloat16", "float16")  # flash and cuDNN take 16-bit inputs only
+    return [
+        TorchSDPABackend(
+            "torch_flash",
+            "FLASH_ATTENTION",
+            # Flash takes no attn_mask, hence no bias; head_dim up to 256, a multiple of 8.
+            Capabilities(half, (64, 32, 128, 256), (64, 128, 256), frozenset({"causal_top_left"}), dbias=False),
+        ),
+        TorchSDPABackend(
+            "torch_efficient",
+            "EFFICIENT_ATTENTION",
+            Capabilities(DTYPES, (64, 32, 80, 128), (64, 100, 128, 256), frozenset({"causal_top_left", "bias"})),
+        ),
+        TorchSDPABackend(
+            "torch_cudnn",
+            "CUDNN_ATTENTION",
+            Capabilities(half, (64, 128), (64, 128, 256), frozenset({"causal_top_left"}), dbias=False),
+        ),
+    ]
+
+
+if torch.cuda.is_available():  # pragma: no cover - the CPU hosts have a CPU build of torch
+    for _impl in backends():
+        register(_impl)

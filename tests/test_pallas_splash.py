@@ -1,0 +1,113 @@
+"""The splash adapter: its masks against the oracles' dense mask, its contract, a run, a planted bug."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness import contract
+from harness.case import Case
+from harness.masks import BlockSparse, Chunk, Mask, Segments, Window, dense_mask
+from harness.runner import run_case
+from kernels.pallas_splash import FUSED, PallasSplash, splash_mask
+
+PLANTED = "pallas_splash=tests.planted.splash_fwd_window_off_by_one:make_splash"
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [
+        Mask(),
+        Mask(causal="top_left"),
+        Mask(causal="bottom_right"),
+        Mask(window=Window(None, 0, -37)),
+        Mask(window=Window(5, 3, 11)),
+        Mask(window=Window(None, 4, 0)),
+        Mask(chunk=Chunk(100)),
+        Mask(block_sparse=BlockSparse(96, 64, ("1010", "0111"))),
+        Mask(causal="top_left", window=Window(7, None)),
+        Mask(
+            chunk=Chunk(50), heads=(Mask(window=Window(3, 3)), Mask(block_sparse=BlockSparse(128, 128, ("10", "01"))))
+        ),
+    ],
+    ids=repr,
+)
+def test_splash_masks_materialise_to_the_dense_mask(mask: Mask) -> None:
+    # Splash's own mask classes, built from the description, against the oracles' dense
+    # mask built from the same description by independent code.
+    heads, q_len, kv_len = 2, 192, 256
+    got = splash_mask(mask, heads=heads, q_len=q_len, kv_len=kv_len)[:, :, :]
+    want = dense_mask(mask, batch=1, heads=heads, q_len=q_len, kv_len=kv_len)[0]
+    np.testing.assert_array_equal(got, want)
+
+
+def _case(**changes) -> Case:
+    base = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64)
+    return base.replace(**changes)
+
+
+BLOCKS = {
+    "block_q": 128,
+    "block_kv": 256,
+    "block_kv_compute": 128,
+    "block_q_dkv": 128,
+    "block_kv_dkv": 128,
+    "block_kv_dkv_compute": 128,
+    "block_q_dq": 128,
+    "block_kv_dq": 128,
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param({"q_len": 64}, "q_len=64 must be a multiple of 128", id="short"),
+        pytest.param({"dtype": "float16"}, "dtype=float16", id="float16"),
+        pytest.param({"bias": True}, "'bias'", id="bias"),
+        pytest.param(
+            {"blocks": {**BLOCKS, "block_kv": 384}}, "block_kv=384 must be a multiple of 128 dividing 256", id="kv-tile"
+        ),
+        pytest.param(
+            {"blocks": {**BLOCKS, "block_kv_compute": 256, "block_kv": 128}}, "block_kv_compute=256", id="compute-tile"
+        ),
+        pytest.param({"blocks": {**BLOCKS, FUSED: 1}}, "unknown ['block_kv_dq', 'block_q_dq']", id="fused-with-dq"),
+        pytest.param({"blocks": {"block_q": 128}}, "missing", id="partial"),
+    ],
+)
+def test_violations_name_the_value_and_limit(changes: dict, message: str) -> None:
+    problems = PallasSplash().violations(_case(kv_len=256, **changes))
+    assert any(message in p for p in problems), problems
+
+
+def test_in_contract_case_has_no_violations() -> None:
+    assert PallasSplash().violations(_case(kv_len=256, blocks=BLOCKS)) == []
+
+
+def test_gqa_per_head_windows_and_segments_match_the_oracles_forward_and_backward() -> None:
+    case = Case(
+        batch=1,
+        q_heads=2,
+        kv_heads=1,
+        q_len=128,
+        kv_len=128,
+        head_dim=64,
+        dtype="bfloat16",
+        mask=Mask(
+            segments=Segments(q=(((0, 100), (99, 28)),), kv=(((0, 128),),)),
+            heads=(Mask(window=Window(16, 0, 0)), Mask(chunk=Chunk(96))),
+        ),
+        blocks=tuple({**{k: 128 for k in BLOCKS if "_dq" not in k}, FUSED: 1}.items()),
+    )
+    result = run_case(case, [contract.resolve("pallas_splash")])
+    assert result.passed, result.subjects[0].failure
+
+
+def test_planted_window_off_by_one_is_caught_and_upstream_passes_the_same_case() -> None:
+    case = _case(mask=Mask(window=Window(3, 0)))
+    planted = contract.resolve(PLANTED)
+    assert isinstance(planted, PallasSplash) and planted.fn is not None
+    result = run_case(case, [contract.resolve("pallas_splash"), planted], grads=False)
+    upstream, bug = result.subjects
+    assert upstream.passed, upstream.failure
+    assert not bug.passed
+    assert bug.comparisons[0].quantity == "out" and not bug.comparisons[0].passed
