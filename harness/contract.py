@@ -10,6 +10,7 @@ import abc
 import dataclasses
 import importlib
 import pkgutil
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -115,6 +116,14 @@ class Implementation(abc.ABC):
     def empty_rows(self, case: Case) -> EmptyRows:
         """The declared behaviour on rows with no visible key, for this case."""
         return self.conventions.empty_rows
+
+    def jax_fn(self, case: Case) -> Callable[..., Any] | None:
+        """A JAX function of the case's arrays (q, k, v[, bias]) returning the output, in the SDPA
+        convention, for ahead-of-time compilation and timing; None when there is none (e.g. torch).
+
+        Masks that are not arrays (causal, segment ids) are closed over from the case.
+        """
+        return None
 
     def block_strategy(self, case: Case) -> SearchStrategy[dict[str, int]] | None:
         """Tile sizes valid for this case's shape; None when the implementation has none."""
