@@ -157,6 +157,10 @@ _REGISTRY: dict[str, Implementation] = {}
 _DISCOVERED = False
 # Packages whose every module is imported once so that it can register().
 PACKAGES = ("kernels", "oracles")
+# Frameworks an environment may lack (a version-matrix cell without torch): a module that
+# needs one is skipped, and `unavailable()` says which and why.
+OPTIONAL_FRAMEWORKS = ("torch",)
+_UNAVAILABLE: dict[str, str] = {}
 
 
 def register(impl: Implementation) -> Implementation:
@@ -175,7 +179,18 @@ def _discover() -> None:
         pkg = importlib.import_module(pkg_name)
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
-                importlib.import_module(f"{pkg_name}.{info.name}")
+                try:
+                    importlib.import_module(f"{pkg_name}.{info.name}")
+                except ModuleNotFoundError as e:
+                    if (e.name or "").split(".")[0] not in OPTIONAL_FRAMEWORKS:
+                        raise
+                    _UNAVAILABLE[f"{pkg_name}.{info.name}"] = f"{e.name} is not installed"
+
+
+def unavailable() -> dict[str, str]:
+    """Implementation modules skipped because an optional framework is missing: module -> why."""
+    _discover()
+    return dict(_UNAVAILABLE)
 
 
 def registry() -> dict[str, Implementation]:
