@@ -176,6 +176,7 @@ def tpu_compile_device(topology: str) -> Any:
     """
     from jax.experimental import topologies
 
+    compile_only_env()
     try:
         # Keywords: the positional order of get_topology_desc changed across jax releases.
         desc = topologies.get_topology_desc(platform="tpu", topology_name=topology)
