@@ -181,7 +181,16 @@ def tpu_compile_device(topology: str) -> Any:
         # Keywords: the positional order of get_topology_desc changed across jax releases.
         desc = topologies.get_topology_desc(platform="tpu", topology_name=topology)
     except Exception as e:  # libtpu raises XlaRuntimeError/ValueError/RuntimeError by version
-        raise RuntimeError(f"cannot build compile-only TPU topology {topology!r}: {type(e).__name__}: {e}") from e
+        # libtpu <= 0.0.19 (jax 0.7.0) defaults to a 2x2x1 host and rejects a single chip unless
+        # told the host holds one chip; later releases infer it.
+        if "chips_per_host_bounds" not in str(e):
+            raise RuntimeError(f"cannot build compile-only TPU topology {topology!r}: {type(e).__name__}: {e}") from e
+        try:
+            desc = topologies.get_topology_desc(platform="tpu", topology_name=topology, chips_per_host_bounds=(1, 1, 1))
+        except Exception as e2:
+            raise RuntimeError(
+                f"cannot build compile-only TPU topology {topology!r}: {type(e2).__name__}: {e2}"
+            ) from e2
     return desc.devices[0]
 
 
