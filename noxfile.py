@@ -58,7 +58,7 @@ def install(session: nox.Session, *extras: str, constraints: str = DEFAULT_CONST
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The harness's own test suite (fast; runs kernels under the TPU interpreter; not slow ones)."""
-    install(session, "test")
+    install(session, "test", "tpu")  # libtpu: the compile-check tests run the real TPU compiler
     session.run("ruff", "check", "harness", "kernels", "oracles", "tests", "benchmarks", "noxfile.py")
     session.run(
         "pytest", "-m", "not slow", *session.posargs, env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
