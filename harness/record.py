@@ -10,13 +10,17 @@ kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, i
                role, backend, empty_rows, passed, error, comparisons, seconds,
                tolerance_version; "shrunk": true and "failure_file" on a minimal failure.
 kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
-               implementation at one benchmark shape: implementation, backend, shape
-               (name and case), pass ("fwd" or "fwd_bwd"), samples, peak_rss_bytes,
-               device_peak_bytes (null off an accelerator).
+               implementation at one benchmark shape: implementation, backend, note, timed
+               ("jit" or "run"), shape {name, case}, pass ("fwd" or "fwd_bwd"), samples,
+               stats, peak_rss_bytes, device_peak_bytes (null off an accelerator). Timings
+               with backend "tpu_interpret" are never compared with "tpu" ones.
 kind "compile" (compile--<impl>--<topology>--<shape>--<pass>.json): an ahead-of-time TPU
-               compile: implementation, topology, shape, pass, ok, error, memory
-               {argument, output, temp, generated_code, alias} bytes, cost {flops,
-               bytes_accessed, transcendentals, optimal_seconds}, seconds, failure_file.
+               compile: implementation, backend "tpu_compile_only", topology, shape {name,
+               case}, case_id, pass, ok (= passed), error, memory {argument, output, temp,
+               generated_code, alias} bytes, cost {flops, bytes_accessed, transcendentals,
+               optimal_seconds}, seconds, failure_file.
+
+`merge_stores` (or `python -m harness merge`) copies the runs of several stores into one.
 """
 
 from __future__ import annotations
