@@ -21,8 +21,21 @@ PYTHON = "3.11"
 ROOT = Path(__file__).parent
 DEFAULT_CONSTRAINTS = "constraints/default.txt"
 STORE = "reports/store"
-# Exit code of `harness run` for a discrepancy: the matrix records it and goes on.
+# Exit code of a harness command for a discrepancy or a failed compile: the matrix records it
+# and goes on. A crash must not pass for one (Python exits 1 on an uncaught exception too),
+# so matrix steps run through HARNESS, which turns a crash into CRASHED.
 RECORDED_FAILURE = 1
+CRASHED = 3
+HARNESS = (
+    "import sys, traceback\n"
+    "try:\n"
+    "    from harness.cli import main\n"
+    "    code = main(sys.argv[1:])\n"
+    "except Exception:\n"
+    "    traceback.print_exc()\n"
+    f"    code = {CRASHED}\n"
+    "sys.exit(code)\n"
+)
 
 
 def _load(name: str):  # noqa: ANN202 - a module object
@@ -121,10 +134,9 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matr
     # Runs go on after a recorded discrepancy (exit 1), so every cell yields all its records;
     # bad usage (2) or a crash stops the cell.
     ok = [0, RECORDED_FAILURE]
+    harness = ("python", "-c", HARNESS)
     session.run(
-        "python",
-        "-m",
-        "harness",
+        *harness,
         "run",
         "--profile",
         "ci",
@@ -136,8 +148,8 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matr
         *session.posargs,
         success_codes=ok,
     )
-    session.run("python", "-m", "harness", "compile", "--out", STORE, success_codes=ok)
-    session.run("python", "-m", "harness", "bench", "--out", STORE, success_codes=ok)
+    session.run(*harness, "compile", "--out", STORE, success_codes=ok)
+    session.run(*harness, "bench", "--out", STORE, success_codes=ok)
 
 
 # `report` and `gate` sessions follow here.

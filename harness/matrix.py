@@ -36,7 +36,8 @@ MATRIX = """
 """
 
 # Installed in every cell at the versions of constraints/default.txt, besides the pins above.
-COMMON = ("numpy", "ml_dtypes", "hypothesis", "jinja2", "pytest", "pytest-benchmark")
+# absl-py: jax 0.9.x's Pallas TPU interpreter imports it without declaring it.
+COMMON = ("numpy", "ml_dtypes", "hypothesis", "jinja2", "pytest", "pytest-benchmark", "absl-py")
 COLUMNS = ("python", "jax", "libtpu", "torch")
 
 
