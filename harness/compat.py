@@ -150,10 +150,15 @@ def default_platforms_env() -> None:
 # libtpu reads these when it loads. On a CPU host it cannot discover an accelerator
 # type or worker hostnames and logs initialisation errors, although compile-only
 # topologies work; setting them quiets that. Never applied where a TPU is present.
+# The accelerator type must be one every libtpu release accepts: libtpu 0.0.19 aborts
+# on "v6e-1"; the topology compiled for is the one named, not this.
 _COMPILE_ONLY_ENV = {
     "TPU_ACCELERATOR_TYPE": "v5litepod-1",
     "TPU_WORKER_HOSTNAMES": "localhost",
     "TPU_SKIP_MDS_QUERY": "1",
+    # libtpu locks /tmp/libtpu_lockfile so that one process owns the TPU; compile-only use owns
+    # none, and the compile checks run a child process beside a parent that may have loaded it.
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
 }
 
 

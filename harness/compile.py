@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
+import re
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from harness import compat
+from harness import compat, contract
+from harness import shapes as shapes_mod
 from harness.case import Case
 from harness.contract import Implementation
 from harness.shapes import PASSES, BenchShape
@@ -43,6 +50,15 @@ class CompileResult:
     cost: dict[str, float | None] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     failure_file: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["case"] = self.case.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CompileResult:
+        return cls(**{**d, "case": Case.from_json(d["case"])})
 
 
 def abstract_args(case: Case, sharding: Any) -> list[Any]:
@@ -121,19 +137,30 @@ def write_failure(out_dir: Path, result: CompileResult) -> Path:
     return path
 
 
-def compile_all(
-    impls: Iterable[Implementation],
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One compile to do: a kernel (a name or MODULE:ATTR, as --kernel takes), shape, topology, pass."""
+
+    kernel: str
+    shape: str
+    topology: str
+    pass_: str
+
+    def to_json(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+def plan(
+    kernels: Iterable[str],
     shapes: Iterable[BenchShape],
     topologies: Iterable[str] = TOPOLOGIES,
     passes: Iterable[str] = PASSES,
-    *,
-    on_result: Callable[[CompileResult], None] | None = None,
-) -> list[CompileResult]:
-    """Every implementation x shape x topology x pass; shapes outside a contract are skipped."""
-    compat.compile_only_env()
-    results = []
+) -> list[Job]:
+    """Every kernel x shape x topology x pass, skipping shapes outside a kernel's contract."""
+    out = []
     shapes, topologies, passes = list(shapes), list(topologies), list(passes)
-    for impl in impls:
+    for spec in kernels:
+        impl = contract.resolve(spec)
         for shape in shapes:
             if impl.violations(shape.case):
                 continue
@@ -141,8 +168,72 @@ def compile_all(
                 for pass_ in passes:
                     if pass_ == "fwd_bwd" and not impl.capabilities.grads:
                         continue
-                    result = compile_one(impl, shape, topology, pass_)
-                    if on_result is not None:
-                        on_result(result)
-                    results.append(result)
+                    out.append(Job(spec, shape.name, topology, pass_))
+    return out
+
+
+def compile_all(jobs: list[Job], *, on_result: Callable[[CompileResult], None] | None = None) -> list[CompileResult]:
+    """Run `jobs` in a child process, so that a compiler that aborts the process (libtpu can)
+    becomes a failed result for the job it was on; a new child takes the remaining jobs."""
+    results: list[CompileResult] = []
+    todo = list(jobs)
+    while todo:
+        done, crashed = _run_worker(todo, on_result, results)
+        todo = todo[done:]
+        if crashed is not None and todo:
+            job, todo = todo[0], todo[1:]
+            result = _failed(job, crashed)
+            if on_result is not None:
+                on_result(result)
+            results.append(result)
     return results
+
+
+_RESULT = "@@compile-result "
+STDERR_TAIL = 20  # lines of the dead worker's stderr kept in the error
+FATAL = re.compile(r"^F\d{4} |.*Check failed")
+
+
+def _failed(job: Job, error: str) -> CompileResult:
+    case = shapes_mod.SHAPES[job.shape].case
+    return CompileResult(job.kernel, job.topology, job.shape, case, job.pass_, ok=False, error=error)
+
+
+def _run_worker(
+    todo: list[Job], on_result: Callable[[CompileResult], None] | None, results: list[CompileResult]
+) -> tuple[int, str | None]:
+    """Run jobs in order in one child; return how many finished, and why the child died (or None)."""
+    done = 0
+    with tempfile.TemporaryFile("w+") as err:
+        cmd = [sys.executable, "-m", "harness.compile", json.dumps([j.to_json() for j in todo])]
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if not line.startswith(_RESULT):
+                    print(line, end="")
+                    continue
+                result = CompileResult.from_json(json.loads(line[len(_RESULT) :]))
+                done += 1
+                if on_result is not None:
+                    on_result(result)
+                results.append(result)
+        if proc.returncode == 0 and done == len(todo):
+            return done, None
+        err.seek(0)
+        lines = [ln.strip() for ln in err.read().splitlines() if ln.strip()]
+    how = f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exit {proc.returncode}"
+    # An absl fatal log line ("F1129 12:00:00.0 ... Check failed: ...") says why; else the tail.
+    fatal = [ln for ln in lines if FATAL.match(ln)]
+    why = fatal[0] if fatal else " | ".join(lines[-STDERR_TAIL:])
+    return done, f"the compiling process died ({how}): {why[-2000:]}"
+
+
+def _worker(jobs_json: str) -> None:
+    """Child side of compile_all: compile each job in order, one result line each on stdout."""
+    for job in (Job(**j) for j in json.loads(jobs_json)):
+        result = compile_one(contract.resolve(job.kernel), shapes_mod.SHAPES[job.shape], job.topology, job.pass_)
+        print(_RESULT + json.dumps(result.to_json()), flush=True)
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

@@ -30,13 +30,14 @@ def test_flash_forward_compiles_for_v5e_with_memory_and_cost() -> None:
 
 
 def test_a_compile_failure_is_recorded_with_its_case_file(tmp_path: Path) -> None:
-    # An unknown topology fails inside the compile step, as a Mosaic error would.
+    # A topology the compiler cannot target fails (in some libtpu releases by aborting the
+    # process: compile_all's child process turns that into a failed result too).
     code = main(
         ["compile", "--topology", "v5e:9x9x9", "--shape", "mha_f32_256", "--pass", "fwd", "--out", str(tmp_path)]
     )
     assert code == 1
     (rec,) = [r for r in iter_records(tmp_path) if r["kind"] == "compile"]
-    assert not rec["ok"] and "v5e:9x9x9" in rec["error"]
+    assert not rec["ok"] and rec["error"]
     failure = Path(rec["failure_file"])
     assert failure.parent == tmp_path / "failures" and failure.is_file()
     assert "--topology v5e:9x9x9" in failure.read_text()

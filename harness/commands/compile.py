@@ -63,13 +63,12 @@ def main(args: argparse.Namespace) -> int:
         chosen = shapes.get(args.shape)
     except KeyError as e:
         raise UsageError(str(e.args[0])) from None
-    impls = []
-    for spec in args.kernel or ["pallas_flash"]:
-        try:
-            impls.append(contract.resolve(spec))
-        except contract.UnknownImplementation as e:
-            raise UsageError(str(e)) from None
+    specs = args.kernel or ["pallas_flash"]
     topologies = args.topology or list(aot.TOPOLOGIES)
+    try:
+        jobs = aot.plan(specs, chosen, topologies, args.passes or shapes.PASSES)
+    except contract.UnknownImplementation as e:
+        raise UsageError(str(e)) from None
     store = RunStore.create(args.out, meta={"command": sys.argv, "mode": "compile", "topologies": topologies})
     print(f"results -> {store.dir}")
     print(f"== ahead-of-time compile for {', '.join(topologies)} (compile-only devices: nothing runs)")
@@ -80,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         write_compile(store, r)
         print(line(r), flush=True)
 
-    results = aot.compile_all(impls, chosen, topologies, args.passes or shapes.PASSES, on_result=on_result)
+    results = aot.compile_all(jobs, on_result=on_result)
     failed = [r for r in results if not r.ok]
     status = "PASS" if results and not failed else "FAIL"
     store.write_meta(
