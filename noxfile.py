@@ -93,7 +93,7 @@ def tpu(session: nox.Session) -> None:
     args = [a for a in session.posargs if a != REQUIRE_TPU]
     required = REQUIRE_TPU in session.posargs
     # Before installing anything: a TPU host has /dev/accel* or /dev/vfio.
-    if required and not COMPAT._tpu_device_files():
+    if required and not COMPAT.tpu_device_files():
         session.error("--require-tpu: no TPU attached to this host (no /dev/accel* or /dev/vfio)")
     install(session, "tpu")
     on_tpu = _has_tpu(session)

@@ -162,13 +162,14 @@ _COMPILE_ONLY_ENV = {
 }
 
 
-def _tpu_device_files() -> bool:
+def tpu_device_files() -> bool:
+    """Whether this host has TPU device files (/dev/accel* or /dev/vfio); needs no jax."""
     return any(p.startswith("accel") for p in os.listdir("/dev")) or os.path.isdir("/dev/vfio")
 
 
 def compile_only_env() -> None:
     """Prepare libtpu for compile-only topologies on a host with no TPU. Call before the first compile."""
-    if _tpu_device_files():
+    if tpu_device_files():
         return
     for key, value in _COMPILE_ONLY_ENV.items():
         os.environ.setdefault(key, value)

@@ -9,6 +9,7 @@ deterministic for a given library version and so can gate changes on a CPU-only 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -221,7 +222,11 @@ def _run_worker(
             return done, None
         err.seek(0)
         lines = [ln.strip() for ln in err.read().splitlines() if ln.strip()]
-    how = f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else f"exit {proc.returncode}"
+    how = f"exit {proc.returncode}"
+    if proc.returncode < 0:
+        how = f"signal {-proc.returncode}"
+        with contextlib.suppress(ValueError):
+            how = f"signal {signal.Signals(-proc.returncode).name}"
     # An absl fatal log line ("F1129 12:00:00.0 ... Check failed: ...") says why; else the tail.
     fatal = [ln for ln in lines if FATAL.match(ln)]
     why = fatal[0] if fatal else " | ".join(lines[-STDERR_TAIL:])
