@@ -55,6 +55,9 @@ def main(args: argparse.Namespace) -> int:
             f"--benchmark-json={out_json}",
             "--benchmark-save-data",
             "--benchmark-columns=min,median,max,rounds",
+            # hypothesis is imported before pytest starts here; its plugin cannot be rewritten.
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
         ] + (["-k", args.keyword] if args.keyword else [])
         code = pytest.main(argv)
         data = json.loads(out_json.read_text()) if out_json.exists() else {"benchmarks": []}
