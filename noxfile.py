@@ -2,14 +2,65 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
+# Never fetch an interpreter from the network: use those installed (see interpreter()).
+nox.options.download_python = "never"
 
 PYTHON = "3.11"
+ROOT = Path(__file__).parent
 DEFAULT_CONSTRAINTS = "constraints/default.txt"
+STORE = "reports/store"
+# Exit code of a harness command for a discrepancy or a failed compile: the matrix records it
+# and goes on. A crash must not pass for one (Python exits 1 on an uncaught exception too),
+# so matrix steps run through HARNESS, which turns a crash into CRASHED.
+RECORDED_FAILURE = 1
+CRASHED = 3
+HARNESS = (
+    "import sys, traceback\n"
+    "try:\n"
+    "    from harness.cli import main\n"
+    "    code = main(sys.argv[1:])\n"
+    "except Exception:\n"
+    "    traceback.print_exc()\n"
+    f"    code = {CRASHED}\n"
+    "sys.exit(code)\n"
+)
+
+
+def _load(name: str):  # noqa: ANN202 - a module object
+    # By path, without importing the harness package: its dependencies are not installed yet.
+    # Both modules named here import only the standard library at import time.
+    spec = importlib.util.spec_from_file_location(f"_harness_{name}", ROOT / "harness" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+MATRIX = _load("matrix")
+COMPAT = _load("compat")
+
+
+def interpreter(version: str) -> str:
+    """`version`, or the path of a pyenv installation of it when `pythonX.Y` on PATH cannot run
+    (pyenv's shims run only the selected versions)."""
+    exe = shutil.which(f"python{version}")
+    if exe and subprocess.run([exe, "-c", ""], capture_output=True).returncode == 0:
+        return version
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    found = sorted(root.glob(f"versions/{version}.*/bin/python{version}"))
+    return str(found[-1]) if found else version
 
 
 def install(session: nox.Session, *extras: str, constraints: str = DEFAULT_CONSTRAINTS) -> None:
@@ -19,14 +70,86 @@ def install(session: nox.Session, *extras: str, constraints: str = DEFAULT_CONST
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The harness's own test suite (fast; runs kernels under the TPU interpreter)."""
-    install(session, "test")
-    session.run("ruff", "check", "harness", "kernels", "oracles", "tests", "noxfile.py")
-    session.run("pytest", *session.posargs, env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"})
+    """The harness's own test suite (fast; runs kernels under the TPU interpreter; not slow ones)."""
+    install(session, "test", "tpu")  # libtpu: the compile-check tests run the real TPU compiler
+    session.run("ruff", "check", "harness", "kernels", "oracles", "tests", "benchmarks", "noxfile.py")
+    session.run(
+        "pytest", "-m", "not slow", *session.posargs, env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
+    )
+
+
+REQUIRE_TPU = "--require-tpu"
+
+
+def _has_tpu(session: nox.Session) -> bool:
+    """Whether JAX in the session's environment sees a TPU (harness.compat decides)."""
+    out = session.run("python", "-c", "from harness import compat; print(compat.has_tpu())", silent=True, log=False)
+    return str(out).strip().splitlines()[-1:] == ["True"]
 
 
 @nox.session(python=PYTHON)
 def tpu(session: nox.Session) -> None:
     """The main job: the differential suite on a TPU, else under the Pallas TPU interpreter."""
-    install(session)
-    session.run("python", "-m", "harness", "run", *session.posargs)
+    args = [a for a in session.posargs if a != REQUIRE_TPU]
+    required = REQUIRE_TPU in session.posargs
+    # Before installing anything: a TPU host has /dev/accel* or /dev/vfio.
+    if required and not COMPAT.tpu_device_files():
+        session.error("--require-tpu: no TPU attached to this host (no /dev/accel* or /dev/vfio)")
+    install(session, "tpu")
+    on_tpu = _has_tpu(session)
+    if required and not on_tpu:
+        session.error("--require-tpu: no TPU attached to this host (jax.default_backend() is not 'tpu')")
+    if not on_tpu:
+        session.log("=" * 78)
+        session.log("NO TPU ATTACHED: the kernel runs under the Pallas TPU interpreter on CPU.")
+        session.log("Results are recorded with backend 'tpu_interpret'; timings measure the interpreter.")
+        session.log("=" * 78)
+    session.run("python", "-m", "harness", "run", *args)
+
+
+@nox.session(python=PYTHON)
+def compile(session: nox.Session) -> None:
+    """Ahead-of-time TPU compile checks (v4, v5e, v5p, v6e) on any host, recording memory and cost."""
+    install(session, "tpu")
+    session.run("python", "-m", "harness", "compile", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Speed benchmarks (pytest-benchmark) of the kernel and oracles, recorded with their backend."""
+    install(session, "test", "tpu")
+    session.run("python", "-m", "harness", "bench", *session.posargs)
+
+
+@nox.session
+@nox.parametrize(["python", "cell"], [nox.param(interpreter(c.python), c, id=c.name) for c in MATRIX.CELLS])
+def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matrix.Cell
+    """One library-version cell: the suite (ci profile), the compile checks and the benchmarks."""
+    constraints = Path(session.create_tmp()) / "constraints.txt"
+    constraints.write_text(cell.constraints((ROOT / DEFAULT_CONSTRAINTS).read_text()))
+    # --no-deps for the project: a cell without torch must not pull it in as a dependency.
+    session.install("-c", str(constraints), "--no-deps", "-e", ".")
+    session.install("-c", str(constraints), *MATRIX.COMMON, *cell.pins())
+    session.run("python", "-c", "from harness import compat; print(compat.library_versions())")
+    # Runs go on after a recorded discrepancy (exit 1), so every cell yields all its records;
+    # bad usage (2) or a crash stops the cell.
+    ok = [0, RECORDED_FAILURE]
+    harness = ("python", "-c", HARNESS)
+    session.run(
+        *harness,
+        "run",
+        "--profile",
+        "ci",
+        "--examples",
+        "3",
+        "--no-database",
+        "--out",
+        STORE,
+        *session.posargs,
+        success_codes=ok,
+    )
+    session.run(*harness, "compile", "--out", STORE, success_codes=ok)
+    session.run(*harness, "bench", "--out", STORE, success_codes=ok)
+
+
+# `report` and `gate` sessions follow here.

@@ -10,6 +10,7 @@ import abc
 import dataclasses
 import importlib
 import pkgutil
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -116,6 +117,14 @@ class Implementation(abc.ABC):
         """The declared behaviour on rows with no visible key, for this case."""
         return self.conventions.empty_rows
 
+    def jax_fn(self, case: Case) -> Callable[..., Any] | None:
+        """A JAX function of the case's arrays (q, k, v[, bias]) returning the output, in the SDPA
+        convention, for ahead-of-time compilation and timing; None when there is none (e.g. torch).
+
+        Masks that are not arrays (causal, segment ids) are closed over from the case.
+        """
+        return None
+
     def block_strategy(self, case: Case) -> SearchStrategy[dict[str, int]] | None:
         """Tile sizes valid for this case's shape; None when the implementation has none."""
         return None
@@ -148,6 +157,10 @@ _REGISTRY: dict[str, Implementation] = {}
 _DISCOVERED = False
 # Packages whose every module is imported once so that it can register().
 PACKAGES = ("kernels", "oracles")
+# Frameworks an environment may lack (a version-matrix cell without torch): a module that
+# needs one is skipped, and `unavailable()` says which and why.
+OPTIONAL_FRAMEWORKS = ("torch",)
+_UNAVAILABLE: dict[str, str] = {}
 
 
 def register(impl: Implementation) -> Implementation:
@@ -166,7 +179,18 @@ def _discover() -> None:
         pkg = importlib.import_module(pkg_name)
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
-                importlib.import_module(f"{pkg_name}.{info.name}")
+                try:
+                    importlib.import_module(f"{pkg_name}.{info.name}")
+                except ModuleNotFoundError as e:
+                    if (e.name or "").split(".")[0] not in OPTIONAL_FRAMEWORKS:
+                        raise
+                    _UNAVAILABLE[f"{pkg_name}.{info.name}"] = f"{e.name} is not installed"
+
+
+def unavailable() -> dict[str, str]:
+    """Implementation modules skipped because an optional framework is missing: module -> why."""
+    _discover()
+    return dict(_UNAVAILABLE)
 
 
 def registry() -> dict[str, Implementation]:

@@ -10,13 +10,17 @@ kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, i
                role, backend, empty_rows, passed, error, comparisons, seconds,
                tolerance_version; "shrunk": true and "failure_file" on a minimal failure.
 kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
-               implementation at one benchmark shape: implementation, backend, shape
-               (name and case), pass ("fwd" or "fwd_bwd"), samples, peak_rss_bytes,
-               device_peak_bytes (null off an accelerator).
+               implementation at one benchmark shape: implementation, backend, note, timed
+               ("jit" or "run"), shape {name, case}, pass ("fwd" or "fwd_bwd"), samples,
+               stats, peak_rss_bytes, device_peak_bytes (null off an accelerator). Timings
+               with backend "tpu_interpret" are never compared with "tpu" ones.
 kind "compile" (compile--<impl>--<topology>--<shape>--<pass>.json): an ahead-of-time TPU
-               compile: implementation, topology, shape, pass, ok, error, memory
-               {argument, output, temp, generated_code, alias} bytes, cost {flops,
-               bytes_accessed, transcendentals, optimal_seconds}, seconds, failure_file.
+               compile: implementation, backend "tpu_compile_only", topology, shape {name,
+               case}, case_id, pass, ok (= passed), error, memory {argument, output, temp,
+               generated_code, alias} bytes, cost {flops, bytes_accessed, transcendentals,
+               optimal_seconds}, seconds, failure_file.
+
+`merge_stores` (or `python -m harness merge`) copies the runs of several stores into one.
 """
 
 from __future__ import annotations
@@ -149,3 +153,91 @@ def iter_records(root: Path | str) -> Iterator[dict[str, Any]]:
 
 def comparisons(record: dict[str, Any]) -> list[Comparison]:
     return [Comparison.from_json(c) for c in record.get("comparisons", [])]
+
+
+# --- Compile and benchmark records, and merging stores from several machines ---
+
+
+def safe_name(name: str) -> str:
+    """`name` with every character a file name should not hold replaced by "_"."""
+    return _safe(name)
+
+
+def write_record(store: RunStore, name: str, record: dict[str, Any]) -> Path:
+    """Write one record (its "kind" and fields already set) as STORE/records/<run_id>/<name>.json."""
+    path = store.dir / f"{_safe(name)}.json"
+    atomic_write_json(path, {"schema": RECORD_SCHEMA, "run_id": store.run_id, **record})
+    return path
+
+
+def compile_record(result: Any, *, run_id: str) -> dict[str, Any]:
+    """A kind "compile" record from a harness.compile.CompileResult."""
+    return {
+        "schema": RECORD_SCHEMA,
+        "kind": "compile",
+        "run_id": run_id,
+        "time": dt.datetime.now(dt.UTC).isoformat(),
+        "implementation": result.implementation,
+        "backend": "tpu_compile_only",
+        "topology": result.topology,
+        "shape": {"name": result.shape, "case": result.case.to_json()},
+        "case_id": result.case.case_id,
+        "pass": result.pass_,
+        "ok": result.ok,
+        "passed": result.ok,
+        "error": result.error,
+        "memory": result.memory,
+        "cost": result.cost,
+        "seconds": result.seconds,
+        "failure_file": result.failure_file,
+    }
+
+
+def write_compile(store: RunStore, result: Any) -> Path:
+    name = f"compile--{result.implementation}--{result.topology}--{result.shape}--{result.pass_}"
+    return write_record(store, name, compile_record(result, run_id=store.run_id))
+
+
+@dataclasses.dataclass
+class MergeReport:
+    """What merge_stores did: files copied, files already present and identical, and conflicts
+    (same path, different content: left as they were in the destination, never overwritten)."""
+
+    copied: int = 0
+    identical: int = 0
+    conflicts: list[str] = dataclasses.field(default_factory=list)
+
+
+def _read_json(path: Path) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def merge_stores(sources: list[Path | str], dest: Path | str) -> MergeReport:
+    """Copy every run's records and every failure file from `sources` into `dest`.
+
+    Run ids embed host, time and a random suffix, so runs from different machines never
+    share a directory and their records never collide, even for the same case ids. Copying
+    the same run twice is a no-op. A failure file is named by case and kernel, so the same
+    failure found on two machines is one file: the first copy is kept (both replay alike).
+    """
+    dest = Path(dest)
+    report = MergeReport()
+    for source in map(Path, sources):
+        if not (source / "records").is_dir():
+            raise FileNotFoundError(f"{source} is not a results store: it has no records/ directory")
+        pairs = [(p, dest / p.relative_to(source)) for p in sorted(source.glob("records/*/*.json"))]
+        failures = [(p, dest / p.relative_to(source)) for p in sorted(source.glob("failures/*.json"))]
+        for src, dst in pairs + failures:
+            data = _read_json(src)
+            if dst.exists():
+                if _read_json(dst) == data:
+                    report.identical += 1
+                elif (src, dst) in failures:
+                    report.identical += 1
+                else:
+                    report.conflicts.append(str(dst.relative_to(dest)))
+                continue
+            atomic_write_json(dst, data)
+            report.copied += 1
+    return report

@@ -139,24 +139,28 @@ class PallasFlash(Implementation):
             return upstream.BlockSizes.get_default(case.batch, case.q_heads, case.q_len, case.kv_len, case.head_dim)
         return upstream.BlockSizes(**case.block_dict)
 
-    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+    def jax_fn(self, case: Case) -> Callable[..., Any]:
+        """f(q, k, v[, bias]) in the SDPA convention; run() and the compile checks both call it."""
         group = case.q_heads // case.kv_heads
         scale = case.sm_scale
-        segment_ids = None
-        if inputs.q_segment_ids is not None:
-            segment_ids = upstream.SegmentIds(
-                q=jnp.asarray(inputs.q_segment_ids), kv=jnp.asarray(inputs.kv_segment_ids)
-            )
+        segs = case.mask.segments
+        q_ids, kv_ids = (None, None) if segs is None else (segs.ids("q"), segs.ids("kv"))
         block_sizes = self._block_sizes(case)
         causal = case.mask.causal == "top_left"
 
         def f(q, k, v, *bias):
+            # Built while tracing, so the ids are constants of whichever device compiles f.
+            segment_ids = None if q_ids is None else upstream.SegmentIds(q=jnp.asarray(q_ids), kv=jnp.asarray(kv_ids))
             # The kernel adds ab before scaling; dividing by the scale gives the SDPA
             # convention. float32 keeps the division from rounding the bias.
             ab = bias[0].astype(jnp.float32) / scale if bias else None
             k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
             return self.fn(q, k, v, ab, segment_ids, causal=causal, sm_scale=scale, block_sizes=block_sizes)
 
+        return f
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        f = self.jax_fn(case)
         primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
         if inputs.bias is not None:
             primals.append(jnp.asarray(inputs.bias))

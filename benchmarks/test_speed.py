@@ -1,0 +1,59 @@
+"""Speed of every registered kernel and oracle at the fixed benchmark shapes, fwd and fwd+bwd.
+
+Not part of `nox -s tests` (pytest's testpaths is tests/). Run through
+`python -m harness bench` (or `nox -s bench`), which turns the timings into records.
+ATTN_BENCH_SHAPES=name,name restricts the shapes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness import bench, compat, contract, shapes
+
+SHAPE_NAMES = [n for n in os.environ.get("ATTN_BENCH_SHAPES", "").split(",") if n]
+
+
+def _params() -> list:
+    out = []
+    for name in contract.names():
+        impl = contract.registry()[name]
+        backend = bench.bench_backend(impl)
+        for shape in shapes.get(SHAPE_NAMES or None):
+            if impl.violations(shape.case) or not timed_on(backend, shape, explicit=bool(SHAPE_NAMES)):
+                continue
+            for pass_ in shapes.PASSES:
+                if pass_ == "fwd_bwd" and not impl.capabilities.grads:
+                    continue
+                out.append(pytest.param(name, shape.name, pass_, id=f"{name}-{shape.name}-{pass_}"))
+    return out
+
+
+def timed_on(backend: str, shape: shapes.BenchShape, *, explicit: bool) -> bool:
+    # A shape named in ATTN_BENCH_SHAPES is timed wherever it was asked for.
+    return explicit or bench.timed_on(backend, shape.on_cpu)
+
+
+@pytest.mark.parametrize(("impl_name", "shape_name", "pass_"), _params())
+def test_speed(benchmark, impl_name: str, shape_name: str, pass_: str) -> None:
+    impl = contract.registry()[impl_name]
+    shape = shapes.SHAPES[shape_name]
+    backend = bench.bench_backend(impl)
+    call = bench.timed_call(impl, shape.case, pass_)
+    benchmark.group = f"{shape_name} {pass_} [{backend}]"
+    benchmark.extra_info.update(
+        {
+            "implementation": impl_name,
+            "backend": backend,
+            "timed": bench.timed_via(impl, shape.case),
+            "shape": shape_name,
+            "case": shape.case.to_json(),
+            "pass": pass_,
+        }
+    )
+    # pedantic: exactly ROUNDS timed calls after a warm-up that traces and compiles.
+    benchmark.pedantic(call, rounds=bench.ROUNDS.get(backend, 5), iterations=1, warmup_rounds=bench.WARMUP_ROUNDS)
+    benchmark.extra_info["peak_rss_bytes"] = bench.peak_rss_bytes()
+    benchmark.extra_info["device_peak_bytes"] = compat.device_peak_bytes()

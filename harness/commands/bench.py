@@ -1,0 +1,77 @@
+"""`bench`: time kernels and oracles at the fixed shapes (pytest-benchmark) and record the samples."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from harness import bench, compat, shapes
+from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
+from harness.record import RunStore, write_record
+
+NAME = "bench"
+HELP = "time every kernel and oracle at the benchmark shapes, fwd and fwd+bwd, and record samples and memory"
+DEFAULT_OUT = "reports/store"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--shape", action="append", metavar="S", help=f"benchmark shape (repeatable; one of {list(shapes.SHAPES)})"
+    )
+    p.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression over test ids (impl-shape-pass)")
+    p.add_argument(
+        "--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR", help=f"results store (default {DEFAULT_OUT})"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    import pytest
+
+    try:
+        shapes.get(args.shape)
+    except KeyError as e:
+        raise UsageError(str(e.args[0])) from None
+    if not (BENCHMARKS / "test_speed.py").is_file():
+        raise UsageError(f"benchmarks not found at {BENCHMARKS}; run from a source checkout (pip install -e .)")
+    if args.shape:
+        os.environ["ATTN_BENCH_SHAPES"] = ",".join(args.shape)
+    store = RunStore.create(args.out, meta={"command": sys.argv, "mode": "bench"})
+    print(f"results -> {store.dir}")
+    if compat.jax_platform() == "cpu":
+        print("no accelerator: the Pallas kernel is timed under the TPU interpreter (backend tpu_interpret);")
+        print("those timings measure the interpreter, not the kernel, and are never compared with native ones")
+    with tempfile.TemporaryDirectory() as tmp:
+        out_json = Path(tmp) / "bench.json"
+        argv = [
+            str(BENCHMARKS),
+            "-p",
+            "no:cacheprovider",
+            f"--rootdir={BENCHMARKS.parent}",
+            f"--benchmark-json={out_json}",
+            "--benchmark-save-data",
+            "--benchmark-columns=min,median,max,rounds",
+            # hypothesis is imported before pytest starts here; its plugin cannot be rewritten.
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
+        ] + (["-k", args.keyword] if args.keyword else [])
+        code = pytest.main(argv)
+        data = json.loads(out_json.read_text()) if out_json.exists() else {"benchmarks": []}
+    records = bench.records_from_pytest_benchmark(data, run_id=store.run_id)
+    for rec in records:
+        write_record(store, bench.record_name(rec), rec)
+    status = "PASS" if code == 0 and records else "FAIL"
+    store.write_meta(
+        {
+            "command": sys.argv,
+            "mode": "bench",
+            "status": "finished",
+            "summary": [{"benchmarks": len(records), "pytest_exit": int(code), "status": status}],
+        }
+    )
+    print(f"{len(records)} bench records -> {store.dir}")
+    return EXIT_OK if status == "PASS" else EXIT_FAIL

@@ -1,0 +1,91 @@
+"""The library-version matrix: one line per cell. `nox -s matrix` runs every cell.
+
+Each cell is a virtualenv with these exact versions, in which the suite (ci profile), the
+TPU compile checks and the benchmarks run, all recording into one store; each run's
+run.json holds the versions it ran with (harness.compat.library_versions).
+
+Adding a version is adding a line. A release whose API moved is handled in
+harness/compat.py, never here or elsewhere.
+
+Columns: python, jax (jaxlib is the same release), libtpu (the release jax[tpu] pins),
+torch ("-": none). Choices, and why:
+- jax 0.7.0 is the oldest release where the kernel runs under the TPU interpreter:
+  pltpu.force_tpu_interpret_mode first appears in 0.7.0 (0.6.2 has InterpretParams only).
+- jax 0.11 and later require Python >= 3.12.
+- torch: 2.13.0 is the CPU build on this project's machines; 2.14.1 is a CUDA build
+  (several GB, taken from a local wheel mirror), so it appears in one cell only. PyPI has
+  no CPU-only Linux torch for Python 3.12, so the 3.12 cells run without the SDPA oracle
+  rather than download a multi-GB CUDA build.
+This module imports only the standard library: the noxfile loads it before any
+dependency is installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+MATRIX = """
+# python  jax       libtpu     torch
+3.11      0.7.0     0.0.19.*   2.13.0
+3.11      0.8.3     0.0.32.*   2.13.0
+3.11      0.9.2     0.0.37.*   2.13.0
+3.11      0.10.2    0.0.42.*   2.13.0
+3.11      0.10.2    0.0.42.*   2.14.1
+3.12      0.11.2    0.0.48.*   -
+3.12      0.12.0.1  0.0.50.*   -
+"""
+
+# Installed in every cell at the versions of constraints/default.txt, besides the pins above.
+# absl-py: jax 0.9.x's Pallas TPU interpreter imports it without declaring it.
+COMMON = ("numpy", "ml_dtypes", "hypothesis", "jinja2", "pytest", "pytest-benchmark", "absl-py")
+COLUMNS = ("python", "jax", "libtpu", "torch")
+
+
+class MatrixError(ValueError):
+    """A malformed matrix line; the message names the line and what is wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    python: str
+    jax: str
+    libtpu: str
+    torch: str | None
+
+    @property
+    def name(self) -> str:
+        return f"py{self.python}-jax{self.jax}-torch{self.torch or 'none'}"
+
+    def pins(self) -> list[str]:
+        """Requirement specifiers for this cell's libraries."""
+        out = [f"jax=={self.jax}", f"jaxlib=={self.jax}", f"libtpu=={self.libtpu}"]
+        return out + ([f"torch=={self.torch}"] if self.torch else [])
+
+    def constraints(self, default: str) -> str:
+        """constraints/default.txt with this cell's libraries pinned instead (for COMMON packages)."""
+        pinned = {"jax", "jaxlib", "libtpu", "torch"}
+        keep = [ln for ln in default.splitlines() if ln.split("==")[0].strip().lower() not in pinned]
+        return "\n".join(keep + self.pins()) + "\n"
+
+
+def parse(text: str = MATRIX) -> list[Cell]:
+    """The cells declared in `text`; raises MatrixError for a bad or duplicate line."""
+    cells: list[Cell] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        if len(fields) != len(COLUMNS):
+            raise MatrixError(f"matrix line {n} {raw.strip()!r}: expected {len(COLUMNS)} columns {COLUMNS}")
+        python, jax, libtpu, torch = fields
+        if python.count(".") != 1 or not all(p.isdigit() for p in python.split(".")):
+            raise MatrixError(f"matrix line {n}: python={python!r} must be MAJOR.MINOR, e.g. 3.12")
+        cell = Cell(python, jax, libtpu, None if torch == "-" else torch)
+        if any(c.name == cell.name for c in cells):
+            raise MatrixError(f"matrix line {n}: cell {cell.name} is declared twice")
+        cells.append(cell)
+    return cells
+
+
+CELLS: list[Cell] = parse()

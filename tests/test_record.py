@@ -1,0 +1,60 @@
+"""Results store: records from several machines merge into one without loss or collision."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.case import Case
+from harness.record import RunStore, iter_records, merge_stores, write_record
+from harness.runner import CaseResult, SubjectResult
+
+CASE = Case(1, 2, 2, 128, 128, 64)
+
+
+def _machine_store(root: Path, host: str, seconds: float) -> RunStore:
+    """A store as one CI job would leave it: run metadata and one case record, same case id everywhere."""
+    store = RunStore.create(root, meta={"command": ["test"], "host_label": host})
+    subject = SubjectResult("pallas_flash", "kernel", "tpu_interpret", "uniform", True, [], seconds=seconds)
+    store.write_case(CaseResult(case=CASE, subjects=[subject]))
+    write_record(store, "bench--pallas_flash--tiny--fwd", {"kind": "bench", "samples": [seconds]})
+    (root / "failures").mkdir(exist_ok=True)
+    (root / "failures" / f"{CASE.case_id}-abc123.json").write_text(json.dumps({"host": host}))
+    return store
+
+
+def test_two_machines_merge_without_loss(tmp_path: Path) -> None:
+    a, b, dest = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
+    run_a = _machine_store(a, "machine-a", 1.0)
+    run_b = _machine_store(b, "machine-b", 2.0)
+    assert run_a.run_id != run_b.run_id
+
+    report = merge_stores([a, b], dest)
+
+    expected = sorted(list(iter_records(a)) + list(iter_records(b)), key=json.dumps)
+    assert sorted(iter_records(dest), key=json.dumps) == expected  # nothing lost, nothing overwritten
+    assert report.copied == 3 * 2 + 1  # three records per run, one failure file (same case on both machines)
+    assert report.conflicts == []
+    cases = [r for r in iter_records(dest) if r["kind"] == "case"]
+    assert sorted(r["seconds"] for r in cases) == [1.0, 2.0]  # same case id, both machines' results kept
+
+    again = merge_stores([a, b], dest)  # merging twice is a no-op
+    assert (again.copied, again.conflicts) == (0, [])
+
+
+def test_a_changed_record_is_a_conflict_not_an_overwrite(tmp_path: Path) -> None:
+    a, dest = tmp_path / "a", tmp_path / "merged"
+    run = _machine_store(a, "machine-a", 1.0)
+    merge_stores([a], dest)
+    write_record(run, "bench--pallas_flash--tiny--fwd", {"kind": "bench", "samples": [9.0]})
+    report = merge_stores([a], dest)
+    assert len(report.conflicts) == 1
+    kept = json.loads((dest / "records" / run.run_id / "bench--pallas_flash--tiny--fwd.json").read_text())
+    assert kept["samples"] == [1.0]
+
+
+def test_merging_a_directory_that_is_not_a_store_says_so(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="not a results store"):
+        merge_stores([tmp_path], tmp_path / "dest")
