@@ -152,4 +152,18 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matr
     session.run(*harness, "bench", "--out", STORE, success_codes=ok)
 
 
-# `report` and `gate` sessions follow here.
+
+
+@nox.session(python=PYTHON)
+def report(session: nox.Session) -> None:
+    """Render the results store as one self-contained HTML report (default reports/index.html)."""
+    install(session)
+    # 1 means the report shows failures or regressions; it is written all the same.
+    session.run("python", "-m", "harness", "report", *session.posargs, success_codes=[0, 1])
+
+
+@nox.session(python=PYTHON)
+def gate(session: nox.Session) -> None:
+    """Gate a candidate's records against a baseline's: fails on a new failure or a regression beyond noise."""
+    install(session)
+    session.run("python", "-m", "harness", "gate", *session.posargs)
