@@ -51,3 +51,19 @@ def summary_table(rows: list[dict]) -> str:
 
 def command_line(*argv: str) -> str:
     return " ".join(shlex.quote(a) for a in argv)
+
+
+def replay_header(path: object, doc: dict, case: object) -> str:
+    """What a replay is about to run, from a failure file's document."""
+    oracles = ", ".join(doc["oracles"]) or "no oracle"
+    passes = "forward and backward" if doc["grads"] else "forward only"
+    interpret = doc.get("interpret") or {}
+    checks = ", ".join(f"{k}={v}" for k, v in sorted(interpret.items())) or "defaults"
+    lines = [
+        f"replaying {path}",
+        f"  kernel {doc['kernel']} vs {oracles}, {passes}; interpreter {checks}",
+        f"  case {case}",
+    ]
+    if doc.get("failure"):
+        lines.append(f"  recorded failure: {doc['failure']}")
+    return "\n".join(lines)
