@@ -82,15 +82,19 @@ def search(
                     return  # not run: counts as passing, so shrinking settles on the best so far
                 outcome.shrink_runs += 1
             result = seen[case] = run_case(case, subjects, grads=grads, time_limit=time_limit)
-            if state["failing_since"] is None:
+            generated = state["failing_since"] is None
+            if generated:
                 outcome.results.append(result)
-                on_result(result)
+            if not result.passed:
+                # The shrinker only tries candidates smaller than the current minimum, so
+                # every failure it reports is the new best.
+                state["best"] = result
+                if generated:
+                    state["failing_since"] = time.perf_counter()
+                    outcome.first_failure_s = state["failing_since"] - started
+            if generated:
+                on_result(result)  # after the bookkeeping: an interrupt here loses nothing
         if not result.passed:
-            if state["failing_since"] is None:
-                state["failing_since"] = time.perf_counter()
-                outcome.first_failure_s = state["failing_since"] - started
-            # The shrinker only tries candidates smaller than the current minimum, so
-            # every failure it reports is the new best.
             state["best"] = result
             raise CaseFailed(str(case))
 
