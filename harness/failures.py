@@ -111,17 +111,18 @@ def write_failure(
     out_dir: Path,
     result: CaseResult,
     *,
-    kernel: contract.Implementation,
-    oracles: list[contract.Implementation],
+    kernel: contract.Implementation | str,
+    oracles: list[contract.Implementation | str],
     grads: bool,
     time_limit: float | None = None,
     search: dict[str, Any] | None = None,
 ) -> Path:
-    spec = implementation_spec(kernel)
+    """Write DIR/failures/<id>.json; implementations may be given as objects or as specs."""
+    spec = lambda impl: impl if isinstance(impl, str) else implementation_spec(impl)  # noqa: E731
     doc = failure_document(
         result,
-        kernel=spec,
-        oracles=[implementation_spec(o) for o in oracles],
+        kernel=spec(kernel),
+        oracles=[spec(o) for o in oracles],
         grads=grads,
         time_limit=time_limit,
         search=search,

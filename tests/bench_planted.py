@@ -4,9 +4,10 @@
 
 Each planted kernel is searched in a fresh process (cold caches, as a CI job starts), the
 same search `python -m harness run --profile ci --kernel tests.planted.NAME:flash_attention`
-runs. Figures per bug: cases drawn until the first failure, the process's CPU seconds and
-wall seconds at that point (import and JIT compilation included), and the same after
-shrinking. CPU time is the honest figure on a shared machine; wall time depends on load.
+runs, with the interpreter checks tests.planted.INTERPRET names. Figures per bug: cases
+drawn until the first failure, the process's CPU seconds and wall seconds at that point
+(import and JIT compilation included), and the same after shrinking. CPU time is the honest
+figure on a shared machine; wall time depends on load.
 Target: detection under 60 CPU seconds on 2 cores.
 """
 
@@ -27,8 +28,9 @@ def measure(name: str) -> dict:
     """Search one planted kernel in this process; called in a fresh child per bug."""
     from harness import compat, contract
     from harness.search import search
-    from tests.planted import PLANTED, spec
+    from tests.planted import INTERPRET, PLANTED, spec
 
+    compat.set_interpret_options(compat.InterpretOptions(**INTERPRET.get(name, {})))
     kernel = contract.resolve(spec(name))
     oracles = [contract.resolve("torch_sdpa")]
     first: dict = {}
@@ -41,6 +43,7 @@ def measure(name: str) -> dict:
     return {
         "planted": name,
         "kind": PLANTED[name],
+        "interpret": compat.interpret_options().to_json(),
         "detected": outcome.shrunk is not None,
         "cases_to_detect": len(outcome.results),
         "detect_cpu_s": first.get("cpu_s"),

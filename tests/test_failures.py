@@ -69,13 +69,15 @@ def test_version_differences_name_library_and_both_versions():
 
 def test_run_writes_a_failure_file_and_prints_the_command_that_replays_it(tmp_path, capsys):
     out = tmp_path / "store"
-    argv = ["run", "--kernel", "tests._fakes:BROKEN", "--examples", "8", "--seed", "1", "--no-grads"]
+    argv = ["run", "--kernel", "tests._fakes:BROKEN", "--examples", "8", "--seed", "1", "--no-grads", "--detect-races"]
+    argv += ["--profile", "dev"]
     assert cli.main([*argv, "--max-shrinks", "3", "--out", str(out)]) == cli.EXIT_FAIL
     stdout = capsys.readouterr().out
     (path,) = (out / "failures").glob("*.json")
     assert f"replay: python -m harness repro {path}" in stdout
     doc = json.loads(path.read_text())
     assert doc["search"]["profile"] == "dev" and doc["search"]["shrink_runs"] <= 3
+    assert doc["interpret"]["detect_races"] and doc["kernel"] == "tests._fakes:BROKEN"
     records = [json.loads(p.read_text()) for p in out.glob("records/*/*.json")]
     (shrunk,) = [r for r in records if r.get("shrunk") and r["implementation"] == "tests._fakes:BROKEN"]
     assert shrunk["failure_file"] == str(path)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import cli, contract
+from harness import cli, compat, contract
 from harness.failures import write_failure
 from harness.search import search
-from tests.planted import PLANTED, spec
+from tests.planted import INTERPRET, PLANTED, spec
 
 
 def _size(case):
@@ -23,11 +23,12 @@ def _size(case):
 def test_planted_bug_is_caught_shrunk_and_replayed(tmp_path, capsys, name):
     kernel = contract.resolve(spec(name))
     oracles = [contract.resolve("torch_sdpa")]
-    outcome = search(kernel, oracles, profile="ci")
+    with compat.using_interpret_options(compat.InterpretOptions(**INTERPRET.get(name, {}))):
+        outcome = search(kernel, oracles, profile="ci")
+        path = outcome.shrunk and write_failure(tmp_path, outcome.shrunk, kernel=kernel, oracles=oracles, grads=True)
     assert outcome.shrunk is not None, f"{name} ({PLANTED[name]}) passed {len(outcome.results)} ci cases"
     first = next(r for r in outcome.results if not r.passed)
     assert _size(outcome.shrunk.case) <= _size(first.case)
-    path = write_failure(tmp_path, outcome.shrunk, kernel=kernel, oracles=oracles, grads=True)
     assert cli.main(["repro", str(path)]) == cli.EXIT_FAIL, capsys.readouterr().out
     # The upstream kernel on the same file passes: the failure is the planted line, not the case.
     assert cli.main(["repro", str(path), "--kernel", "pallas_flash"]) == cli.EXIT_OK, capsys.readouterr().out

@@ -34,7 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--oracle", action="append", metavar="O", help="oracle to check beside the kernel (default: all but the ruler)"
     )
     p.add_argument("--examples", type=int, metavar="N", help="cases per kernel (default: the profile's)")
-    p.add_argument("--seed", type=int, metavar="S", help="Hypothesis seed (default: the profile's)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="Hypothesis seed (default: the profile's); a seeded run neither reads nor saves the example database",
+    )
     p.add_argument(
         "--profile",
         metavar="P",
