@@ -40,12 +40,13 @@ def comparison_table(subject: SubjectResult) -> str:
 
 def summary_table(rows: list[dict]) -> str:
     """rows: kernel, examples, failed, worst (largest error/bound of passing comparisons), seconds, status."""
-    header = f"{'kernel':<28} {'cases':>5} {'failed':>6} {'worst err/bound':>15} {'s/case':>7}  status"
+    width = max([28, *(len(r["kernel"]) for r in rows)])
+    header = f"{'kernel':<{width}} {'cases':>5} {'failed':>6} {'worst err/bound':>15} {'s/case':>7}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
         worst = f"{r['worst']:.2f}" if r["worst"] is not None else "-"
         per = f"{r['seconds'] / r['examples']:.2f}" if r["examples"] else "-"
-        lines.append(f"{r['kernel']:<28} {r['examples']:>5} {r['failed']:>6} {worst:>15} {per:>7}  {r['status']}")
+        lines.append(f"{r['kernel']:<{width}} {r['examples']:>5} {r['failed']:>6} {worst:>15} {per:>7}  {r['status']}")
     return "\n".join(lines)
 
 
