@@ -1,7 +1,8 @@
 """Run implementations in a worker process, so that a hang or a crash costs one case, not the run.
 
-A call blocked inside a compiled JAX computation cannot be interrupted from Python: the
-main thread waits in C, where neither a watchdog thread nor a signal handler reaches it.
+A call that hangs inside compiled code (an XLA loop that never ends) never returns the
+main thread to Python: a watchdog thread cannot stop it and a signal handler never runs.
+
 Under a per-case time limit the runner therefore hands each subject to a worker process
 (`python -m harness.worker`) and kills it when the limit passes; the next subject gets a
 fresh worker. The worker stays alive between cases, so jax's compilation caches and the
