@@ -110,8 +110,11 @@ class Execution:
 
 
 def _one_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:500]
+    lines = str(e).strip().splitlines() or [""]
+    # An error raised inside a jax callback (as the Pallas interpreter's out-of-bounds and
+    # race errors are) arrives with the callback's traceback; its last line says what happened.
+    line = lines[-1] if any("Traceback (most recent call last)" in x for x in lines) else lines[0]
+    return f"{type(e).__name__}: {line.strip()}"[:500]
 
 
 def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool) -> Execution:

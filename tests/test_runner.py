@@ -119,6 +119,35 @@ def test_a_race_in_an_earlier_kernel_call_is_not_forgotten():
         assert compat.races_found()
 
 
+def _oob_copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+class OutOfBoundsKernel(_fakes.FakeKernel):
+    """Reads block 2 of an input that has two blocks, then would answer correctly."""
+
+    def run(self, case, inputs, *, grads):
+        x = jnp.ones((16, 128), jnp.float32)
+        with compat.tpu_kernel_context():
+            read = pl.pallas_call(
+                _oob_copy_kernel,
+                out_shape=jax.ShapeDtypeStruct((8, 128), x.dtype),
+                grid=(1,),
+                in_specs=[pl.BlockSpec((8, 128), lambda i: (i + 2, 0))],
+                out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            )
+            jax.block_until_ready(read(x))
+        return jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
+
+
+def test_an_out_of_bounds_read_fails_the_case_and_names_itself():
+    oob = OutOfBoundsKernel("tests.test_runner:OOB", backend="tpu_interpret")
+    s, after = run_case(_fakes.small_case(), [oob, RACY], grads=False).subjects
+    assert not s.passed
+    assert "Out-of-bounds block index" in s.error
+    assert after.passed, after.failure  # the interpreter was reset: the next interpreted kernel runs
+
+
 @pytest.mark.parametrize("name, depends", [("pallas_flash", False), (spec("fwd_kv_axis_parallel"), True)])
 def test_a_result_that_depends_on_grid_order_fails(name, depends):
     # Four key tiles, so the planted kernel's 'parallel' key axis has an order to get wrong
