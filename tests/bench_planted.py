@@ -28,7 +28,7 @@ def measure(name: str) -> dict:
     """Search one planted kernel in this process; called in a fresh child per bug."""
     from harness import compat, contract
     from harness.search import search
-    from tests.planted import INTERPRET, PLANTED, spec
+    from tests.planted import FIXTURES, INTERPRET, PLANTED, spec
 
     compat.set_interpret_options(compat.InterpretOptions(**INTERPRET.get(name, {})))
     kernel = contract.resolve(spec(name))
@@ -42,7 +42,7 @@ def measure(name: str) -> dict:
     outcome = search(kernel, oracles, profile="ci", on_result=on_result)
     return {
         "planted": name,
-        "kind": PLANTED[name],
+        "kind": {**PLANTED, **FIXTURES}[name],
         "interpret": compat.interpret_options().to_json(),
         "detected": outcome.shrunk is not None,
         "cases_to_detect": len(outcome.results),
