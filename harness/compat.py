@@ -53,7 +53,7 @@ class InterpretOptions:
     random_seed: seed of the interpreter's random order of 'parallel' grid dimensions
       (None is the interpreter's default order, seed 0).
     check_grid_order: run each kernel case a second time with another grid order
-      (random_seed + 1) and fail it unless the two results are bitwise equal.
+      (random_seed + 1) and fail it unless the two results are exactly equal (NaN matching NaN).
     Out-of-bounds reads always raise under the interpreter, so they fail the case.
     """
 

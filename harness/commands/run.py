@@ -71,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="randomise 'parallel' grid order with seed N, rerun each kernel case with seed N+1, "
-        "and fail a case whose two results differ in any bit",
+        "and fail a case whose two results differ at all",
     )
 
 
