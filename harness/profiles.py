@@ -56,7 +56,7 @@ class ShrinkBudget:
 # ci: about a minute of shrinking on an idle 2-core machine at ~3 s a case; the seconds
 # only stop a shrink that is slower than that (a loaded machine, a time limit hit per case).
 SHRINK_BUDGETS: dict[str, ShrinkBudget] = {
-    "dev": ShrinkBudget(runs=30, seconds=300),
+    "dev": ShrinkBudget(runs=60, seconds=600),
     "ci": ShrinkBudget(runs=20, seconds=300),
     "nightly": ShrinkBudget(runs=200, seconds=1800),
     "tpu": ShrinkBudget(runs=200, seconds=600),
