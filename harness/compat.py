@@ -40,21 +40,54 @@ def enable_x64() -> Iterator[None]:
             yield
 
 
+UNINITIALIZED_MEMORY: tuple[str, ...] = ("nan", "zero")
+
+
 @dataclasses.dataclass(frozen=True)
 class InterpretOptions:
-    """Checks the Pallas TPU interpreter can run alongside the kernel.
+    """Checks the Pallas TPU interpreter runs alongside the kernel (ignored on a real TPU).
 
-    detect_races: report data races between grid iterations.
-    uninitialized_memory: "nan" poisons buffers the kernel reads before writing.
-    random_seed: randomise the order of 'parallel' grid dimensions.
+    detect_races: the interpreter's happens-before race detector; a race fails the case.
+    uninitialized_memory: "nan" poisons buffers the kernel reads before writing, so such a
+      read shows as a non-finite output; "zero" hides it.
+    random_seed: seed of the interpreter's random order of 'parallel' grid dimensions
+      (None is the interpreter's default order, seed 0).
+    check_grid_order: run each kernel case a second time with another grid order
+      (random_seed + 1) and fail it unless the two results are exactly equal (NaN matching NaN).
+    Out-of-bounds reads always raise under the interpreter, so they fail the case.
     """
 
     detect_races: bool = False
     uninitialized_memory: str = "nan"
     random_seed: int | None = None
+    check_grid_order: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.detect_races, bool):
+            raise ValueError(f"interpret detect_races={self.detect_races!r} must be true or false")
+        if self.uninitialized_memory not in UNINITIALIZED_MEMORY:
+            raise ValueError(
+                f"interpret uninitialized_memory={self.uninitialized_memory!r} is not one of {UNINITIALIZED_MEMORY}"
+            )
+        seed = self.random_seed
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+            raise ValueError(f"interpret random_seed={seed!r} must be a non-negative integer or null")
+        if not isinstance(self.check_grid_order, bool):
+            raise ValueError(f"interpret check_grid_order={self.check_grid_order!r} must be true or false")
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> InterpretOptions:
+        """Strict: unknown fields are errors; missing ones take the defaults."""
+        if not isinstance(d, dict):
+            raise ValueError(f"interpret options must be a JSON object, got {type(d).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"interpret options have unknown fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
 
 
 _current = InterpretOptions()
@@ -70,10 +103,25 @@ def interpret_options() -> InterpretOptions:
 
 
 @contextlib.contextmanager
-def tpu_kernel_context() -> Iterator[str]:
+def using_interpret_options(options: InterpretOptions) -> Iterator[None]:
+    """`options` inside the block, the previous ones after it."""
+    previous = interpret_options()
+    set_interpret_options(options)
+    try:
+        yield
+    finally:
+        set_interpret_options(previous)
+
+
+@contextlib.contextmanager
+def tpu_kernel_context(random_seed: int | None = None) -> Iterator[str]:
     """Run Pallas TPU kernels natively on a TPU, else under the TPU interpreter.
 
     Yields the backend name recorded with every result: "tpu" or "tpu_interpret".
+    random_seed overrides the options' grid-order seed (the grid-order check's second run).
+    The interpreter parameters are part of jax's jit cache key (the config option
+    pallas_tpu_interpret_mode_context_manager has include_in_jit_key=True), so changed
+    options retrace the kernel; no cache needs clearing.
     """
     if has_tpu():
         yield "tpu"
@@ -82,15 +130,27 @@ def tpu_kernel_context() -> Iterator[str]:
 
     opts = interpret_options()
     params_cls = getattr(pltpu, "InterpretParams", None) or pltpu.TPUInterpretParams
-    kwargs: dict[str, Any] = {"detect_races": opts.detect_races, "uninitialized_memory": opts.uninitialized_memory}
-    if opts.random_seed is not None:
-        kwargs["random_seed"] = opts.random_seed
+    kwargs: dict[str, Any] = {
+        "detect_races": opts.detect_races,
+        "uninitialized_memory": opts.uninitialized_memory,
+        # The default already; explicit because an out-of-bounds read must fail the case.
+        "out_of_bounds_reads": "raise",
+    }
+    seed = opts.random_seed if random_seed is None else random_seed
+    if seed is not None:
+        kwargs["random_seed"] = seed
+    if opts.detect_races:
+        _count_races()
     with pltpu.force_tpu_interpret_mode(params_cls(**kwargs)):
         yield "tpu_interpret"
 
 
 def reset_tpu_interpreter() -> None:
-    """Clear interpreter state (semaphores, buffers) left by a kernel that raised."""
+    """Clear interpreter state (semaphores, buffers) left by a kernel that raised.
+
+    jax documents that after an exception in TPU interpret mode the shared state must be
+    reset before the next interpreted kernel.
+    """
     if has_tpu():
         return
     from jax.experimental.pallas import tpu as pltpu
@@ -100,13 +160,40 @@ def reset_tpu_interpreter() -> None:
         reset()
 
 
-def races_found() -> bool:
-    """Whether the last interpreted kernel run recorded a data race (needs detect_races)."""
+# Races seen since the last clear_races(). The interpreter keeps one RaceDetectionState
+# per pallas_call (interpret_pallas_call.races, replaced when the next kernel starts), so
+# reading its flag after a forward and backward pass would only see the last kernel.
+_races_seen = [0]
+
+
+def _count_races() -> None:
+    """Make every RaceDetectionState the interpreter creates report its races here."""
     try:
         from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
     except ImportError:  # pragma: no cover - layout differs in other jax versions
-        return False
-    return bool(getattr(ipc, "races", None) and getattr(ipc.races, "races_found", False))
+        return
+    base = ipc.RaceDetectionState
+    if getattr(base, "_harness_counting", False):
+        return
+
+    class CountingRaceDetectionState(base):  # type: ignore[misc, valid-type]
+        _harness_counting = True
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name == "races_found" and value:
+                _races_seen[0] += 1
+            super().__setattr__(name, value)
+
+    ipc.RaceDetectionState = CountingRaceDetectionState
+
+
+def clear_races() -> None:
+    _races_seen[0] = 0
+
+
+def races_found() -> bool:
+    """Whether an interpreted kernel reported a data race since clear_races() (needs detect_races)."""
+    return _races_seen[0] > 0
 
 
 def library_versions() -> dict[str, str | None]:

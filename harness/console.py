@@ -40,15 +40,31 @@ def comparison_table(subject: SubjectResult) -> str:
 
 def summary_table(rows: list[dict]) -> str:
     """rows: kernel, examples, failed, worst (largest error/bound of passing comparisons), seconds, status."""
-    w = max([6, *(len(r["kernel"]) for r in rows)])
-    header = f"{'kernel':<{w}} {'cases':>5} {'failed':>6} {'worst err/bound':>15} {'s/case':>7}  status"
+    width = max([28, *(len(r["kernel"]) for r in rows)])
+    header = f"{'kernel':<{width}} {'cases':>5} {'failed':>6} {'worst err/bound':>15} {'s/case':>7}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
         worst = f"{r['worst']:.2f}" if r["worst"] is not None else "-"
         per = f"{r['seconds'] / r['examples']:.2f}" if r["examples"] else "-"
-        lines.append(f"{r['kernel']:<{w}} {r['examples']:>5} {r['failed']:>6} {worst:>15} {per:>7}  {r['status']}")
+        lines.append(f"{r['kernel']:<{width}} {r['examples']:>5} {r['failed']:>6} {worst:>15} {per:>7}  {r['status']}")
     return "\n".join(lines)
 
 
 def command_line(*argv: str) -> str:
     return " ".join(shlex.quote(a) for a in argv)
+
+
+def replay_header(path: object, doc: dict, case: object) -> str:
+    """What a replay is about to run, from a failure file's document."""
+    oracles = ", ".join(doc["oracles"]) or "no oracle"
+    passes = "forward and backward" if doc["grads"] else "forward only"
+    interpret = doc.get("interpret") or {}
+    checks = ", ".join(f"{k}={v}" for k, v in sorted(interpret.items())) or "defaults"
+    lines = [
+        f"replaying {path}",
+        f"  kernel {doc['kernel']} vs {oracles}, {passes}; interpreter {checks}",
+        f"  case {case}",
+    ]
+    if doc.get("failure"):
+        lines.append(f"  recorded failure: {doc['failure']}")
+    return "\n".join(lines)

@@ -1,13 +1,21 @@
 """Hypothesis profiles, in one place. Choose with --profile or ATTN_HARNESS_PROFILE.
 
-dev:     quick local runs, random, with the example database.
-ci:      derandomized, so the same commit draws the same cases on every machine.
+dev:     quick local runs, random, with the example database (DIR/.hypothesis): a failure
+         found once is replayed first next time on the same machine.
+ci:      derandomized, so the same commit draws the same cases on every machine; no
+         example database, which would make the draw depend on the machine's history.
 nightly: many examples, for long runs off the critical path.
 tpu:     for a TPU host, where each case is fast: more examples than dev.
+
+Each profile also sets a shrink budget. Hypothesis would shrink for up to 500 steps or
+300 s; under the interpreter one step runs a kernel for seconds, so the harness stops
+running new shrink candidates after `runs` of them or `seconds`, and keeps the smallest
+failing case found by then.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from hypothesis import HealthCheck, Phase, settings
@@ -37,6 +45,23 @@ PROFILES: dict[str, settings] = {
     "nightly": settings(max_examples=500, **_common),
     "tpu": settings(max_examples=200, **_common),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class ShrinkBudget:
+    runs: int  # new cases run after the first failure (cases already run are free)
+    seconds: float  # wall time after the first failure
+
+
+# ci: about a minute of shrinking on an idle 2-core machine at ~3 s a case; the seconds
+# only stop a shrink that is slower than that (a loaded machine, a time limit hit per case).
+SHRINK_BUDGETS: dict[str, ShrinkBudget] = {
+    "dev": ShrinkBudget(runs=60, seconds=600),
+    "ci": ShrinkBudget(runs=20, seconds=300),
+    "nightly": ShrinkBudget(runs=200, seconds=1800),
+    "tpu": ShrinkBudget(runs=200, seconds=600),
+}
+
 for _name, _s in PROFILES.items():
     settings.register_profile(_name, _s)
 
@@ -51,3 +76,7 @@ def profile_name(requested: str | None = None) -> str:
 
 def get(requested: str | None = None) -> settings:
     return PROFILES[profile_name(requested)]
+
+
+def shrink_budget(requested: str | None = None) -> ShrinkBudget:
+    return SHRINK_BUDGETS[profile_name(requested)]

@@ -93,43 +93,137 @@ def _errors(
     return out
 
 
-def run_subject(
-    impl: Implementation, case: Case, inputs: Inputs, truth: Outputs, ruler: Outputs, *, grads: bool
-) -> SubjectResult:
-    """Run one implementation; any exception becomes a failed result, never a crash."""
+@dataclasses.dataclass
+class Execution:
+    """What running one implementation produced, before any comparison.
+
+    races: None when race detection was off. reordered: the outputs of a second run with
+    another interpreter grid order (None when the grid-order check was off).
+    """
+
+    outputs: Outputs | None
+    error: str | None = None
+    traceback: str | None = None
+    races: bool | None = None
+    reordered: Outputs | None = None
+    seconds: float = 0.0
+
+
+def _one_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines() or [""]
+    # An error raised inside a jax callback (as the Pallas interpreter's out-of-bounds and
+    # race errors are) arrives with the callback's traceback; its last line says what happened.
+    line = lines[-1] if any("Traceback (most recent call last)" in x for x in lines) else lines[0]
+    return f"{type(e).__name__}: {line.strip()}"[:500]
+
+
+def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool) -> Execution:
+    """Run `impl` with the interpreter checks the current InterpretOptions ask for.
+
+    An exception is returned as an error, never raised, and leaves the interpreter reset.
+    Used in-process and, under a time limit, inside the worker process.
+    """
     start = time.perf_counter()
+    interpreted = impl.backend() == "tpu_interpret"
+    opts = compat.interpret_options()
+    compat.clear_races()
+    try:
+        got = impl.run(case, inputs, grads=grads)
+        reordered = None
+        if interpreted and opts.check_grid_order:
+            # Another permutation of the 'parallel' grid axes (the interpreter's default seed is 0).
+            with compat.using_interpret_options(dataclasses.replace(opts, random_seed=(opts.random_seed or 0) + 1)):
+                reordered = impl.run(case, inputs, grads=grads)
+    except Exception as e:  # noqa: BLE001 - a kernel's exception is a finding, not a harness crash
+        if interpreted:
+            compat.reset_tpu_interpreter()
+        return Execution(
+            None,
+            error=_one_line(e),
+            traceback=traceback.format_exc(limit=8),
+            seconds=time.perf_counter() - start,
+        )
+    races = compat.races_found() if interpreted and opts.detect_races else None
+    return Execution(got, races=races, reordered=reordered, seconds=time.perf_counter() - start)
+
+
+def _bitwise_diff(a: np.ndarray | None, b: np.ndarray | None) -> float:
+    """Largest difference between two runs; NaN in both places counts as equal."""
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else np.inf
+    both_nan = np.isnan(a) & np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(both_nan, 0.0, np.abs(a - b))
+    return float(np.nan_to_num(np.max(diff), nan=np.inf)) if diff.size else 0.0
+
+
+def _interpreter_checks(ex: Execution) -> list[Comparison]:
+    """The interpreter's findings as rows of the error table, each with bound 0."""
+    out = []
+    if ex.races is not None:
+        found = float(ex.races)
+        note = "the interpreter's race detector reported a data race" if ex.races else "no data race"
+        out.append(Comparison("races", found, found, 0.0, found, 0.0, not ex.races, note))
+    if ex.reordered is not None:
+        # A correct kernel computes every output tile with the same operations whatever the
+        # order of its 'parallel' axes, so the two runs must agree exactly (NaN matching NaN).
+        diff = max(_bitwise_diff(ex.outputs.get(q), ex.reordered.get(q)) for q in QUANTITIES)
+        note = "result depends on the 'parallel' grid order" if diff else "same values under another grid order"
+        out.append(Comparison("grid_order", diff, diff, 0.0, diff, 0.0, diff == 0.0, note))
+    return out
+
+
+def judge(
+    impl: Implementation, case: Case, inputs: Inputs, ex: Execution, truth: Outputs, ruler: Outputs
+) -> SubjectResult:
+    """Compare an execution with the truth: the pure half of run_subject."""
     meta = {
         "implementation": impl.name,
         "role": impl.role,
         "backend": impl.backend(),
         "empty_rows": impl.empty_rows(case),
     }
-    try:
-        got = impl.run(case, inputs, grads=grads)
-    except Exception as e:  # noqa: BLE001 - a kernel's exception is a finding, not a harness crash
-        if impl.backend() == "tpu_interpret":
-            compat.reset_tpu_interpreter()
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if ex.outputs is None:
         return SubjectResult(
-            **meta,
-            passed=False,
-            comparisons=[],
-            error=f"{type(e).__name__}: {first}"[:500],
-            traceback=traceback.format_exc(limit=8),
-            seconds=time.perf_counter() - start,
+            **meta, passed=False, comparisons=[], error=ex.error, traceback=ex.traceback, seconds=ex.seconds
         )
-    seconds = time.perf_counter() - start
-    comps = _errors(impl, case, inputs, got, truth, ruler)
-    return SubjectResult(**meta, passed=all(c.passed for c in comps), comparisons=comps, seconds=seconds)
+    comps = _errors(impl, case, inputs, ex.outputs, truth, ruler) + _interpreter_checks(ex)
+    return SubjectResult(**meta, passed=all(c.passed for c in comps), comparisons=comps, seconds=ex.seconds)
 
 
-def run_case(case: Case, subjects: list[Implementation], *, grads: bool = True) -> CaseResult:
-    """Truth (float64), ruler (same dtype), then every subject against them."""
+def run_subject(
+    impl: Implementation,
+    case: Case,
+    inputs: Inputs,
+    truth: Outputs,
+    ruler: Outputs,
+    *,
+    grads: bool,
+    time_limit: float | None = None,
+) -> SubjectResult:
+    """Run one implementation; any exception (or, under a time limit, a hang or crash) becomes a failed result."""
+    if time_limit is None:
+        ex = execute(impl, case, inputs, grads=grads)
+    else:
+        from harness import worker
+
+        ex = worker.execute(impl, case, grads=grads, time_limit=time_limit)
+    return judge(impl, case, inputs, ex, truth, ruler)
+
+
+def run_case(
+    case: Case, subjects: list[Implementation], *, grads: bool = True, time_limit: float | None = None
+) -> CaseResult:
+    """Truth (float64), ruler (same dtype), then every subject against them.
+
+    time_limit: seconds per subject; when set, subjects run in a worker process that is
+    killed (and restarted for the next subject) when it overruns or dies.
+    """
     start = time.perf_counter()
     inputs = make_inputs(case)
     truth = jax_reference.truth(case, inputs, grads=grads)
     ruler = jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
-    results = [run_subject(impl, case, inputs, truth, ruler, grads=grads) for impl in subjects]
+    results = [run_subject(impl, case, inputs, truth, ruler, grads=grads, time_limit=time_limit) for impl in subjects]
     return CaseResult(case=case, subjects=results, seconds=time.perf_counter() - start)
 
 

@@ -1,12 +1,15 @@
 """Step one of the pipeline: Hypothesis draws cases for one kernel and shrinks any failure.
 
 Every generated case is handed to `on_result` as it finishes. Cases tried while
-shrinking are not; the minimal failing case is returned separately.
+shrinking are not; the minimal failing case is returned separately. Shrinking runs
+within the profile's shrink budget (harness.profiles): past it, candidates are not run
+and count as passing, so Hypothesis stops at the smallest failure found so far.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness import profiles, strategies
+from harness.case import Case
 from harness.contract import Implementation
 from harness.runner import CaseResult, run_case
 
@@ -30,6 +34,9 @@ class SearchOutcome:
     shrunk: CaseResult | None = None  # the minimal failing case, if any
     interrupted: bool = False
     error: str | None = None  # a harness error that stopped the search
+    first_failure_s: float | None = None  # seconds from the start to the first failing case
+    shrink_runs: int = 0  # cases run while shrinking
+    shrink_exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
 
     @property
     def passed(self) -> bool:
@@ -45,43 +52,77 @@ def search(
     profile: str | None = None,
     database: Path | None = None,
     grads: bool = True,
+    time_limit: float | None = None,
+    shrink_runs: int | None = None,
     on_result: Callable[[CaseResult], None] = lambda r: None,
 ) -> SearchOutcome:
-    """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`."""
+    """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`.
+
+    database: the example database directory; ignored by derandomized profiles (ci).
+    time_limit: per-subject seconds (see runner.run_case). shrink_runs overrides the
+    profile's shrink budget in cases.
+    """
     outcome = SearchOutcome(kernel=kernel.name, results=[])
     subjects = [kernel, *oracles]
-    state = {"failing": False, "last_failure": None}
+    budget = profiles.shrink_budget(profile)
+    max_shrinks = budget.runs if shrink_runs is None else shrink_runs
+    # Hypothesis may reach one case through several choice sequences, and replays the
+    # minimal one at the end; a case's result is deterministic, so each runs once.
+    seen: dict[Case, CaseResult] = {}
+    state: dict = {"failing_since": None, "best": None}
+    started = time.perf_counter()
 
-    def check(case) -> None:
-        result = run_case(case, subjects, grads=grads)
-        if not state["failing"]:
-            outcome.results.append(result)
-            on_result(result)
+    def check(case: Case) -> None:
+        result = seen.get(case)
+        if result is None:
+            if state["failing_since"] is not None:
+                over_time = time.perf_counter() - state["failing_since"] > budget.seconds
+                if outcome.shrink_runs >= max_shrinks or over_time:
+                    outcome.shrink_exhausted = True
+                    return  # not run: counts as passing, so shrinking settles on the best so far
+                outcome.shrink_runs += 1
+            result = seen[case] = run_case(case, subjects, grads=grads, time_limit=time_limit)
+            generated = state["failing_since"] is None
+            if generated:
+                outcome.results.append(result)
+            if not result.passed:
+                # The shrinker only tries candidates smaller than the current minimum, so
+                # every failure it reports is the new best.
+                state["best"] = result
+                if generated:
+                    state["failing_since"] = time.perf_counter()
+                    outcome.first_failure_s = state["failing_since"] - started
+            if generated:
+                on_result(result)  # after the bookkeeping: an interrupt here loses nothing
         if not result.passed:
-            state["failing"] = True
-            state["last_failure"] = result
+            state["best"] = result
             raise CaseFailed(str(case))
 
     base = profiles.get(profile)
-    overrides = {}
+    overrides: dict = {}
     if examples is not None:
         overrides["max_examples"] = examples
     if seed is not None:
         overrides["derandomize"] = False
-    overrides["database"] = DirectoryBasedExampleDatabase(str(database)) if database else None
+    derandomized = base.derandomize and seed is None
+    if database and not derandomized:
+        overrides["database"] = DirectoryBasedExampleDatabase(str(database))
+    else:
+        overrides["database"] = None
     test = settings(base, **overrides)(given(strategies.cases(kernel))(check))
-    # Each kernel gets its own key in the example database.
+    # Each kernel gets its own key in the example database (and its own derandomized draw).
     test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
     if seed is not None:
         test = hypothesis.seed(seed)(test)
     try:
         test()
     except CaseFailed:
-        # Hypothesis re-runs the minimal example last, so the last failure is the shrunk one.
-        outcome.shrunk = state["last_failure"]
+        outcome.shrunk = state["best"]
     except KeyboardInterrupt:
+        # Keep the smallest failure found before the interrupt: it is a real one.
         outcome.interrupted = True
+        outcome.shrunk = state["best"]
     except hypothesis.errors.Flaky as e:
-        outcome.shrunk = state["last_failure"]
+        outcome.shrunk = state["best"]
         outcome.error = f"flaky failure (did not reproduce on replay): {str(e).splitlines()[0]}"
     return outcome

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from harness import console, contract, profiles
+from harness import compat, console, contract, profiles, worker
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.failures import write_failure
 from harness.record import RunStore
@@ -31,7 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--oracle", action="append", metavar="O", help="oracle to check beside the kernel (default: all but the ruler)"
     )
     p.add_argument("--examples", type=int, metavar="N", help="cases per kernel (default: the profile's)")
-    p.add_argument("--seed", type=int, metavar="S", help="Hypothesis seed (default: the profile's)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="Hypothesis seed (default: the profile's); a seeded run neither reads nor saves the example database",
+    )
     p.add_argument(
         "--profile",
         metavar="P",
@@ -42,6 +50,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-grads", action="store_true", help="forward pass only")
     p.add_argument("--no-database", action="store_true", help="do not replay or save examples in DIR/.hypothesis")
+    p.add_argument(
+        "--case-timeout",
+        type=float,
+        metavar="S",
+        help="per-case time limit for each implementation: it runs in a worker process, killed on overrun "
+        "(a hang or crash fails that case, and the run goes on); default: no limit, in-process",
+    )
+    p.add_argument("--max-shrinks", type=int, metavar="N", help="cases run while shrinking (default: the profile's)")
+    g = p.add_argument_group("interpreter checks (Pallas TPU interpreter only)")
+    g.add_argument("--detect-races", action="store_true", help="run the race detector; a race fails the case")
+    g.add_argument(
+        "--uninitialized-memory",
+        choices=compat.UNINITIALIZED_MEMORY,
+        default="nan",
+        help="fill of buffers read before written (default nan: such a read shows as a non-finite output)",
+    )
+    g.add_argument(
+        "--grid-order-seed",
+        type=int,
+        metavar="N",
+        help="randomise 'parallel' grid order with seed N, rerun each kernel case with seed N+1, "
+        "and fail a case whose two results differ at all",
+    )
 
 
 def _resolve(specs: list[str], role: str) -> list[contract.Implementation]:
@@ -57,9 +88,33 @@ def _resolve(specs: list[str], role: str) -> list[contract.Implementation]:
     return out
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """`kill` stops the run like Ctrl-C: the summary and run.json say interrupted."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(args: argparse.Namespace) -> int:
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples={args.examples} must be at least 1")
+    if args.case_timeout is not None and args.case_timeout <= 0:
+        raise UsageError(f"--case-timeout={args.case_timeout} must be positive")
+    if args.max_shrinks is not None and args.max_shrinks < 0:
+        raise UsageError(f"--max-shrinks={args.max_shrinks} must be at least 0")
+    if args.grid_order_seed is not None and args.grid_order_seed < 0:
+        raise UsageError(f"--grid-order-seed={args.grid_order_seed} must be non-negative")
     try:
         profile = profiles.profile_name(args.profile)
     except ValueError as e:
@@ -67,11 +122,52 @@ def main(args: argparse.Namespace) -> int:
     kernels = _resolve(args.kernel or ["pallas_flash"], "kernel")
     oracles = _resolve(args.oracle or [n for n in contract.names("oracle") if n != RULER], "oracle")
     grads = not args.no_grads
-    store = RunStore.create(
-        args.out, meta={"command": sys.argv, "profile": profile, "kernels": [k.name for k in kernels]}
+    options = compat.InterpretOptions(
+        detect_races=args.detect_races,
+        uninitialized_memory=args.uninitialized_memory,
+        random_seed=args.grid_order_seed,
+        check_grid_order=args.grid_order_seed is not None,
     )
+    meta = {"command": sys.argv, "profile": profile, "kernels": [k.name for k in kernels]}
+    meta |= {"interpret": options.to_json(), "case_timeout": args.case_timeout}
+    store = RunStore.create(args.out, meta=meta)
     print(f"results -> {store.dir}")
-    rows, failures, interrupted = [], [], False
+    rows: list[dict] = []
+    failures: list = []
+    interrupted = False
+    try:
+        with compat.using_interpret_options(options), _sigterm_interrupts():
+            interrupted = _run_kernels(args, kernels, oracles, profile, grads, store, rows, failures)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        worker.shutdown()
+    print()
+    print(console.summary_table(rows))
+    for kernel_name, result, path in failures:
+        print(f"\nFAIL {kernel_name}, shrunk to: {result.case}")
+        for s in result.subjects:
+            if not s.passed:
+                print(console.comparison_table(s))
+        print(f"  replay: {console.command_line('python', '-m', 'harness', 'repro', str(path))}")
+    store.write_meta({**meta, "status": "interrupted" if interrupted else "finished", "summary": rows})
+    if interrupted:
+        print("\nrun interrupted: every case finished so far is in", store.dir)
+        return EXIT_FAIL
+    return EXIT_OK if not failures and all(r["status"] == "PASS" for r in rows) else EXIT_FAIL
+
+
+def _run_kernels(
+    args: argparse.Namespace,
+    kernels: list[contract.Implementation],
+    oracles: list[contract.Implementation],
+    profile: str,
+    grads: bool,
+    store: RunStore,
+    rows: list[dict],
+    failures: list,
+) -> bool:
+    """Search each kernel in turn, appending summary rows and failures; True if interrupted."""
     for kernel in kernels:
         n = args.examples or profiles.get(profile).max_examples
         print(
@@ -96,10 +192,11 @@ def main(args: argparse.Namespace) -> int:
             profile=profile,
             database=None if args.no_database else args.out / ".hypothesis",
             grads=grads,
+            time_limit=args.case_timeout,
+            shrink_runs=args.max_shrinks,
             on_result=on_result,
         )
         elapsed = time.perf_counter() - start
-        interrupted |= outcome.interrupted
         used = [
             c.max_abs / c.bound
             for r in outcome.results
@@ -122,31 +219,23 @@ def main(args: argparse.Namespace) -> int:
         if outcome.error:
             print(f"   {outcome.error}")
         if outcome.shrunk is not None:
+            search_info = {
+                "profile": profile,
+                "cases": len(outcome.results),
+                "shrink_runs": outcome.shrink_runs,
+                "shrink_exhausted": outcome.shrink_exhausted,
+            }
             path = write_failure(
-                args.out, outcome.shrunk, kernel=kernel.name, oracles=[o.name for o in oracles], grads=grads
+                args.out,
+                outcome.shrunk,
+                kernel=kernel,
+                oracles=oracles,
+                grads=grads,
+                time_limit=args.case_timeout,
+                search=search_info,
             )
             store.write_case(outcome.shrunk, extra={"shrunk": True, "failure_file": str(path)})
             failures.append((kernel.name, outcome.shrunk, path))
         if outcome.interrupted:
-            break
-    print()
-    print(console.summary_table(rows))
-    for kernel_name, result, path in failures:
-        print(f"\nFAIL {kernel_name}, shrunk to: {result.case}")
-        for s in result.subjects:
-            if not s.passed:
-                print(console.comparison_table(s))
-        print(f"  replay: {console.command_line('python', '-m', 'harness', 'repro', str(path))}")
-    store.write_meta(
-        {
-            "command": sys.argv,
-            "profile": profile,
-            "kernels": [k.name for k in kernels],
-            "status": "interrupted" if interrupted else "finished",
-            "summary": rows,
-        }
-    )
-    if interrupted:
-        print("\nrun interrupted: every case finished so far is in", store.dir)
-        return EXIT_FAIL
-    return EXIT_OK if not failures and all(r["status"] == "PASS" for r in rows) else EXIT_FAIL
+            return True
+    return False

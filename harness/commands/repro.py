@@ -1,0 +1,49 @@
+"""`repro FILE`: replay a failure file and print its error table; exit 1 if it still fails."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness import console
+from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
+from harness.compare import TOLERANCE_VERSION
+from harness.failures import FailureFileError, load_failure, replay, version_differences
+
+NAME = "repro"
+HELP = "replay a failure file (DIR/failures/<id>.json): exit 1 if it still fails, 0 if it passes now"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, metavar="FILE", help="a failure file written by `run`")
+    p.add_argument(
+        "--kernel",
+        metavar="K",
+        help="replay against this kernel instead of the recorded one (e.g. pallas_flash for the upstream kernel)",
+    )
+    p.add_argument("--case-timeout", type=float, metavar="S", help="per-subject time limit (default: the recorded)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.case_timeout is not None and args.case_timeout <= 0:
+        raise UsageError(f"--case-timeout={args.case_timeout} must be positive")
+    try:
+        ff = load_failure(args.file)
+        if args.kernel:
+            ff.retarget(args.kernel)
+    except FailureFileError as e:
+        raise UsageError(str(e)) from None
+    print(console.replay_header(ff.path, ff.doc, ff.case))
+    changed = version_differences(ff.versions)
+    if changed:
+        print("installed versions differ from the recorded ones: " + ", ".join(changed))
+    if ff.tolerance_version is not None and ff.tolerance_version != TOLERANCE_VERSION:
+        print(f"tolerance table changed: recorded version {ff.tolerance_version}, now {TOLERANCE_VERSION}")
+    result = replay(ff, time_limit=args.case_timeout)
+    for s in result.subjects:
+        print(console.comparison_table(s))
+    if result.passed:
+        print("PASSES NOW: every implementation agrees with the truth on this case")
+        return EXIT_OK
+    print("STILL FAILS: " + "; ".join(f"{s.implementation}: {s.failure}" for s in result.subjects if not s.passed))
+    return EXIT_FAIL

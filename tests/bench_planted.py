@@ -1,0 +1,104 @@
+"""Benchmark (recorded, not a timed test): CPU seconds to detect each planted bug under the ci profile.
+
+    python -m tests.bench_planted [--out reports/bench_planted.json] [NAME ...]
+
+Each planted kernel is searched in a fresh process (cold caches, as a CI job starts), the
+same search `python -m harness run --profile ci --kernel tests.planted.NAME:flash_attention`
+runs, with the interpreter checks tests.planted.INTERPRET names. Figures per bug: cases
+drawn until the first failure, the process's CPU seconds and wall seconds at that point
+(import and JIT compilation included), and the same after shrinking. CPU time is the honest
+figure on a shared machine; wall time depends on load.
+Target: detection under 60 CPU seconds on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TARGET_CPU_S = 60.0
+
+
+def measure(name: str) -> dict:
+    """Search one planted kernel in this process; called in a fresh child per bug."""
+    from harness import compat, contract
+    from harness.search import search
+    from tests.planted import FIXTURES, INTERPRET, PLANTED, spec
+
+    compat.set_interpret_options(compat.InterpretOptions(**INTERPRET.get(name, {})))
+    kernel = contract.resolve(spec(name))
+    oracles = [contract.resolve("torch_sdpa")]
+    first: dict = {}
+
+    def on_result(result) -> None:
+        if not result.passed and not first:
+            first.update(cpu_s=time.process_time(), wall_s=time.perf_counter() - WALL0)
+
+    outcome = search(kernel, oracles, profile="ci", on_result=on_result)
+    return {
+        "planted": name,
+        "kind": {**PLANTED, **FIXTURES}[name],
+        "interpret": compat.interpret_options().to_json(),
+        "detected": outcome.shrunk is not None,
+        "cases_to_detect": len(outcome.results),
+        "detect_cpu_s": first.get("cpu_s"),
+        "detect_wall_s": first.get("wall_s"),
+        "shrink_runs": outcome.shrink_runs,
+        "shrink_exhausted": outcome.shrink_exhausted,
+        "total_cpu_s": time.process_time(),
+        "total_wall_s": time.perf_counter() - WALL0,
+        "shrunk_case": str(outcome.shrunk.case) if outcome.shrunk else None,
+        "versions": compat.library_versions(),
+    }
+
+
+WALL0 = time.perf_counter()
+
+
+def main() -> int:
+    from tests.planted import PLANTED
+
+    p = argparse.ArgumentParser(prog="python -m tests.bench_planted", description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", metavar="NAME", help=f"planted modules (default all: {', '.join(PLANTED)})")
+    p.add_argument("--out", type=Path, default=Path("reports/bench_planted.json"))
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one)))
+        return 0
+    rows = []
+    env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    for name in args.names or list(PLANTED):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.bench_planted", "--one", name], capture_output=True, text=True, env=env
+        )
+        if proc.returncode:
+            rows.append({"planted": name, "error": proc.stderr.strip().splitlines()[-1:]})
+        else:
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        r = rows[-1]
+        if "error" in r:
+            print(f"{name:<28} ERROR {r['error']}", flush=True)
+        else:
+            cpu, wall = r["detect_cpu_s"], r["detect_wall_s"]
+            verdict = "no detection" if cpu is None else ("ok" if cpu < TARGET_CPU_S else "OVER TARGET")
+            print(
+                f"{name:<28} {r['kind']:<30} cases {r['cases_to_detect']:>2}  detect cpu "
+                f"{cpu if cpu is None else round(cpu, 1)} s wall {wall if wall is None else round(wall, 1)} s"
+                f"  total cpu {r['total_cpu_s']:.1f} s  {verdict}",
+                flush=True,
+            )
+    doc = {"target_detect_cpu_s": TARGET_CPU_S, "cpus": os.cpu_count(), "load_average": os.getloadavg(), "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1))
+    print(f"figures -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

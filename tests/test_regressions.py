@@ -1,0 +1,22 @@
+"""The regression corpus: every case pinned with `python -m harness pin` must still pass.
+
+A pinned case replays against the kernel its file names (the one it was found with, or the
+one given to `pin --kernel`), with its recorded interpreter options and oracles.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import console
+from harness.failures import iter_failure_files, load_failure, replay
+
+CORPUS = Path(__file__).parent / "regressions"
+
+
+@pytest.mark.parametrize("path", list(iter_failure_files(CORPUS)), ids=lambda p: p.stem)
+def test_pinned_case_stays_fixed(path):
+    result = replay(load_failure(path))
+    assert result.passed, "\n".join(console.comparison_table(s) for s in result.subjects if not s.passed)

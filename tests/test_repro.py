@@ -1,0 +1,164 @@
+"""`python -m harness repro FILE`: exit 0 passes now, 1 still fails, 2 bad file (one line, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.failures import failure_document, write_failure
+from harness.runner import run_case
+from tests import _fakes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+VALID = {
+    "schema": 1,
+    "kind": "failure",
+    "kernel": "pallas_flash",
+    "oracles": ["torch_sdpa"],
+    "grads": False,
+    "case": {"batch": 1, "q_heads": 1, "kv_heads": 1, "q_len": 128, "kv_len": 128, "head_dim": 64},
+}
+
+
+def _with(**changes):
+    doc = json.loads(json.dumps(VALID))
+    for key, value in changes.items():
+        if value is _DROP:
+            del doc[key]
+        else:
+            doc[key] = value
+    return json.dumps(doc)
+
+
+def _case(**changes):
+    return {**VALID["case"], **changes}
+
+
+_DROP = object()
+BLOCKS = {
+    "block_b": 1,
+    "block_q": 128,
+    "block_k_major": 128,
+    "block_k": 128,
+    "block_q_major_dkv": 128,
+    "block_q_dkv": 128,
+    "block_k_major_dkv": 128,
+    "block_k_dkv": 128,
+    "block_k_major_dq": 128,
+    "block_k_dq": 128,
+    "block_q_dq": 128,
+}
+
+# (file text or None for a missing file, a word the one-line message must contain)
+MALFORMED = [
+    pytest.param(None, "cannot read", id="missing-file"),
+    pytest.param("", "not JSON", id="empty-file"),
+    pytest.param("{not json", "not JSON", id="not-json"),
+    pytest.param("[1, 2]", "JSON object", id="not-an-object"),
+    pytest.param(_with(kernel=_DROP), "missing fields ['kernel']", id="missing-field"),
+    pytest.param(_with(colour="red"), "unknown fields ['colour']", id="unknown-field"),
+    pytest.param(_with(schema=99), "schema=99", id="wrong-schema"),
+    pytest.param(_with(kind="case"), "kind", id="wrong-kind"),
+    pytest.param(_with(kernel="no_such_kernel"), "unknown implementation", id="unknown-kernel"),
+    pytest.param(_with(kernel="no_such_module:fn"), "cannot import", id="unknown-kernel-module"),
+    pytest.param(_with(oracles=["no_such_oracle"]), "unknown implementation", id="unknown-oracle"),
+    pytest.param(_with(oracles=["pallas_flash"]), "is a kernel", id="kernel-as-oracle"),
+    pytest.param(_with(grads="yes"), "grads", id="bad-grads"),
+    pytest.param(_with(time_limit=-1), "time_limit", id="bad-time-limit"),
+    pytest.param(_with(interpret={"uninitialized_memory": "garbage"}), "uninitialized_memory", id="bad-interpret"),
+    pytest.param(_with(interpret={"colour": 1}), "unknown fields", id="unknown-interpret-field"),
+    pytest.param(_with(case=_case(head_dim=-64)), "head_dim", id="bad-case-value"),
+    pytest.param(_with(case={"batch": 1}), "missing fields", id="case-missing-fields"),
+    pytest.param(_with(case=_case(q_heads=3, kv_heads=2)), "multiple of kv_heads", id="case-invalid"),
+    pytest.param(_with(case=_case(q_len=100)), "outside pallas_flash's contract", id="case-outside-contract"),
+    pytest.param(
+        _with(case=_case(blocks={**BLOCKS, "block_k": 96})), "outside pallas_flash's contract", id="blocks-outside"
+    ),
+]
+
+
+@pytest.mark.parametrize("text, words", MALFORMED)
+def test_malformed_file_exits_2_with_one_line(tmp_path, capsys, text, words):
+    path = tmp_path / "failure.json"
+    if text is not None:
+        path.write_text(text)
+    assert cli.main(["repro", str(path)]) == cli.EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and str(path) in lines[0]
+    assert words in lines[0]
+    assert "Traceback" not in err
+
+
+def test_bad_file_from_a_real_process_prints_one_line_and_no_traceback(tmp_path):
+    path = tmp_path / "failure.json"
+    path.write_text(_with(kernel="no_such_kernel"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "repro", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def _failure_file(tmp_path, kernel=_fakes.BROKEN, case=None) -> Path:
+    case = case or _fakes.small_case()
+    result = run_case(case, [kernel], grads=True)
+    assert not result.passed
+    return write_failure(tmp_path, result, kernel=kernel, oracles=[], grads=True)
+
+
+def test_still_failing_exits_1_and_prints_the_table(tmp_path, capsys):
+    path = _failure_file(tmp_path)
+    assert cli.main(["repro", str(path)]) == cli.EXIT_FAIL
+    out = capsys.readouterr().out
+    assert "quantity" in out and "FAIL" in out
+    assert out.strip().splitlines()[-1].startswith("STILL FAILS")
+
+
+def test_fixed_kernel_exits_0(tmp_path, capsys):
+    path = _failure_file(tmp_path)
+    assert cli.main(["repro", str(path), "--kernel", "tests._fakes:CORRECT"]) == cli.EXIT_OK
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("PASSES NOW")
+
+
+def test_changed_versions_are_named_before_the_result(tmp_path, capsys):
+    path = _failure_file(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["versions"]["jax"] = "0.0.1"
+    doc["tolerance_version"] = 0
+    path.write_text(json.dumps(doc))
+    cli.main(["repro", str(path)])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    changed = next(i for i, line in enumerate(lines) if "installed versions differ" in line)
+    assert "jax 0.0.1 -> " in lines[changed]
+    assert "tolerance table changed" in out
+    assert changed < next(i for i, line in enumerate(lines) if "quantity" in line)
+
+
+def test_recorded_versions_that_match_are_not_mentioned(tmp_path, capsys):
+    path = _failure_file(tmp_path)
+    cli.main(["repro", str(path)])
+    assert "differ" not in capsys.readouterr().out
+
+
+def test_document_from_run_has_everything_a_replay_needs():
+    result = run_case(_fakes.small_case(), [_fakes.BROKEN], grads=False)
+    doc = failure_document(result, kernel=_fakes.BROKEN.name, oracles=[], grads=False)
+    assert {"kernel", "oracles", "grads", "case", "interpret", "tolerance_version", "versions", "results"} <= set(doc)
+    assert set(doc["versions"]) >= {"python", "jax", "jaxlib", "libtpu", "torch", "harness"}

@@ -1,0 +1,171 @@
+"""Fault isolation and interpreter checks: every fault is a failed result of its case, never a crash."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from harness import compat, contract
+from harness.case import Case
+from harness.runner import run_case
+from oracles import jax_reference
+from tests import _fakes
+from tests.planted import spec
+
+FLASH_BLOCKS = {
+    "block_b": 1,
+    "block_q": 128,
+    "block_k_major": 128,
+    "block_k": 128,
+    "block_q_major_dkv": 128,
+    "block_q_dkv": 128,
+    "block_k_major_dkv": 128,
+    "block_k_dkv": 128,
+    "block_k_major_dq": 128,
+    "block_k_dq": 128,
+    "block_q_dq": 128,
+}
+
+
+def test_an_exception_is_a_failed_result_and_resets_the_interpreter(monkeypatch):
+    resets = []
+    monkeypatch.setattr(compat, "reset_tpu_interpreter", lambda: resets.append(1))
+    result = run_case(_fakes.small_case(), [_fakes.RAISES, _fakes.CORRECT], grads=False)
+    raised, after = result.subjects
+    assert not raised.passed and raised.error.startswith("RuntimeError: planted failure")
+    assert "Traceback" in raised.traceback
+    assert resets == [1]
+    assert after.passed  # the next implementation still runs
+
+
+def test_nan_where_the_truth_is_finite_fails():
+    result = run_case(_fakes.small_case(), [_fakes.NAN], grads=False)
+    (s,) = result.subjects
+    assert not s.passed
+    assert "non-finite" in s.comparisons[0].note
+
+
+def test_a_hang_is_stopped_by_the_time_limit_and_the_case_goes_on():
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, blocks=FLASH_BLOCKS)
+    hang = contract.resolve(spec("hang"))
+    result = run_case(case, [hang, _fakes.CORRECT], grads=False, time_limit=5)
+    hung, after = result.subjects
+    assert not hung.passed and hung.error.startswith("TimeoutError")
+    assert 5 <= hung.seconds < 60
+    assert after.passed, after.failure  # a fresh worker ran the next implementation
+
+
+# A kernel that reads its DMA destination before waiting for the copy: a data race.
+def _racy_kernel(x_hbm, o_ref, buf, sem):
+    copy = pltpu.make_async_copy(x_hbm, buf, sem)
+    copy.start()
+    o_ref[...] = buf[...]
+    copy.wait()
+
+
+def _copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def _racy(x):
+    return pl.pallas_call(
+        _racy_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA],
+    )(x)
+
+
+def _clean(x):
+    return pl.pallas_call(_copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+
+class RacyKernel(_fakes.FakeKernel):
+    """Runs the racy Pallas kernel under the interpreter, then answers correctly."""
+
+    def run(self, case, inputs, *, grads):
+        with compat.tpu_kernel_context():
+            jax.block_until_ready(_racy(jnp.ones((8, 128), jnp.float32)))
+        return jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
+
+
+RACY = RacyKernel("tests.test_runner:RACY", backend="tpu_interpret")
+
+
+@pytest.mark.parametrize("detect", [False, True])
+def test_a_race_fails_the_case_only_with_race_detection(detect):
+    with compat.using_interpret_options(compat.InterpretOptions(detect_races=detect)):
+        (s,) = run_case(_fakes.small_case(), [RACY], grads=False).subjects
+    races = [c for c in s.comparisons if c.quantity == "races"]
+    if detect:
+        assert not s.passed and races and not races[0].passed
+    else:
+        assert s.passed and not races
+
+
+def test_a_race_in_an_earlier_kernel_call_is_not_forgotten():
+    # The interpreter keeps one race state per pallas_call: a clean call after a racy one must not hide it.
+    x = jnp.ones((8, 128), jnp.float32)
+    with compat.using_interpret_options(compat.InterpretOptions(detect_races=True)):
+        compat.clear_races()
+        with compat.tpu_kernel_context():
+            jax.block_until_ready(_clean(x))
+            assert not compat.races_found()
+            jax.block_until_ready(_racy(x))
+            jax.block_until_ready(_clean(x))
+        assert compat.races_found()
+
+
+def _oob_copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+class OutOfBoundsKernel(_fakes.FakeKernel):
+    """Reads block 2 of an input that has two blocks, then would answer correctly."""
+
+    def run(self, case, inputs, *, grads):
+        x = jnp.ones((16, 128), jnp.float32)
+        with compat.tpu_kernel_context():
+            read = pl.pallas_call(
+                _oob_copy_kernel,
+                out_shape=jax.ShapeDtypeStruct((8, 128), x.dtype),
+                grid=(1,),
+                in_specs=[pl.BlockSpec((8, 128), lambda i: (i + 2, 0))],
+                out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+            )
+            jax.block_until_ready(read(x))
+        return jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
+
+
+def test_an_out_of_bounds_read_fails_the_case_and_names_itself():
+    oob = OutOfBoundsKernel("tests.test_runner:OOB", backend="tpu_interpret")
+    s, after = run_case(_fakes.small_case(), [oob, RACY], grads=False).subjects
+    assert not s.passed
+    assert "Out-of-bounds block index" in s.error
+    assert after.passed, after.failure  # the interpreter was reset: the next interpreted kernel runs
+
+
+@pytest.mark.parametrize("name, depends", [("pallas_flash", False), (spec("fwd_kv_axis_parallel"), True)])
+def test_a_result_that_depends_on_grid_order_fails(name, depends):
+    # Four key tiles, so the planted kernel's 'parallel' key axis has an order to get wrong
+    # (seeds 1 and 2 permute them differently; with two tiles they may coincide).
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=512, head_dim=64, blocks=FLASH_BLOCKS)
+    options = compat.InterpretOptions(random_seed=1, check_grid_order=True)
+    with compat.using_interpret_options(options):
+        (s,) = run_case(case, [contract.resolve(name)], grads=False).subjects
+    (grid,) = [c for c in s.comparisons if c.quantity == "grid_order"]
+    assert grid.passed is not depends
+    assert (grid.max_abs > 0) is depends
+    if not depends:
+        assert s.passed
+
+
+def test_interpret_options_reject_bad_values():
+    with pytest.raises(ValueError, match="uninitialized_memory"):
+        compat.InterpretOptions(uninitialized_memory="garbage")
+    with pytest.raises(ValueError, match="random_seed"):
+        compat.InterpretOptions(random_seed=-1)
+    assert compat.InterpretOptions.from_json(compat.InterpretOptions(random_seed=3).to_json()).random_seed == 3
