@@ -78,6 +78,20 @@ def tests(session: nox.Session) -> None:
     )
 
 
+@nox.session(python=PYTHON)
+def planted(session: nox.Session) -> None:
+    """Detection power: every planted bug caught under ci, shrunk, and replayed (slow)."""
+    install(session, "test")
+    session.run(
+        "pytest",
+        "-m",
+        "slow",
+        "tests/test_planted.py",
+        *session.posargs,
+        env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"},
+    )
+
+
 REQUIRE_TPU = "--require-tpu"
 
 
@@ -150,8 +164,6 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matr
     )
     session.run(*harness, "compile", "--out", STORE, success_codes=ok)
     session.run(*harness, "bench", "--out", STORE, success_codes=ok)
-
-
 
 
 @nox.session(python=PYTHON)

@@ -130,6 +130,8 @@ def main(args: argparse.Namespace) -> int:
     )
     meta = {"command": sys.argv, "profile": profile, "kernels": [k.name for k in kernels]}
     meta |= {"interpret": options.to_json(), "case_timeout": args.case_timeout}
+    # The report renders conventions from records, never from live objects.
+    meta["conventions"] = {i.name: i.conventions.to_json() for i in (*kernels, *oracles)}
     store = RunStore.create(args.out, meta=meta)
     print(f"results -> {store.dir}")
     rows: list[dict] = []
@@ -170,8 +172,9 @@ def _run_kernels(
     """Search each kernel in turn, appending summary rows and failures; True if interrupted."""
     for kernel in kernels:
         n = args.examples or profiles.get(profile).max_examples
+        against = ", ".join(o.name for o in oracles) or "the float64 truth only"
         print(
-            f"== {kernel.name} on {kernel.backend()} vs {', '.join(o.name for o in oracles)}, "
+            f"== {kernel.name} on {kernel.backend()} vs {against}, "
             f"up to {n} cases, profile {profile}" + (", forward only" if not grads else "")
         )
         if kernel.backend() == "tpu_interpret":
