@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
@@ -21,6 +19,7 @@ from harness import compat
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
+from harness.jaxvjp import jax_outputs
 
 # Tiles along a key axis must be whole multiples of the 128 TPU lanes: the kernel
 # raises "block_k=... should be a multiple of 128" otherwise (flash_attention.py, MIN_BLOCK_SIZE).
@@ -161,22 +160,8 @@ class PallasFlash(Implementation):
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         f = self.jax_fn(case)
-        primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
-        if inputs.bias is not None:
-            primals.append(jnp.asarray(inputs.bias))
-        as64 = lambda a: np.asarray(jnp.asarray(a, jnp.float32), np.float64)  # noqa: E731
         with compat.tpu_kernel_context():
-            if not grads:
-                return Outputs(out=as64(jax.block_until_ready(f(*primals))))
-            out, pullback = jax.vjp(f, *primals)
-            cots = jax.block_until_ready(pullback(jnp.asarray(inputs.dout)))
-        return Outputs(
-            out=as64(out),
-            dq=as64(cots[0]),
-            dk=as64(cots[1]),
-            dv=as64(cots[2]),
-            dbias=as64(cots[3]) if inputs.bias is not None else None,
-        )
+            return jax_outputs(f, inputs, grads=grads)
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasFlash:

@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import attention as upstream
 
@@ -22,6 +20,7 @@ from harness import compat
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
+from harness.jaxvjp import jax_outputs
 from harness.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED
 
 # Tile sizes: Triton's tl.dot needs every matmul dimension >= 16; the kernel slices
@@ -146,13 +145,7 @@ class PallasGpu(Implementation):
             )
             return jnp.swapaxes(out, 1, 2)
 
-        primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
-        as64 = lambda a: np.asarray(jnp.asarray(a, jnp.float32), np.float64)  # noqa: E731
-        if not grads:
-            return Outputs(out=as64(jax.block_until_ready(f(*primals))))
-        out, pullback = jax.vjp(f, *primals)
-        dq, dk, dv = jax.block_until_ready(pullback(jnp.asarray(inputs.dout)))
-        return Outputs(out=as64(out), dq=as64(dq), dk=as64(dk), dv=as64(dv))
+        return jax_outputs(f, inputs, grads=grads)
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasGpu:

@@ -23,7 +23,6 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
@@ -34,6 +33,7 @@ from harness import compat
 from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
+from harness.jaxvjp import jax_outputs
 from harness.masks import Mask
 
 # Every tile is whole multiples of the 128 TPU lanes: the kernel raises "bkv_compute=...
@@ -234,14 +234,8 @@ class PallasSplash(Implementation):
             # normalised to the declared zeros, which also keeps NaN out of the pullback.
             return jnp.where(keep, jnp.stack(outs), 0) if self.zero_empty_rows else jnp.stack(outs)
 
-        primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
-        as64 = lambda a: np.asarray(jnp.asarray(a, jnp.float32), np.float64)  # noqa: E731
         with compat.tpu_kernel_context():
-            if not grads:
-                return Outputs(out=as64(jax.block_until_ready(f(*primals))))
-            out, pullback = jax.vjp(f, *primals)
-            dq, dk, dv = jax.block_until_ready(pullback(jnp.asarray(inputs.dout)))
-        return Outputs(out=as64(out), dq=as64(dq), dk=as64(dk), dv=as64(dv))
+            return jax_outputs(f, inputs, grads=grads)
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasSplash:

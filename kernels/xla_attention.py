@@ -12,12 +12,12 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from harness import compat
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
+from harness.jaxvjp import jax_outputs
 
 
 class DotProductAttention(Implementation):
@@ -44,7 +44,6 @@ class DotProductAttention(Implementation):
             q_ids, kv_ids = jnp.asarray(inputs.q_segment_ids), jnp.asarray(inputs.kv_segment_ids)
             mask = (q_ids[:, :, None] == kv_ids[:, None, :])[:, None]
         causal = case.mask.causal == "top_left"
-        has_bias = inputs.bias is not None
 
         def f(q, k, v, *bias):
             q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))  # BNTH -> BTNH
@@ -60,21 +59,7 @@ class DotProductAttention(Implementation):
             )
             return jnp.swapaxes(out, 1, 2)
 
-        primals = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
-        if has_bias:
-            primals.append(jnp.asarray(inputs.bias))
-        as64 = lambda a: np.asarray(jnp.asarray(a, jnp.float32), np.float64)  # noqa: E731
-        if not grads:
-            return Outputs(out=as64(jax.block_until_ready(f(*primals))))
-        out, pullback = jax.vjp(f, *primals)
-        cots = jax.block_until_ready(pullback(jnp.asarray(inputs.dout)))
-        return Outputs(
-            out=as64(out),
-            dq=as64(cots[0]),
-            dk=as64(cots[1]),
-            dv=as64(cots[2]),
-            dbias=as64(cots[3]) if has_bias else None,
-        )
+        return jax_outputs(f, inputs, grads=grads)
 
 
 XLA = DotProductAttention(

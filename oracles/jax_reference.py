@@ -15,6 +15,7 @@ from harness import compat
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
+from harness.jaxvjp import jax_outputs
 from harness.masks import MASK_COMPONENTS
 
 
@@ -38,28 +39,13 @@ def attention(q, k, v, bias, visible, scale):
 
 def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
     """The reference in `dtype` (a numpy/jax dtype); inputs are cast from the case dtype exactly."""
-    dt = jnp.dtype(dtype)
-    cast = inputs.astype(np.float64) if dt == jnp.float64 else inputs
-    args = [None if a is None else jnp.asarray(a) for a in (cast.q, cast.k, cast.v, cast.bias)]
+    cast = inputs.astype(np.float64) if jnp.dtype(dtype) == jnp.float64 else inputs
     visible = jnp.asarray(inputs.visible)
-    has_bias = inputs.bias is not None
 
     def f(q, k, v, *bias):
-        return attention(q, k, v, bias[0] if has_bias else None, visible, case.sm_scale)
+        return attention(q, k, v, bias[0] if bias else None, visible, case.sm_scale)
 
-    primals = args[:3] + ([args[3]] if has_bias else [])
-    if not grads:
-        return Outputs(out=np.asarray(f(*primals), np.float64))
-    out, pullback = jax.vjp(f, *primals)
-    cots = pullback(jnp.asarray(cast.dout))
-    as64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    return Outputs(
-        out=as64(out),
-        dq=as64(cots[0]),
-        dk=as64(cots[1]),
-        dv=as64(cots[2]),
-        dbias=as64(cots[3]) if has_bias else None,
-    )
+    return jax_outputs(f, cast, grads=grads)
 
 
 def truth(case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
