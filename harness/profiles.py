@@ -39,11 +39,15 @@ _common = {
     "phases": [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 }
 
+# Parent: Hypothesis's pristine defaults. Without it a profile inherits whatever profile is
+# loaded at import time, and Hypothesis loads its own derandomized, database-free "ci"
+# profile whenever the CI environment variable is set: dev would silently become ci there.
+_DEFAULTS = settings.get_profile("default")
 PROFILES: dict[str, settings] = {
-    "dev": settings(max_examples=10, **_common),
-    "ci": settings(max_examples=20, derandomize=True, **_common),
-    "nightly": settings(max_examples=500, **_common),
-    "tpu": settings(max_examples=200, **_common),
+    "dev": settings(_DEFAULTS, max_examples=10, derandomize=False, **_common),
+    "ci": settings(_DEFAULTS, max_examples=20, derandomize=True, **_common),
+    "nightly": settings(_DEFAULTS, max_examples=500, derandomize=False, **_common),
+    "tpu": settings(_DEFAULTS, max_examples=200, derandomize=False, **_common),
 }
 
 
