@@ -40,7 +40,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--examples", type=int, default=10)
     p.add_argument("--kernel", default="pallas_flash")
-    p.add_argument("--out", type=Path, default=Path("reports/bench/overhead.json"))
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/overhead.json"))
     args = p.parse_args()
     kernel = contract.resolve(args.kernel)
     oracles = [contract.resolve("torch_sdpa")]
