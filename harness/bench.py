@@ -23,10 +23,11 @@ from harness.case import Case
 from harness.contract import Implementation
 from harness.inputs import make_inputs
 
-# Rounds per benchmark. Under the interpreter one fwd+bwd call takes seconds, so a few
-# rounds bound the run; natively a call takes microseconds to milliseconds and more rounds
-# steady the minimum.
-ROUNDS = {"tpu": 50, "gpu": 50, "cpu": 5, "tpu_interpret": 3}
+# Rounds per benchmark. Under the interpreter one fwd+bwd call takes seconds, so few rounds
+# bound the run, but never fewer than the gate's min_samples (harness/gate_thresholds.toml):
+# 5 against 5 is the smallest Mann-Whitney test that can reach p < 0.01. Natively a call
+# takes microseconds to milliseconds and more rounds steady the minimum.
+ROUNDS = {"tpu": 50, "gpu": 50, "cpu": 5, "tpu_interpret": 5}
 WARMUP_ROUNDS = 1  # the first call traces and compiles; never timed
 BENCH_NOTE = {
     "tpu_interpret": "Pallas TPU interpreter on CPU: measures the interpreter and harness, not the kernel; "
