@@ -34,7 +34,7 @@ from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
-from harness.masks import Mask
+from harness.masks import MASK_COMPONENTS, Mask
 
 # Every tile is whole multiples of the 128 TPU lanes: the kernel raises "bkv_compute=...
 # must be a multiple of 128" and "block_q must be a multiple of 128" (with segment ids,
@@ -121,18 +121,8 @@ class PallasSplash(Implementation):
         dtypes=("float32", "bfloat16"),
         head_dims=(64, 128, 32, 256),
         seq_lens=(128, 256, 384, 512),
-        mask_components=frozenset(
-            {
-                "causal_top_left",
-                "causal_bottom_right",
-                "causal_offset",
-                "window",
-                "chunk",
-                "block_sparse",
-                "per_head",
-                "segments",
-            }
-        ),
+        # Every mask component: splash's mask family covers each (no additive bias).
+        mask_components=MASK_COMPONENTS,
         dbias=False,
     )
     conventions = Conventions(
