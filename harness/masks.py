@@ -20,19 +20,18 @@ import numpy as np
 CausalAlignment = Literal["top_left", "bottom_right"]
 CAUSAL_ALIGNMENTS: tuple[str, ...] = ("top_left", "bottom_right")
 
-# Every component name Mask.components can report.
-MASK_COMPONENTS: frozenset[str] = frozenset(
-    {
-        "causal_top_left",
-        "causal_bottom_right",
-        "causal_offset",
-        "window",
-        "chunk",
-        "block_sparse",
-        "per_head",
-        "segments",
-    }
+# The components that decide visibility from positions alone, one drawn per mask (or per
+# head), in the order strategies shrink towards.
+SHAPE_COMPONENTS: tuple[str, ...] = (
+    "causal_top_left",
+    "causal_bottom_right",
+    "causal_offset",
+    "window",
+    "chunk",
+    "block_sparse",
 )
+# Every component name Mask.components can report.
+MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "segments"})
 
 # Capability markers, not components: declared in mask_components beside the components
 # they restrict, read by the strategies.

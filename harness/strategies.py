@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 
 from harness.case import REGIMES, Case
 from harness.contract import Capabilities, Implementation
-from harness.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED, BlockSparse, Chunk, Mask, Segments, Window
+from harness.masks import (
+    CAUSAL_Q_LE_KV,
+    SEGMENTS_SHARED,
+    SHAPE_COMPONENTS,
+    BlockSparse,
+    Chunk,
+    Mask,
+    Segments,
+    Window,
+)
 
 __all__ = ["block_sparse", "cases", "chunks", "masks", "segment_runs", "segments", "windows"]
 
@@ -50,15 +59,6 @@ def segments(
     return rows.map(lambda rs: Segments(q=tuple(q for q, _ in rs), kv=tuple(kv for _, kv in rs)))
 
 
-# Kinds of the one "shape" component a mask (or each head of a per-head mask) draws.
-STATIC_KINDS: tuple[str, ...] = (
-    "causal_top_left",
-    "causal_bottom_right",
-    "causal_offset",
-    "window",
-    "chunk",
-    "block_sparse",
-)
 # Tile sizes of block-sparse patterns: the kernels' 128, and sizes that cut their tiles.
 SPARSE_BLOCKS = (32, 64, 128, 96)
 SPARSE_DENSITIES = (0.25, 0.5, 0.75)
@@ -119,7 +119,7 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
     One shape component (causal, window, chunk or block-sparse) or none; with "per_head",
     sometimes a different one per query head instead; segments independently.
     """
-    kinds = [k for k in STATIC_KINDS if k in components]
+    kinds = [k for k in SHAPE_COMPONENTS if k in components]
     if CAUSAL_Q_LE_KV in components and q_len > kv_len:
         kinds = [k for k in kinds if not k.startswith("causal")]
     kw = dict(draw(_static(kinds, q_len, kv_len)))

@@ -36,6 +36,11 @@ BACKWARD_BLOCKS = (
 )
 
 
+def uniform_blocks(tile: int = LANES, *, block_b: int = 1) -> dict[str, int]:
+    """Every tile size set to `tile` (block_b apart): a complete, explicit tiling."""
+    return {name: tile for name in FORWARD_BLOCKS + BACKWARD_BLOCKS} | {"block_b": block_b}
+
+
 def _tiles(length: int) -> list[int]:
     """Lane-aligned tile sizes dividing `length`, smallest first (so shrinking prefers many tiles)."""
     return [t for t in range(LANES, length + 1, LANES) if length % t == 0]

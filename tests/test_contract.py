@@ -4,24 +4,10 @@ from harness import contract
 from harness.case import Case
 from harness.contract import ContractError, UnknownImplementation, resolve
 from harness.inputs import make_inputs
-from kernels.pallas_flash import PallasFlash
+from kernels.pallas_flash import PallasFlash, uniform_blocks
 
 FLASH = resolve("pallas_flash")
-BLOCKS = {
-    name: 128
-    for name in (
-        "block_q",
-        "block_k_major",
-        "block_k",
-        "block_q_major_dkv",
-        "block_k_major_dkv",
-        "block_k_dkv",
-        "block_q_dkv",
-        "block_k_major_dq",
-        "block_k_dq",
-        "block_q_dq",
-    )
-}
+BLOCKS = uniform_blocks()
 
 
 def test_registry_finds_every_module():
@@ -56,12 +42,12 @@ def test_unresolvable_specs_say_what_is_wrong(spec, message):
 
 
 OUTSIDE = [
-    pytest.param(Case(1, 1, 1, 128, 200, 64, blocks={**BLOCKS, "block_b": 1}), "kv_len=200", id="kv-not-divisible"),
+    pytest.param(Case(1, 1, 1, 128, 200, 64, blocks=BLOCKS), "kv_len=200", id="kv-not-divisible"),
     # kv_len 256 takes the multi-step kernel, which checks head_dim; with one kv tile the
     # single-step kernel computes head_dim=192 correctly without checking (see README).
     pytest.param(Case(1, 1, 1, 128, 256, 192), "head_dim=192", id="head-dim"),
     pytest.param(
-        Case(1, 1, 1, 128, 256, 64, blocks={**BLOCKS, "block_b": 1, "block_k_major": 256, "block_k": 64}),
+        Case(1, 1, 1, 128, 256, 64, blocks={**BLOCKS, "block_k_major": 256, "block_k": 64}),
         "block_k=64",
         id="block-k-not-lane-aligned",
     ),

@@ -13,6 +13,7 @@ import pytest
 from harness import cli
 from harness.failures import failure_document, write_failure
 from harness.runner import run_case
+from kernels.pallas_flash import uniform_blocks
 from tests import _fakes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,19 +43,7 @@ def _case(**changes):
 
 
 _DROP = object()
-BLOCKS = {
-    "block_b": 1,
-    "block_q": 128,
-    "block_k_major": 128,
-    "block_k": 128,
-    "block_q_major_dkv": 128,
-    "block_q_dkv": 128,
-    "block_k_major_dkv": 128,
-    "block_k_dkv": 128,
-    "block_k_major_dq": 128,
-    "block_k_dq": 128,
-    "block_q_dq": 128,
-}
+BLOCKS = uniform_blocks()
 
 # (file text or None for a missing file, a word the one-line message must contain)
 MALFORMED = [

@@ -11,23 +11,12 @@ from jax.experimental.pallas import tpu as pltpu
 from harness import compat, contract
 from harness.case import Case
 from harness.runner import run_case
+from kernels.pallas_flash import uniform_blocks
 from oracles import jax_reference
 from tests import _fakes
 from tests.planted import spec
 
-FLASH_BLOCKS = {
-    "block_b": 1,
-    "block_q": 128,
-    "block_k_major": 128,
-    "block_k": 128,
-    "block_q_major_dkv": 128,
-    "block_q_dkv": 128,
-    "block_k_major_dkv": 128,
-    "block_k_dkv": 128,
-    "block_k_major_dq": 128,
-    "block_k_dq": 128,
-    "block_q_dq": 128,
-}
+FLASH_BLOCKS = uniform_blocks()
 
 
 def test_an_exception_is_a_failed_result_and_resets_the_interpreter(monkeypatch):
