@@ -9,15 +9,13 @@ not in the registry. Their CPU counterpart is the torch_sdpa oracle.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
-
-TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from harness.torchvjp import repeat_kv, torch_outputs
 
 
 class TorchSDPABackend(Implementation):
@@ -44,37 +42,21 @@ class TorchSDPABackend(Implementation):
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:  # pragma: no cover - needs CUDA
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        dt, dev = TORCH_DTYPES[case.dtype], torch.device("cuda")
         group = case.q_heads // case.kv_heads
 
-        def tensor(a: np.ndarray, grad: bool) -> torch.Tensor:
-            return torch.from_numpy(np.asarray(a, np.float32)).to(dev, dt).requires_grad_(grad)
+        def f(q, k, v, bias):
+            causal = case.mask.causal == "top_left"
+            mask = bias
+            if bias is not None and causal:
+                # attn_mask and is_causal cannot be combined: fold the causal mask into the bias.
+                hidden = torch.ones(case.q_len, case.kv_len, dtype=torch.bool, device=q.device).triu(1)
+                mask, causal = bias.masked_fill(hidden, float("-inf")), False
+            with sdpa_kernel(getattr(SDPBackend, self.backend_name)):
+                return F.scaled_dot_product_attention(
+                    q, repeat_kv(k, group), repeat_kv(v, group), attn_mask=mask, is_causal=causal, scale=case.sm_scale
+                )
 
-        q, k, v = (tensor(a, grads) for a in (inputs.q, inputs.k, inputs.v))
-        bias = None if inputs.bias is None else tensor(inputs.bias, grads)
-        causal = case.mask.causal == "top_left"
-        mask = bias
-        if bias is not None and causal:
-            # attn_mask and is_causal cannot be combined: fold the causal mask into the bias.
-            hidden = torch.ones(case.q_len, case.kv_len, dtype=torch.bool, device=dev).triu(1)
-            mask, causal = bias.masked_fill(hidden, float("-inf")), False
-        rep = lambda t: t if group == 1 else t.repeat_interleave(group, dim=1)  # noqa: E731
-        with sdpa_kernel(getattr(SDPBackend, self.backend_name)), torch.set_grad_enabled(grads):
-            out = F.scaled_dot_product_attention(
-                q, rep(k), rep(v), attn_mask=mask, is_causal=causal, scale=case.sm_scale
-            )
-        as64 = lambda t: None if t is None else t.detach().to(torch.float64).cpu().numpy()  # noqa: E731
-        if not grads:
-            return Outputs(out=as64(out))
-        leaves = [q, k, v] + ([bias] if bias is not None else [])
-        cots = torch.autograd.grad(out, leaves, grad_outputs=tensor(inputs.dout, False))
-        return Outputs(
-            out=as64(out),
-            dq=as64(cots[0]),
-            dk=as64(cots[1]),
-            dv=as64(cots[2]),
-            dbias=as64(cots[3]) if bias is not None else None,
-        )
+        return torch_outputs(f, inputs, case.dtype, grads=grads, device="cuda")
 
 
 def backends() -> list[TorchSDPABackend]:
