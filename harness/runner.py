@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from typing import Any
 
 import numpy as np
 
@@ -70,12 +69,31 @@ class CaseResult:
         return all(s.passed for s in self.subjects)
 
 
-def _errors(
-    impl: Implementation, case: Case, inputs: Inputs, got: Outputs, truth: Outputs, ruler: Outputs
-) -> list[Comparison]:
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """What every subject of one case is measured against, computed once per case.
+
+    truth: float64; ruler: the same reference in the case dtype; magnitudes: the size of
+    the terms each quantity sums (harness.magnitudes), the scale of the tolerance floor.
+    """
+
+    truth: Outputs
+    ruler: Outputs
+    magnitudes: dict[str, float]
+
+    @classmethod
+    def compute(cls, case: Case, inputs: Inputs, *, grads: bool) -> Reference:
+        return cls(
+            truth=jax_reference.truth(case, inputs, grads=grads),
+            ruler=jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype),
+            magnitudes=term_magnitudes(case, inputs),
+        )
+
+
+def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref: Reference) -> list[Comparison]:
+    truth, ruler, mags = ref.truth, ref.ruler, ref.magnitudes
     empty = inputs.empty
     rows = ~empty if empty.any() else None
-    mags = term_magnitudes(case, inputs)
     out = [
         compare("out", got.out, truth.out, ruler.out, tolerance(case.dtype, "out"), magnitude=mags["out"], rows=rows)
     ]
@@ -173,9 +191,7 @@ def _interpreter_checks(ex: Execution) -> list[Comparison]:
     return out
 
 
-def judge(
-    impl: Implementation, case: Case, inputs: Inputs, ex: Execution, truth: Outputs, ruler: Outputs
-) -> SubjectResult:
+def judge(impl: Implementation, case: Case, inputs: Inputs, ex: Execution, ref: Reference) -> SubjectResult:
     """Compare an execution with the truth: the pure half of run_subject."""
     meta = {
         "implementation": impl.name,
@@ -187,7 +203,7 @@ def judge(
         return SubjectResult(
             **meta, passed=False, comparisons=[], error=ex.error, traceback=ex.traceback, seconds=ex.seconds
         )
-    comps = _errors(impl, case, inputs, ex.outputs, truth, ruler) + _interpreter_checks(ex)
+    comps = _errors(impl, case, inputs, ex.outputs, ref) + _interpreter_checks(ex)
     return SubjectResult(**meta, passed=all(c.passed for c in comps), comparisons=comps, seconds=ex.seconds)
 
 
@@ -195,8 +211,7 @@ def run_subject(
     impl: Implementation,
     case: Case,
     inputs: Inputs,
-    truth: Outputs,
-    ruler: Outputs,
+    ref: Reference,
     *,
     grads: bool,
     time_limit: float | None = None,
@@ -208,7 +223,7 @@ def run_subject(
         from harness import worker
 
         ex = worker.execute(impl, case, grads=grads, time_limit=time_limit)
-    return judge(impl, case, inputs, ex, truth, ruler)
+    return judge(impl, case, inputs, ex, ref)
 
 
 def run_case(
@@ -221,17 +236,6 @@ def run_case(
     """
     start = time.perf_counter()
     inputs = make_inputs(case)
-    truth = jax_reference.truth(case, inputs, grads=grads)
-    ruler = jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
-    results = [run_subject(impl, case, inputs, truth, ruler, grads=grads, time_limit=time_limit) for impl in subjects]
+    ref = Reference.compute(case, inputs, grads=grads)
+    results = [run_subject(impl, case, inputs, ref, grads=grads, time_limit=time_limit) for impl in subjects]
     return CaseResult(case=case, subjects=results, seconds=time.perf_counter() - start)
-
-
-def summary_row(result: CaseResult) -> dict[str, Any]:
-    """Plain data for a progress line: no formatting here."""
-    return {
-        "case": str(result.case),
-        "passed": result.passed,
-        "seconds": result.seconds,
-        "subjects": {s.implementation: (s.passed, s.worst) for s in result.subjects},
-    }
