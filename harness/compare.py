@@ -138,6 +138,14 @@ def check_empty_rows(convention: str, got: np.ndarray, values: np.ndarray, empty
     scale = _maxabs(values)
     # The declared value is exact up to the output's rounding to its dtype.
     bound = (2 * EPS[dtype] + tolerance(dtype, "out").floor) * max(scale, 1.0)
+    if convention == "nan_or_convex":
+        # Each row is checked whole: all NaN, or else held to "convex" (so a half-NaN row fails).
+        nan_rows = np.isnan(rows).all(axis=-1)
+        rest = empty.copy()
+        rest[empty] = ~nan_rows
+        c = check_empty_rows("convex", got, values, rest, dtype)
+        note = f"{n} rows ({int(nan_rows.sum())} NaN), declared nan_or_convex" + c.note.partition("convex")[2]
+        return dataclasses.replace(c, note=note)
     if convention == "nan":
         ok = bool(np.isnan(rows).all())
         return Comparison(quantity, 0.0 if ok else np.inf, 0.0, 0.0, 0.0, 0.0, ok, f"{n} rows, declared nan")

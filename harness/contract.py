@@ -28,9 +28,11 @@ Role = Literal["kernel", "oracle"]
 #   uniform: the plain average of every value row (a finite mask value on every key);
 #   convex:  some average of value rows, finite and within their range, but which rows
 #            depends on the kernel's tiling, so no exact value can be declared;
-#   nan:     NaN.
-EmptyRows = Literal["zeros", "uniform", "convex", "nan"]
-EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan")
+#   nan:     NaN;
+#   nan_or_convex: per row, all NaN or "convex" (a kernel that skips key tiles: a row whose
+#            tile visits none divides 0 by 0, one that visits some averages them).
+EmptyRows = Literal["zeros", "uniform", "convex", "nan", "nan_or_convex"]
+EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan", "nan_or_convex")
 QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias")
 
 

@@ -16,7 +16,6 @@ where kernel(q, k, v, segment_ids) takes q [q_heads, q_len, head_dim] and k, v
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import operator
@@ -129,25 +128,18 @@ class PallasSplash(Implementation):
         bias="none: splash takes no additive bias (only a logit soft cap, not used)",
         causal="CausalMask(offset): keys j <= i + offset; the adapter passes 0 (top-left) or kv_len - q_len",
         gqa="native: make_splash_mha takes kv_heads dividing q_heads; make_splash_mqa when kv_heads == 1",
-        empty_rows="zeros",
+        empty_rows="nan_or_convex",
         notes=(
             "no sm_scale argument: the adapter multiplies q by the scale (in the case dtype). "
             "Rows with no visible key are undefined upstream: NaN when the row's query tile visits no key "
-            "tile (0/0), else an average of the visited tiles' values; the adapter sets them to zero"
+            "tile (0/0), else an average of the visited tiles' values; checked as declared, row by row"
         ),
     )
 
-    def __init__(
-        self, fn: Callable[..., Any] | None = None, name: str = "pallas_splash", *, zero_empty_rows: bool = True
-    ) -> None:
+    def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_splash") -> None:
         self.fn = fn
         self.name = name
-        self.zero_empty_rows = zero_empty_rows
         self.description = "Pallas TPU splash attention" + ("" if fn is None else f" drop-in {name}")
-        if not zero_empty_rows:
-            # The kernel's own output on rows with no visible key, declared as the best
-            # single convention there is; NaN rows still fail it (docs/divergences/).
-            self.conventions = dataclasses.replace(self.conventions, empty_rows="convex")
 
     def backend(self) -> str:
         return "tpu" if compat.has_tpu() else "tpu_interpret"
@@ -210,7 +202,6 @@ class PallasSplash(Implementation):
         seg = None
         if inputs.q_segment_ids is not None:
             seg = (jnp.asarray(inputs.q_segment_ids), jnp.asarray(inputs.kv_segment_ids))
-        keep = jnp.asarray(~inputs.empty)[..., None]  # [batch, q_heads, q_len, 1]
 
         def f(q, k, v):
             # Splash applies no softmax scale; scaling q first is how its users apply one.
@@ -220,9 +211,7 @@ class PallasSplash(Implementation):
                 kb, vb = (k[b, 0], v[b, 0]) if mqa else (k[b], v[b])
                 ids = None if seg is None else upstream.SegmentIds(q=seg[0][b], kv=seg[1][b])
                 outs.append(kernel(q[b], kb, vb, segment_ids=ids))
-            # Rows with no visible key are undefined upstream (NaN or a tile average):
-            # normalised to the declared zeros, which also keeps NaN out of the pullback.
-            return jnp.where(keep, jnp.stack(outs), 0) if self.zero_empty_rows else jnp.stack(outs)
+            return jnp.stack(outs)
 
         with compat.tpu_kernel_context():
             return jax_outputs(f, inputs, grads=grads)
@@ -234,6 +223,3 @@ def dropin(fn: Callable[..., Any], *, name: str) -> PallasSplash:
 
 
 register(PallasSplash())
-# Splash's native output on rows with no visible key, not normalised: run it with
-# --kernel kernels.pallas_splash:NATIVE_EMPTY_ROWS to see the divergence.
-NATIVE_EMPTY_ROWS = PallasSplash(name="pallas_splash_native_empty_rows", zero_empty_rows=False)

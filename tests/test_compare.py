@@ -128,3 +128,26 @@ def test_empty_rows_are_checked_as_declared(convention, row, passed):
 def test_unknown_convention_is_an_error():
     with pytest.raises(ValueError, match="unknown empty-row convention"):
         check_empty_rows("mean", out_with([0, 0]), VALUES, EMPTY, "float32")
+
+
+# Two empty rows (1 and 2) for the per-row convention nan_or_convex.
+TWO_EMPTY = np.array([[[False, True, True]]])
+
+
+@pytest.mark.parametrize(
+    ("row1", "row2", "passed"),
+    [
+        ([np.nan, np.nan], [1.5, 3.9], True),  # one 0/0 row, one average of visited values
+        ([np.nan, np.nan], [np.nan, np.nan], True),
+        ([1.0, -2.0], [3.0, 4.0], True),
+        ([np.nan, 0.0], [1.5, 3.9], False),  # half NaN is neither
+        ([np.nan, np.nan], [3.5, 0.0], False),  # outside the values' range
+        ([np.inf, 0.0], [1.5, 3.9], False),
+    ],
+)
+def test_nan_or_convex_is_judged_row_by_row(row1, row2, passed):
+    out = np.zeros((1, 1, 3, 2))
+    out[0, 0, 1], out[0, 0, 2] = row1, row2
+    c = check_empty_rows("nan_or_convex", out, VALUES, TWO_EMPTY, "float32")
+    assert c.passed is passed
+    assert c.note.startswith("2 rows (") and "declared nan_or_convex" in c.note
