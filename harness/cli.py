@@ -8,8 +8,6 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from harness import compat
-
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
@@ -40,7 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    compat.default_platforms_env()
     try:
         args = build_parser().parse_args(argv)
         return int(args._main(args))
