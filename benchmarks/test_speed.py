@@ -47,6 +47,7 @@ def test_speed(benchmark, impl_name: str, shape_name: str, pass_: str) -> None:
         {
             "implementation": impl_name,
             "backend": backend,
+            "device": impl.device(),
             "timed": bench.timed_via(impl, shape.case),
             "shape": shape_name,
             "case": shape.case.to_json(),

@@ -12,13 +12,14 @@ one test for whether two bench records may be set side by side.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import resource
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from harness import compat
+from harness import compat, placement
 from harness.case import Case
 from harness.contract import Implementation
 from harness.inputs import make_inputs
@@ -60,16 +61,17 @@ def timed_call(impl: Implementation, case: Case, pass_: str) -> Callable[[], Any
     f = impl.jax_fn(case)
     if f is None:
         return lambda: impl.run(case, inputs, grads=grads)
-    args = [jnp.asarray(a) for a in (inputs.q, inputs.k, inputs.v)]
+    # Kernels on the kernel device, oracles on the CPU (harness.placement), as in a run.
+    device = placement.device_for(impl.role)
+    args = [jax.device_put(jnp.asarray(a), device) for a in (inputs.q, inputs.k, inputs.v)]
     if inputs.bias is not None:
-        args.append(jnp.asarray(inputs.bias))
+        args.append(jax.device_put(jnp.asarray(inputs.bias), device))
     fn = jax.jit(with_backward(f) if grads else f)
     uses_tpu_kernel = impl.backend() in ("tpu", "tpu_interpret")
 
     def call() -> Any:
-        if not uses_tpu_kernel:
-            return jax.block_until_ready(fn(*args))
-        with compat.tpu_kernel_context():
+        kernel_context = compat.tpu_kernel_context() if uses_tpu_kernel else contextlib.nullcontext()
+        with placement.on(device), kernel_context:
             return jax.block_until_ready(fn(*args))
 
     return call
@@ -106,6 +108,7 @@ def records_from_pytest_benchmark(data: dict[str, Any], *, run_id: str) -> list[
                 "time": data.get("datetime") or dt.datetime.now(dt.UTC).isoformat(),
                 "implementation": info["implementation"],
                 "backend": info["backend"],
+                "device": info.get("device"),
                 "note": BENCH_NOTE.get(info["backend"], ""),
                 "timed": info.get("timed"),
                 "shape": {"name": info["shape"], "case": info.get("case")},

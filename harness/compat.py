@@ -6,6 +6,7 @@ The rest of the harness calls these functions and never probes versions itself.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import os
@@ -113,9 +114,25 @@ def using_interpret_options(options: InterpretOptions) -> Iterator[None]:
         set_interpret_options(previous)
 
 
+# Set by forced_interpret(): run Pallas TPU kernels under the interpreter even on a TPU host,
+# for the interpreter-against-hardware check (harness.crosscheck). A ContextVar, not a global:
+# it holds for the block that set it and nothing else.
+_force_interpret: contextvars.ContextVar[bool] = contextvars.ContextVar("force_interpret", default=False)
+
+
+@contextlib.contextmanager
+def forced_interpret() -> Iterator[None]:
+    """Inside the block, tpu_kernel_context interprets even where a TPU is attached."""
+    token = _force_interpret.set(True)
+    try:
+        yield
+    finally:
+        _force_interpret.reset(token)
+
+
 @contextlib.contextmanager
 def tpu_kernel_context(random_seed: int | None = None) -> Iterator[str]:
-    """Run Pallas TPU kernels natively on a TPU, else under the TPU interpreter.
+    """Run Pallas TPU kernels natively on a TPU, else (or inside forced_interpret) under the TPU interpreter.
 
     Yields the backend name recorded with every result: "tpu" or "tpu_interpret".
     random_seed overrides the options' grid-order seed (the grid-order check's second run).
@@ -123,7 +140,7 @@ def tpu_kernel_context(random_seed: int | None = None) -> Iterator[str]:
     pallas_tpu_interpret_mode_context_manager has include_in_jit_key=True), so changed
     options retrace the kernel; no cache needs clearing.
     """
-    if has_tpu():
+    if has_tpu() and not _force_interpret.get():
         yield "tpu"
         return
     from jax.experimental.pallas import tpu as pltpu
@@ -149,10 +166,9 @@ def reset_tpu_interpreter() -> None:
     """Clear interpreter state (semaphores, buffers) left by a kernel that raised.
 
     jax documents that after an exception in TPU interpret mode the shared state must be
-    reset before the next interpreted kernel.
+    reset before the next interpreted kernel. Also on a TPU host, where a kernel may have run
+    under forced_interpret.
     """
-    if has_tpu():
-        return
     from jax.experimental.pallas import tpu as pltpu
 
     reset = getattr(pltpu, "reset_tpu_interpret_mode_state", None)
@@ -321,12 +337,21 @@ def compiled_cost(compiled: Any) -> dict[str, float | None]:
     return out
 
 
-def device_peak_bytes() -> int | None:
-    """Peak device memory of the default device (an accelerator); None on CPU or when unreported."""
+def _device_memory_stat(key: str) -> int | None:
     import jax
 
     if jax_platform() == "cpu":
         return None
     stats = jax.devices()[0].memory_stats() or {}
-    peak = stats.get("peak_bytes_in_use")
-    return int(peak) if peak is not None else None
+    value = stats.get(key)
+    return int(value) if value is not None else None
+
+
+def device_peak_bytes() -> int | None:
+    """Peak device memory of the default device (an accelerator); None on CPU or when unreported."""
+    return _device_memory_stat("peak_bytes_in_use")
+
+
+def device_bytes_in_use() -> int | None:
+    """Device memory in use now on the default device (an accelerator); None on CPU or when unreported."""
+    return _device_memory_stat("bytes_in_use")

@@ -115,6 +115,15 @@ class Implementation(abc.ABC):
         """Where this implementation executes: e.g. "tpu", "tpu_interpret", "cpu", "gpu"."""
         return "cpu"
 
+    def device(self) -> str:
+        """The device it computes on, as records show it: for JAX, the kernel device for kernels and
+        the CPU for oracles (harness.placement); others override when they leave the CPU."""
+        if self.framework != "jax":
+            return "cpu"
+        from harness import placement
+
+        return placement.describe(placement.device_for(self.role))
+
     def empty_rows(self, case: Case) -> EmptyRows:
         """The declared behaviour on rows with no visible key, for this case."""
         return self.conventions.empty_rows

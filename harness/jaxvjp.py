@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from harness import placement
 from harness.contract import Outputs
 from harness.inputs import Inputs
 
@@ -17,14 +18,18 @@ def _as64(a: jax.Array) -> np.ndarray:
     return np.asarray(a).astype(np.float64)
 
 
-def jax_outputs(f: Callable[..., jax.Array], inputs: Inputs, *, grads: bool) -> Outputs:
-    """Run f(q, k, v[, bias]) (bias only when the case has one) and, with grads, its VJP of inputs.dout."""
+def jax_outputs(f: Callable[..., jax.Array], inputs: Inputs, *, grads: bool, device: jax.Device) -> Outputs:
+    """Run f(q, k, v[, bias]) (bias only when the case has one) and, with grads, its VJP of inputs.dout,
+    on `device` (harness.placement: the kernel device for kernels, the CPU for references)."""
     arrays = [inputs.q, inputs.k, inputs.v] + ([inputs.bias] if inputs.bias is not None else [])
-    primals = [jnp.asarray(a) for a in arrays]
-    if not grads:
-        return Outputs(out=_as64(jax.block_until_ready(f(*primals))))
-    out, pullback = jax.vjp(f, *primals)
-    cots = jax.block_until_ready(pullback(jnp.asarray(inputs.dout)))
+    # Explicit placement commits the arguments, so the computation runs where they are; constants
+    # made while tracing follow the default device set by placement.on.
+    primals = [jax.device_put(jnp.asarray(a), device) for a in arrays]
+    with placement.on(device):
+        if not grads:
+            return Outputs(out=_as64(jax.block_until_ready(f(*primals))))
+        out, pullback = jax.vjp(f, *primals)
+        cots = jax.block_until_ready(pullback(jax.device_put(jnp.asarray(inputs.dout), device)))
     return Outputs(
         out=_as64(out),
         dq=_as64(cots[0]),

@@ -7,11 +7,13 @@ directories. Every record has "schema" (RECORD_SCHEMA), "kind" and "run_id"; the
 versions and machine of a record are those of its run.json.
 
 kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, implementation,
-               role, backend, empty_rows, passed, error, comparisons, seconds,
-               tolerance_version; "shrunk": true and "failure_file" on a minimal failure.
+               role, backend, device (where it computed, harness.placement), empty_rows, passed,
+               error, comparisons, seconds, native (on an accelerator: harness.native timings
+               and device memory, else null), tolerance_version; "shrunk": true and
+               "failure_file" on a minimal failure.
 kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
                implementation at one benchmark shape: implementation, backend, note, timed
-               ("jit" or "run"), shape {name, case}, pass ("fwd" or "fwd_bwd"), samples,
+               ("jit" or "run"), device, shape {name, case}, pass ("fwd" or "fwd_bwd"), samples,
                stats, peak_rss_bytes, device_peak_bytes (null off an accelerator). Timings
                with backend "tpu_interpret" are never compared with "tpu" ones.
 kind "compile" (compile--<impl>--<topology>--<shape>--<pass>.json): an ahead-of-time TPU
@@ -96,6 +98,8 @@ def subject_record(
         "implementation": subject.implementation,
         "role": subject.role,
         "backend": subject.backend,
+        "device": subject.device,
+        "native": subject.native,
         "empty_rows": subject.empty_rows,
         "passed": subject.passed,
         "error": subject.error,

@@ -12,7 +12,7 @@ import traceback
 
 import numpy as np
 
-from harness import compat
+from harness import compat, native
 from harness.case import Case
 from harness.compare import Comparison, check_empty_rows, compare, tolerance
 from harness.contract import QUANTITIES, Implementation, Outputs
@@ -34,6 +34,8 @@ class SubjectResult:
     error: str | None = None
     traceback: str | None = None
     seconds: float = 0.0
+    device: str = "cpu"  # where it computed (harness.placement)
+    native: dict | None = None  # harness.native.NativeTiming.to_json() on an accelerator
 
     @property
     def worst(self) -> Comparison | None:
@@ -125,6 +127,7 @@ class Execution:
     races: bool | None = None
     reordered: Outputs | None = None
     seconds: float = 0.0
+    native: dict | None = None  # harness.native timings, for a kernel on an accelerator
 
 
 def _one_line(e: BaseException) -> str:
@@ -162,7 +165,9 @@ def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool) ->
             seconds=time.perf_counter() - start,
         )
     races = compat.races_found() if interpreted and opts.detect_races else None
-    return Execution(got, races=races, reordered=reordered, seconds=time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    timing = native.measure(impl, case, grads=grads).to_json() if native.measured(impl) else None
+    return Execution(got, races=races, reordered=reordered, seconds=seconds, native=timing)
 
 
 def _bitwise_diff(a: np.ndarray | None, b: np.ndarray | None) -> float:
@@ -197,6 +202,7 @@ def judge(impl: Implementation, case: Case, inputs: Inputs, ex: Execution, ref: 
         "implementation": impl.name,
         "role": impl.role,
         "backend": impl.backend(),
+        "device": impl.device(),
         "empty_rows": impl.empty_rows(case),
     }
     if ex.outputs is None:
@@ -204,7 +210,8 @@ def judge(impl: Implementation, case: Case, inputs: Inputs, ex: Execution, ref: 
             **meta, passed=False, comparisons=[], error=ex.error, traceback=ex.traceback, seconds=ex.seconds
         )
     comps = _errors(impl, case, inputs, ex.outputs, ref) + _interpreter_checks(ex)
-    return SubjectResult(**meta, passed=all(c.passed for c in comps), comparisons=comps, seconds=ex.seconds)
+    passed = all(c.passed for c in comps)
+    return SubjectResult(**meta, passed=passed, comparisons=comps, seconds=ex.seconds, native=ex.native)
 
 
 def run_subject(

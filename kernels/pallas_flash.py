@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
-from harness import compat
+from harness import compat, placement
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -166,7 +166,7 @@ class PallasFlash(Implementation):
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         f = self.jax_fn(case)
         with compat.tpu_kernel_context():
-            return jax_outputs(f, inputs, grads=grads)
+            return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasFlash:

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import attention as upstream
 
-from harness import compat
+from harness import compat, placement
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -145,7 +145,7 @@ class PallasGpu(Implementation):
             )
             return jnp.swapaxes(out, 1, 2)
 
-        return jax_outputs(f, inputs, grads=grads)
+        return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasGpu:

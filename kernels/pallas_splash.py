@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import splash_attention as upstream
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
 
-from harness import compat
+from harness import compat, placement
 from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -214,7 +214,7 @@ class PallasSplash(Implementation):
             return jnp.stack(outs)
 
         with compat.tpu_kernel_context():
-            return jax_outputs(f, inputs, grads=grads)
+            return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasSplash:

@@ -39,6 +39,9 @@ class TorchSDPABackend(Implementation):
     def backend(self) -> str:
         return "gpu"
 
+    def device(self) -> str:
+        return f"cuda:{torch.cuda.current_device()} ({torch.cuda.get_device_name()})"  # pragma: no cover - needs CUDA
+
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:  # pragma: no cover - needs CUDA
         from torch.nn.attention import SDPBackend, sdpa_kernel
 

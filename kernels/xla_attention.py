@@ -13,7 +13,7 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
-from harness import compat
+from harness import compat, placement
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -59,7 +59,7 @@ class DotProductAttention(Implementation):
             )
             return jnp.swapaxes(out, 1, 2)
 
-        return jax_outputs(f, inputs, grads=grads)
+        return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
 
 
 XLA = DotProductAttention(

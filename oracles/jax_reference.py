@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness import compat
+from harness import compat, placement
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -38,14 +38,18 @@ def attention(q, k, v, bias, visible, scale):
 
 
 def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
-    """The reference in `dtype` (a numpy/jax dtype); inputs are cast from the case dtype exactly."""
+    """The reference in `dtype` (a numpy/jax dtype); inputs are cast from the case dtype exactly.
+
+    Always on the CPU backend (harness.placement), whatever JAX's default device is.
+    """
     cast = inputs.astype(np.float64) if jnp.dtype(dtype) == jnp.float64 else inputs
-    visible = jnp.asarray(inputs.visible)
+    device = placement.reference_device()
+    visible = jax.device_put(inputs.visible, device)
 
     def f(q, k, v, *bias):
         return attention(q, k, v, bias[0] if bias else None, visible, case.sm_scale)
 
-    return jax_outputs(f, cast, grads=grads)
+    return jax_outputs(f, cast, grads=grads, device=device)
 
 
 def truth(case: Case, inputs: Inputs, *, grads: bool) -> Outputs:

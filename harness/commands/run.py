@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness import compat, console, contract, profiles, worker
+from harness import compat, console, contract, crosscheck, placement, profiles, worker
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.failures import write_failure
 from harness.record import RunStore
@@ -58,6 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(a hang or crash fails that case, and the run goes on); default: no limit, in-process",
     )
     p.add_argument("--max-shrinks", type=int, metavar="N", help="cases run while shrinking (default: the profile's)")
+    p.add_argument(
+        "--cross-interpret",
+        action="store_true",
+        help="on a TPU host: also run each Pallas TPU kernel under the interpreter as a further subject "
+        "('<kernel>@interpret'), judged against the same truth, so interpreter and chip are compared",
+    )
     g = p.add_argument_group("interpreter checks (Pallas TPU interpreter only)")
     g.add_argument("--detect-races", action="store_true", help="run the race detector; a race fails the case")
     g.add_argument(
@@ -120,6 +126,10 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     kernels = _resolve(args.kernel or ["pallas_flash"], "kernel")
+    if args.cross_interpret and not crosscheck.twins(kernels):
+        raise UsageError("--cross-interpret needs a kernel running natively on a TPU; here none does")
+    if args.cross_interpret and args.case_timeout is not None:
+        raise UsageError("--cross-interpret runs its interpreted twins in-process; drop --case-timeout")
     oracles = _resolve(args.oracle or [n for n in contract.names("oracle") if n != RULER], "oracle")
     grads = not args.no_grads
     options = compat.InterpretOptions(
@@ -132,8 +142,12 @@ def main(args: argparse.Namespace) -> int:
     meta |= {"interpret": options.to_json(), "case_timeout": args.case_timeout}
     # The report renders conventions from records, never from live objects.
     meta["conventions"] = {i.name: i.conventions.to_json() for i in (*kernels, *oracles)}
+    # Where each side computed: kernels on the accelerator, the references on the CPU (harness.placement).
+    meta["placement"] = {"references": placement.describe(placement.reference_device())}
+    meta["placement"] |= {i.name: i.device() for i in (*kernels, *oracles)}
     store = RunStore.create(args.out, meta=meta)
     print(f"results -> {store.dir}")
+    print(f"references (float64 truth, ruler, oracles) on {meta['placement']['references']}")
     rows: list[dict] = []
     failures: list = []
     interrupted = False
@@ -174,7 +188,7 @@ def _run_kernels(
         n = args.examples or profiles.get(profile).max_examples
         against = ", ".join(o.name for o in oracles) or "the float64 truth only"
         print(
-            f"== {kernel.name} on {kernel.backend()} vs {against}, "
+            f"== {kernel.name} on {kernel.backend()} ({kernel.device()}) vs {against}, "
             f"up to {n} cases, profile {profile}" + (", forward only" if not grads else "")
         )
         if kernel.backend() == "tpu_interpret":
@@ -189,7 +203,7 @@ def _run_kernels(
         start = time.perf_counter()
         outcome = search(
             kernel,
-            oracles,
+            [*oracles, *(crosscheck.twins([kernel]) if args.cross_interpret else [])],
             examples=args.examples,
             seed=args.seed,
             profile=profile,
