@@ -161,3 +161,9 @@ def _cell(block: np.ndarray) -> str:
     if block.size == 0 or not block.any():
         return " "
     return "O" if block.all() else "o"
+
+
+def appendix(located: Located | None) -> str:
+    """The summary as lines to add under an error table ("" when nothing is located)."""
+    text = summary(located)
+    return "\n" + text if text else ""
