@@ -225,7 +225,7 @@ def locate_quantity(
     cell_judged = _pool(judged_rows, stride, 1, False)
     cell_bad = _pool(np.cumsum(row_bad, axis=1), stride, 1, 0)  # cumulative: max is the count up to the cell end
     cell_bad = np.diff(cell_bad, axis=1, prepend=0)
-    nonfinite = tuple((h, c, int(n)) for h, c in zip(*np.nonzero(cell_bad), strict=True) for n in [cell_bad[h, c]])
+    nonfinite = tuple((int(h), int(c), int(cell_bad[h, c])) for h, c in zip(*np.nonzero(cell_bad), strict=True))
     tile, _ = tiles.along(axis)
     tile_vals: tuple = ()
     if tile and tile < length:

@@ -16,8 +16,8 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from harness.gate import fmt_seconds
 from harness.case import Case, CaseError
+from harness.gate import fmt_seconds
 from harness.report import picture, svg
 from harness.report.data import FailureView, Report, SeriesRow
 from harness.thresholds import fmt_bytes
