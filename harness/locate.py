@@ -335,13 +335,14 @@ def where(strip: Strip, *, max_runs: int = 3) -> str:
         bad_tiles = sorted({t for row in strip.tiles for t, v in enumerate(row) if v is not None and v > 1})
         bad_tiles = sorted(set(bad_tiles) | {c * strip.stride // strip.tile for _, c in strip.nonfinite})
         n_tiles = len(strip.tiles[0])
-        tile_text = f"; {strip.axis} tiles of {strip.tile}: {_list(bad_tiles)} of 0-{n_tiles - 1}"
-    worst = "non-finite" if strip.nonfinite else f"worst {strip.worst:.3g}x the bound"
+        plural = "s" if len(bad_tiles) > 1 else ""
+        tile_text = f"; in {strip.axis} tile{plural} {_list(bad_tiles)} of 0-{n_tiles - 1} ({strip.tile} rows each)"
+    finite = max((v for row in strip.values for v in row if v is not None), default=0.0)
     nf = sum(n for _, _, n in strip.nonfinite)
-    nf_text = f", {nf} non-finite values" if nf else ""
+    worst = f"{nf} non-finite values, worst finite error {finite:.3g}x" if nf else f"worst {finite:.3g}x the bound"
     return (
         f"{strip.quantity}: past the bound in {n_rows} of {strip.length} {noun} ({rows}), {head_text}"
-        f"{tile_text}; {worst}{nf_text}"
+        f"{tile_text}; {worst}"
     )
 
 

@@ -59,8 +59,9 @@ def _rect(x: float, y: float, w: float, h: float, fill: str, title: str = "", ex
     )
 
 
-def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, width: float, dash: str = "") -> str:
+def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, width: float, dash: str = "", cls: str = "") -> str:
     d = f' stroke-dasharray="{dash}"' if dash else ""
+    d += f' class="{cls}"' if cls else ""
     return (
         f'<line x1="{_t(x1)}" y1="{_t(y1)}" x2="{_t(x2)}" y2="{_t(y2)}" stroke="{stroke}" stroke-width="{width}"{d}/>'
     )
@@ -137,10 +138,11 @@ def _tile_lines(p: _Panel, blocks: dict[str, int]) -> list[str]:
         for i in range(minor, n, minor) if minor else ():
             solid = not major or i % major == 0
             w, dash = (1.4, "") if solid else (0.8, "4 3")
+            cls = "tile major" if solid else "tile minor"
             if across:
-                out.append(_line(p.x, p.row(i), p.x + p.w, p.row(i), TILE, w, dash))
+                out.append(_line(p.x, p.row(i), p.x + p.w, p.row(i), TILE, w, dash, cls))
             else:
-                out.append(_line(p.col(i), p.y, p.col(i), p.y + p.h, TILE, w, dash))
+                out.append(_line(p.col(i), p.y, p.col(i), p.y + p.h, TILE, w, dash, cls))
     return out
 
 
