@@ -333,7 +333,7 @@ def where(strip: Strip, *, max_runs: int = 3) -> str:
     tile_text = ""
     if strip.tile and strip.tiles:
         bad_tiles = sorted({t for row in strip.tiles for t, v in enumerate(row) if v is not None and v > 1})
-        bad_tiles = sorted(set(bad_tiles) | {c * strip.stride // strip.tile for _, c in strip.nonfinite})
+        bad_tiles = sorted(set(bad_tiles) | {c * strip.stride // strip.tile for _, c, _ in strip.nonfinite})
         n_tiles = len(strip.tiles[0])
         plural = "s" if len(bad_tiles) > 1 else ""
         tile_text = f"; in {strip.axis} tile{plural} {_list(bad_tiles)} of 0-{n_tiles - 1} ({strip.tile} rows each)"

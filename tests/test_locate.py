@@ -65,6 +65,16 @@ def test_non_finite_values_are_counted_apart_and_rows_not_judged_are_none():
     assert where(s).endswith("3 non-finite values, worst finite error 0x")
 
 
+def test_where_names_the_tiles_holding_non_finite_values():
+    got, truth = _arrays((1, 1, 8, 2))
+    got[0, 0, 6, 0] = np.nan  # the only bad row, in tile 1 of 4-row tiles
+    s = locate_quantity("out", got, truth, 1.0, batch=0, tiles=tiling({"block_q": 4}))
+    assert where(s) == (
+        "out: past the bound in 1 of 8 q rows (6), head 0; in query tile 1 of 0-1 (4 rows each); "
+        "1 non-finite values, worst finite error 0x"
+    )
+
+
 def test_a_long_axis_is_pooled_to_at_most_max_cells_keeping_every_maximum():
     got, truth = _arrays((1, 1, 4 * MAX_CELLS + 3, 2))
     got[0, 0, 4 * MAX_CELLS + 2, 1] += 5.0  # the very last row, in the short last group
