@@ -21,6 +21,7 @@ FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"'
 MASK_PX = 300  # the longer side of a mask panel
 MAX_CELLS = 150  # mask cells per axis; longer axes are drawn in groups of rows (a cell's shade is its visible share)
 STRIP_PX, STRIP_GAP, GROUP_GAP = 11, 3, 14
+MIN_BAD_PX = 3.0  # a strip cell past the bound or non-finite is drawn at least this long
 MAX_HEADS = 8  # strips per quantity and panel; the rest are summarised in a note
 VISIBLE, EMPTY_ROW, UNSEEN_KEY = (74, 85, 104), "#c0392b", "#e67e22"
 TILE, NONFINITE, UNJUDGED, INK, MUTED = "#1f6fb4", "#3d0a5c", "#d9d9d9", "#1f2328", "#5f6b76"
@@ -165,17 +166,30 @@ def _axis_marks(p: _Panel, vis: np.ndarray, blocks: dict[str, int]) -> list[str]
 def _strip_cells(strip: Strip, head: int, pos, along: str, at: float) -> list[str]:
     """One head's strip: a cell per stored value at rows pos(first)..pos(last); `at` is the strip's x (or y)."""
     bad = {c: n for h, c, n in strip.nonfinite if h == head}
-    out = []
+    out: list[str] = []
+    later: list[tuple[float, float, str, str]] = []
     for c, v in enumerate(strip.values[head]):
         a, b = c * strip.stride, min((c + 1) * strip.stride, strip.length)
         label = f"{strip.quantity} head {head}, {'q' if strip.axis == 'query' else 'k'} rows {a}-{b - 1}: "
         label += f"{bad[c]} non-finite" if c in bad else ("not judged" if v is None else f"{v:.3g}x the bound")
         fill = colour(v, c in bad)
         extra = ' shape-rendering="crispEdges"'
+        lo, hi = pos(a), pos(b)
+        if (c in bad or (v is not None and v > 1)) and hi - lo < MIN_BAD_PX:
+            # One bad row in hundreds would be under a pixel: widen it so that it is seen.
+            mid = (lo + hi) / 2
+            lo, hi = mid - MIN_BAD_PX / 2, mid + MIN_BAD_PX / 2
+            later.append((lo, hi, fill, label))
+            continue
         if along == "down":
-            out.append(_rect(at, pos(a), STRIP_PX, pos(b) - pos(a), fill, label, extra))
+            out.append(_rect(at, lo, STRIP_PX, hi - lo, fill, label, extra))
         else:
-            out.append(_rect(pos(a), at, pos(b) - pos(a), STRIP_PX, fill, label, extra))
+            out.append(_rect(lo, at, hi - lo, STRIP_PX, fill, label, extra))
+    for lo, hi, fill, label in later:  # drawn last, over their neighbours
+        if along == "down":
+            out.append(_rect(at, lo, STRIP_PX, hi - lo, fill, label))
+        else:
+            out.append(_rect(lo, at, hi - lo, STRIP_PX, fill, label))
     if strip.tile:
         for i in range(strip.tile, strip.length, strip.tile):
             if along == "down":
