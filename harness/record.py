@@ -8,8 +8,8 @@ versions and machine of a record are those of its run.json.
 
 kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, implementation,
                role, backend, empty_rows, passed, error, comparisons, seconds,
-               tolerance_version; "located" (harness.locate.Located JSON) when it failed with
-               outputs; "shrunk": true and "failure_file" on a minimal failure.
+               tolerance_version; "shrunk": true and "failure_file" on a minimal failure, with
+               "located" (harness.locate.Located JSON): where its errors sit.
 kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
                implementation at one benchmark shape: implementation, backend, note, timed
                ("jit" or "run"), shape {name, case}, pass ("fwd" or "fwd_bwd"), samples,
@@ -105,9 +105,11 @@ def subject_record(
         "seconds": subject.seconds,
         "tolerance_version": TOLERANCE_VERSION,
     }
-    if subject.located is not None:  # only on a failure: a few KB, where the errors sit
-        rec["located"] = subject.located.to_json()
     rec.update(extra or {})
+    # Where the errors sit (a few KB) on the failures the report draws: the shrunk one and any
+    # with a failure file; the many failing examples met while shrinking are listed, not drawn.
+    if subject.located is not None and (rec.get("shrunk") or rec.get("failure_file")):
+        rec["located"] = subject.located.to_json()
     return rec
 
 
