@@ -140,3 +140,14 @@ def test_a_located_record_of_another_schema_draws_no_picture(tmp_path):
     case = _case()
     doc = _located(case).to_json() | {"schema": 2}
     assert Located.from_json(doc) is None
+
+
+def test_dbias_is_drawn_per_query_tile_and_key_tile():
+    case = _case(bias=True, blocks={"block_q": 128, "block_k": 128})
+    truth = np.zeros((1, 2, 256, 256))
+    got = truth.copy()
+    got[0, 0, 130, 10] = 2.0  # query tile 1, key tile 0
+    loc = locate({"dbias": got}, {"dbias": truth}, {"dbias": 1.0}, blocks=case.block_dict)
+    titles = _titles(str(picture.picture(case, loc)))
+    assert "dbias q tile 1, k tile 0: 2x the bound" in titles
+    assert "dbias q tile 0, k tile 0: 0x the bound" in titles
