@@ -98,6 +98,24 @@ class Strip:
     tiles: tuple[tuple[float | None, ...], ...] = ()
     grid: tuple[tuple[tuple[float | None, ...], ...], ...] = ()
 
+    def __post_init__(self) -> None:
+        # A strip read from a file is drawn without further checks, so it must be whole.
+        if self.axis not in ("query", "key"):
+            raise ValueError(f"strip axis={self.axis!r} must be 'query' or 'key'")
+        if (
+            self.length < 1
+            or self.stride < 1
+            or (self.tile is not None and (type(self.tile) is not int or self.tile < 1))
+        ):
+            raise ValueError(f"strip {self.length=}, {self.stride=}, {self.tile=} must be positive")
+        cells = -(-self.length // self.stride)
+        for row in self.values:
+            if len(row) != cells or not all(v is None or isinstance(v, int | float) for v in row):
+                raise ValueError(f"strip {self.quantity!r} needs {cells} numbers or nulls per head")
+        for h, c, n in self.nonfinite:
+            if not (0 <= h < len(self.values) and 0 <= c < cells and n > 0):
+                raise ValueError(f"strip {self.quantity!r} non-finite entry {(h, c, n)} is out of range")
+
     @property
     def heads(self) -> int:
         return len(self.values)

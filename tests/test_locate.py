@@ -122,6 +122,25 @@ def test_located_round_trips_through_json_and_an_unknown_schema_reads_as_none():
     assert Located.from_json(None) is None
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param({"axis": "diagonal"}, id="unknown axis"),
+        pytest.param({"stride": 0}, id="zero stride"),
+        pytest.param({"values": [[1.0, 2.0]]}, id="too few values"),
+        pytest.param({"values": [["x"] * 8, [0.0] * 8]}, id="a value that is not a number"),
+        pytest.param({"nonfinite": [[5, 0, 1]]}, id="non-finite entry out of range"),
+        pytest.param({"tile": "128"}, id="tile not a number"),
+    ],
+)
+def test_a_damaged_strip_reads_as_none_rather_than_drawing_nonsense(damage):
+    got, truth = _arrays()
+    doc = locate({"out": got}, {"out": truth}, {"out": 0.1}, blocks={}).to_json()
+    assert Located.from_json(doc) is not None
+    doc["strips"][0].update(damage)
+    assert Located.from_json(doc) is None
+
+
 # --- through the runner: located on failure only, from the arrays the comparison judged ---
 
 
