@@ -56,11 +56,12 @@ def test_picture_draws_the_mask_the_tiles_and_each_rows_error_against_the_bound(
     svg = str(picture.picture(case, _located(case, nan_row=3)))
     assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" class="picture"') and svg.endswith("</svg>")
     titles = _titles(svg)
-    # One cell per query row and head for out, one per key for dk: each says its err/bound.
-    assert "out head 0, q rows 200-200: 5x the bound" in titles
-    assert "out head 0, q rows 5-5: 0x the bound" in titles
+    # Rows of one shade are one rect; its tooltip gives the largest err/bound in it.
+    assert "out head 0, q rows 128-255: up to 5x the bound" in titles
+    assert "out head 0, q rows 0-127: up to 0x the bound" in titles
     assert "out head 1, q rows 3-3: 1 non-finite" in titles
-    assert "dk head 0, k rows 10-10: 0x the bound" in titles
+    assert "out head 1, q rows 0-2: up to 0x the bound" in titles
+    assert "dk head 0, k rows 0-255: up to 0x the bound" in titles
     # Past the bound is drawn red-side, within blue-side, non-finite apart.
     assert picture.colour(5.0) in svg and picture.colour(0.0) in svg and picture.NONFINITE in svg
     # Tiles: query boundary at 128 (block_q, solid); key boundaries at 64 and 192 dashed (minor), 128 solid (major).

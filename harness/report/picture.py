@@ -27,6 +27,7 @@ VISIBLE, EMPTY_ROW, UNSEEN_KEY = (74, 85, 104), "#c0392b", "#e67e22"
 TILE, NONFINITE, UNJUDGED, INK, MUTED = "#1f6fb4", "#3d0a5c", "#d9d9d9", "#1f2328", "#5f6b76"
 # err/bound colour scale, log10: under the bound light to mid blue, past it orange to dark red.
 LOG_LO, LOG_HI = -3.0, 3.0
+STEPS = 4  # shades per decade past the bound (one per decade under it)
 _UNDER = ((240, 244, 248), (107, 154, 196))
 _OVER = ((246, 170, 97), (128, 0, 0))
 
@@ -46,7 +47,10 @@ def colour(value: float | None, nonfinite: bool = False) -> str:
         return NONFINITE
     if value is None:
         return UNJUDGED
-    x = math.log10(value) if value > 0 else LOG_LO
+    # Whole decades under the bound, quarter decades past it: how far past is what a reader
+    # compares; and equal neighbours merge into one rect, which keeps the markup small.
+    steps = STEPS if value > 1 else 1
+    x = math.ceil(max(math.log10(value), LOG_LO) * steps) / steps if value > 0 else LOG_LO
     if value <= 1:
         return _mix(*_UNDER, (x - LOG_LO) / -LOG_LO)
     return _mix(*_OVER, x / LOG_HI)
@@ -164,27 +168,36 @@ def _axis_marks(p: _Panel, vis: np.ndarray, blocks: dict[str, int]) -> list[str]
 
 
 def _strip_cells(strip: Strip, head: int, pos, along: str, at: float) -> list[str]:
-    """One head's strip: a cell per stored value at rows pos(first)..pos(last); `at` is the strip's x (or y)."""
+    """One head's strip along rows pos(first)..pos(last); `at` is the strip's x (or y).
+
+    Neighbouring cells of one shade are one rect (its tooltip gives the largest value); a cell
+    past the bound or non-finite that would be under MIN_BAD_PX is widened and drawn on top.
+    """
     bad = {c: n for h, c, n in strip.nonfinite if h == head}
-    out: list[str] = []
+    values = strip.values[head]
+    runs: list[tuple[int, int, str]] = []  # [first cell, last cell], fill
     later: list[tuple[float, float, str, str]] = []
-    for c, v in enumerate(strip.values[head]):
-        a, b = c * strip.stride, min((c + 1) * strip.stride, strip.length)
-        label = f"{strip.quantity} head {head}, {'q' if strip.axis == 'query' else 'k'} rows {a}-{b - 1}: "
-        label += f"{bad[c]} non-finite" if c in bad else ("not judged" if v is None else f"{v:.3g}x the bound")
+    for c, v in enumerate(values):
         fill = colour(v, c in bad)
-        extra = ' shape-rendering="crispEdges"'
-        lo, hi = pos(a), pos(b)
+        lo, hi = pos(c * strip.stride), pos(min((c + 1) * strip.stride, strip.length))
         if (c in bad or (v is not None and v > 1)) and hi - lo < MIN_BAD_PX:
             # One bad row in hundreds would be under a pixel: widen it so that it is seen.
             mid = (lo + hi) / 2
-            lo, hi = mid - MIN_BAD_PX / 2, mid + MIN_BAD_PX / 2
-            later.append((lo, hi, fill, label))
-            continue
-        if along == "down":
-            out.append(_rect(at, lo, STRIP_PX, hi - lo, fill, label, extra))
+            later.append((mid - MIN_BAD_PX / 2, mid + MIN_BAD_PX / 2, fill, _label(strip, head, c, c, bad)))
+        if runs and runs[-1][2] == fill and runs[-1][1] == c - 1 and c not in bad:
+            runs[-1] = (runs[-1][0], c, fill)
         else:
-            out.append(_rect(lo, at, hi - lo, STRIP_PX, fill, label, extra))
+            runs.append((c, c, fill))
+    out: list[str] = []
+    extra = ' shape-rendering="crispEdges"'
+    for first, last, fill in runs:
+        lo, hi = pos(first * strip.stride), pos(min((last + 1) * strip.stride, strip.length))
+        label = _label(strip, head, first, last, bad)
+        span = hi - lo + (0.6 if last < len(values) - 1 else 0.0)  # overlap the next run: no seam
+        if along == "down":
+            out.append(_rect(at, lo, STRIP_PX, span, fill, label, extra))
+        else:
+            out.append(_rect(lo, at, span, STRIP_PX, fill, label, extra))
     for lo, hi, fill, label in later:  # drawn last, over their neighbours
         if along == "down":
             out.append(_rect(at, lo, STRIP_PX, hi - lo, fill, label))
@@ -199,10 +212,21 @@ def _strip_cells(strip: Strip, head: int, pos, along: str, at: float) -> list[st
     return out
 
 
+def _label(strip: Strip, head: int, first: int, last: int, bad: dict[int, int]) -> str:
+    a, b = first * strip.stride, min((last + 1) * strip.stride, strip.length) - 1
+    where = f"{strip.quantity} head {head}, {'q' if strip.axis == 'query' else 'k'} rows {a}-{b}: "
+    if first in bad:
+        return where + f"{bad[first]} non-finite"
+    vals = [v for v in strip.values[head][first : last + 1] if v is not None]
+    if not vals:
+        return where + "not judged"
+    return where + ("up to " if last > first else "") + f"{max(vals):.3g}x the bound"
+
+
 def _legend(x: float, y: float) -> list[str]:
     w = 240
     out = [_text(x, y, "error / tolerance bound (log scale)", size=11, fill=INK)]
-    steps = 60
+    steps = int((LOG_HI - LOG_LO) * STEPS)
     for i in range(steps):
         v = 10 ** (LOG_LO + (LOG_HI - LOG_LO) * (i + 0.5) / steps)
         out.append(_rect(x + w * i / steps, y + 6, w / steps + 0.3, 12, colour(v)))
