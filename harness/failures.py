@@ -11,7 +11,9 @@ and what the failure looked like:
   tolerance_version  harness.compare.TOLERANCE_VERSION when it failed
   versions           python, jax, jaxlib, libtpu, torch, numpy, hypothesis and the harness
   failure            one line: why it failed
-  results            per implementation: passed, backend, error, comparisons (the error table)
+  results            per implementation: passed, backend, error, comparisons (the error table),
+                     and on a failure "located": where the errors sit (harness.locate.Located JSON;
+                     absent in files written before it existed, which replay and render alike)
   search             how it was found: profile, shrink_runs, shrink_exhausted (optional)
   pinned             set by `pin`: time, source file, kernel it was found with (optional)
 
@@ -102,6 +104,7 @@ def results_table(result: CaseResult) -> dict[str, Any]:
             "backend": s.backend,
             "error": s.error,
             "comparisons": [c.to_json() for c in s.comparisons],
+            **({"located": s.located.to_json()} if s.located is not None else {}),
         }
         for s in result.subjects
     }

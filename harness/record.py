@@ -10,7 +10,8 @@ kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, i
                role, backend, device (where it computed, harness.placement), empty_rows, passed,
                error, comparisons, seconds, native (on an accelerator: harness.native timings
                and device memory, else null), tolerance_version; "shrunk": true and
-               "failure_file" on a minimal failure.
+               "failure_file" on a minimal failure, with "located" (harness.locate.Located
+               JSON): where its errors sit.
 kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
                implementation at one benchmark shape: implementation, backend, note, timed
                ("jit" or "run"), device, shape {name, case}, pass ("fwd" or "fwd_bwd"), samples,
@@ -109,6 +110,10 @@ def subject_record(
         "tolerance_version": TOLERANCE_VERSION,
     }
     rec.update(extra or {})
+    # Where the errors sit (a few KB) on the failures the report draws: the shrunk one and any
+    # with a failure file; the many failing examples met while shrinking are listed, not drawn.
+    if subject.located is not None and (rec.get("shrunk") or rec.get("failure_file")):
+        rec["located"] = subject.located.to_json()
     return rec
 
 

@@ -17,6 +17,7 @@ from harness.case import Case
 from harness.compare import Comparison, check_empty_rows, compare, tolerance
 from harness.contract import QUANTITIES, Implementation, Outputs
 from harness.inputs import Inputs, make_inputs
+from harness.locate import Located, locate
 from harness.magnitudes import term_magnitudes
 from oracles import jax_reference
 
@@ -36,6 +37,7 @@ class SubjectResult:
     seconds: float = 0.0
     device: str = "cpu"  # where it computed (harness.placement)
     native: dict | None = None  # harness.native.NativeTiming.to_json() on an accelerator
+    located: Located | None = None  # where the errors sit, on a failure (harness.locate)
 
     @property
     def worst(self) -> Comparison | None:
@@ -211,7 +213,21 @@ def judge(impl: Implementation, case: Case, inputs: Inputs, ex: Execution, ref: 
         )
     comps = _errors(impl, case, inputs, ex.outputs, ref) + _interpreter_checks(ex)
     passed = all(c.passed for c in comps)
-    return SubjectResult(**meta, passed=passed, comparisons=comps, seconds=ex.seconds, native=ex.native)
+    located = None if passed else _locate(case, inputs, ex.outputs, ref.truth, comps)
+    return SubjectResult(
+        **meta, passed=passed, comparisons=comps, seconds=ex.seconds, located=located, native=ex.native
+    )
+
+
+def _locate(case: Case, inputs: Inputs, got: Outputs, truth: Outputs, comps: list[Comparison]) -> Located | None:
+    """The failure's errors located from the same arrays and bounds the comparisons used."""
+    return locate(
+        {q: got.get(q) for q in QUANTITIES},
+        {q: truth.get(q) for q in QUANTITIES},
+        {c.quantity: c.bound for c in comps},
+        blocks=case.block_dict,
+        judged_out=~inputs.empty if inputs.empty.any() else None,
+    )
 
 
 def run_subject(

@@ -75,6 +75,7 @@ def test_a_planted_forward_bug_given_as_a_drop_in_exits_1_with_a_replay_command(
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL" in proc.stdout and "python -m harness repro" in proc.stdout
+    assert "where the error sits" in proc.stdout and "out: past the bound" in proc.stdout
     (failure,) = (tmp_path / "failures").glob("*.json")
     doc = json.loads(failure.read_text())
     assert doc["kernel"] == kernel

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.case import Case
+from harness.locate import Located, Strip
 from harness.record import RunStore, iter_records, merge_stores, write_record
 from harness.runner import CaseResult, SubjectResult
 
@@ -58,3 +59,15 @@ def test_a_changed_record_is_a_conflict_not_an_overwrite(tmp_path: Path) -> None
 def test_merging_a_directory_that_is_not_a_store_says_so(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="not a results store"):
         merge_stores([tmp_path], tmp_path / "dest")
+
+
+def test_where_the_errors_sit_is_kept_on_the_shrunk_failure_only(tmp_path):
+    strip = Strip(quantity="out", axis="query", length=2, stride=1, bound=1.0, values=((0.5, 3.0),))
+    located = Located(batch=0, per_batch=(3.0,), strips=(strip,))
+    case = Case(1, 1, 1, 2, 2, 4)
+    subject = SubjectResult("k", "kernel", "cpu", "zeros", False, [], located=located)
+    store = RunStore.create(tmp_path, meta={})
+    (example,) = store.write_case(CaseResult(case, [subject]))
+    assert "located" not in json.loads(example.read_text())  # one of many met while shrinking: listed, not drawn
+    (shrunk,) = store.write_case(CaseResult(case, [subject]), extra={"shrunk": True, "failure_file": "f.json"})
+    assert Located.from_json(json.loads(shrunk.read_text())["located"]) == located

@@ -151,3 +151,26 @@ def test_document_from_run_has_everything_a_replay_needs():
     doc = failure_document(result, kernel=_fakes.BROKEN.name, oracles=[], grads=False)
     assert {"kernel", "oracles", "grads", "case", "interpret", "tolerance_version", "versions", "results"} <= set(doc)
     assert set(doc["versions"]) >= {"python", "jax", "jaxlib", "libtpu", "torch", "harness"}
+
+
+def test_still_failing_prints_where_the_error_sits(tmp_path, capsys):
+    path = _failure_file(tmp_path)
+    assert cli.main(["repro", str(path)]) == cli.EXIT_FAIL
+    out = capsys.readouterr().out
+    assert "where the error sits" in out
+    assert "out: past the bound in 16 of 16 q rows (0-15), head 0" in out  # BROKEN scales every output row
+
+
+def test_a_file_written_before_errors_were_located_replays_and_locates_them(capsys):
+    # A pinned file from before locating existed, replayed against the planted bug it was found with:
+    # the causal off-by-one leaves query 0 with no key, so its gradients are non-finite (X).
+    old = ROOT / "tests" / "regressions" / "aaa4dc083411-89abe1.json"
+    assert "located" not in old.read_text()
+    kernel = "tests.planted.fwd_causal_off_by_one:flash_attention"
+    assert cli.main(["repro", str(old), "--kernel", kernel]) == cli.EXIT_FAIL
+    out = capsys.readouterr().out
+    strips = [
+        line.split()[-1] for line in out.splitlines() if line.split()[:2] in (["dq", "h0"], ["dk", "h0"], ["dv", "h0"])
+    ]
+    assert strips and all(s.startswith("|X") for s in strips), out
+    assert "out: past the bound in 128 of 128 q rows" in out

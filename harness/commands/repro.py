@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import console
+from harness import console, strips
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.compare import TOLERANCE_VERSION
 from harness.failures import FailureFileError, load_failure, replay, version_differences
@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"tolerance table changed: recorded version {ff.tolerance_version}, now {TOLERANCE_VERSION}")
     result = replay(ff, time_limit=args.case_timeout)
     for s in result.subjects:
-        print(console.comparison_table(s))
+        print(console.comparison_table(s) + strips.appendix(s.located))
     if result.passed:
         print("PASSES NOW: every implementation agrees with the truth on this case")
         return EXIT_OK

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness import compat, console, contract, crosscheck, placement, profiles, worker
+from harness import compat, console, contract, crosscheck, placement, profiles, strips, worker
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.failures import write_failure
 from harness.record import RunStore
@@ -164,7 +164,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"\nFAIL {kernel_name}, shrunk to: {result.case}")
         for s in result.subjects:
             if not s.passed:
-                print(console.comparison_table(s))
+                print(console.comparison_table(s) + strips.appendix(s.located))
         print(f"  replay: {console.command_line('python', '-m', 'harness', 'repro', str(path))}")
     store.write_meta({**meta, "status": "interrupted" if interrupted else "finished", "summary": rows})
     if interrupted:

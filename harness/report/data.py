@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.case import DTYPES
 from harness.gate import GateResult
+from harness.locate import Located, where
 from harness.report.conventions import ConventionRow
 from harness.report.describe import (
     Uses,
@@ -199,6 +200,10 @@ class FailureView:
     comparisons: list[ComparisonView]
     repro: str | None
     shrunk: bool
+    # Where the error sits (records written before errors were located have none: no picture).
+    case: dict[str, Any] | None = None
+    located: Located | None = None
+    where: list[str] = dataclasses.field(default_factory=list)
 
 
 def _comparison_views(rec: dict[str, Any]) -> list[ComparisonView]:
@@ -242,6 +247,9 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
             repro_command(path),
             bool(rec.get("shrunk")),
         )
+        located = Located.from_json(rec.get("located"))
+        if located is not None and isinstance(rec.get("case"), dict):
+            view.case, view.located, view.where = rec["case"], located, [where(s) for s in located.strips]
         (main if rec.get("shrunk") or path else other).append(view)
     for rec in records.compiles:
         if rec.get("ok"):

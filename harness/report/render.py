@@ -16,9 +16,10 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from harness.case import Case, CaseError
 from harness.gate import fmt_seconds
-from harness.report import svg
-from harness.report.data import Report, SeriesRow
+from harness.report import picture, svg
+from harness.report.data import FailureView, Report, SeriesRow
 from harness.thresholds import fmt_bytes
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -50,9 +51,21 @@ def _series_plots(rows: list[SeriesRow], labels: list[str], *, y_label: str, fmt
     return plots
 
 
+def _picture(f: FailureView) -> Markup | None:
+    """The failure's picture, or None where its record located nothing (or its case no longer reads)."""
+    if f.located is None or f.case is None:
+        return None
+    try:
+        case = Case.from_json(f.case)
+    except CaseError:
+        return None
+    return picture.picture(case, f.located)
+
+
 def plots(report: Report) -> dict[str, list[Markup]]:
     labels = [e.label for e in report.envs]
     return {
+        "pictures": [_picture(f) for f in report.failures],
         "histograms": [svg.histogram(h) for h in report.histograms],
         "speed": _series_plots(report.speed, labels, y_label="median time", fmt=fmt_seconds),
         "memory": _series_plots(report.memory, labels, y_label="compiled temp memory", fmt=fmt_bytes, binary=True),
