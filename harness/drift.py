@@ -6,7 +6,7 @@ float64 truth before and after, and each as a share of its bound. A pair whose e
 by more than `[drift] factor` of harness/gate_thresholds.toml fails the gate even when both
 sides pass their tolerance: a silent numerics change in a release is a finding.
 
-"identical" means every recorded error figure is the same to the bit on both sides. Records
+"identical" means every quantity's error (max_abs, max_rel) is the same to the bit on both sides. Records
 hold errors against the truth, not the outputs themselves, so this is the evidence of
 bit-identical results the store can give (two outputs with the same error to the bit in
 every quantity, on the same inputs and truth, differ only by an exact coincidence).
@@ -142,7 +142,9 @@ def _num(x: Any) -> float:
 
 def _figures(recs: list[dict[str, Any]]) -> list[tuple]:
     return sorted(
-        (str(c.get("quantity")), *(_num(c.get(k)) for k in ("max_abs", "max_rel", "oracle_abs", "ratio", "bound")))
+        # The implementation's own error figures; the ruler's error and the bound belong to the
+        # same-dtype oracle, which an upgrade of jax moves even when this implementation did not.
+        (str(c.get("quantity")), _num(c.get("max_abs")), _num(c.get("max_rel")))
         for r in recs
         for c in r.get("comparisons") or []
     )
