@@ -233,7 +233,7 @@ def build(spec: EnvSpec, root: Path | str | None = None, *, log: Callable[[str],
     if spec.constraints:
         (path / "constraints.txt").write_text(spec.constraints)
         base += ["--constraint", str(path / "constraints.txt")]
-    log(f"env {what}: {shlex.join(base[1:] + list(spec.requirements))}")
+    log(f"env {what}: uv {shlex.join(base[1:] + list(spec.requirements))}")
     if spec.requirements:
         done = _run(base + list(spec.requirements))
         if done.returncode != 0:
