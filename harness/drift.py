@@ -245,6 +245,10 @@ def replay_document(
     return doc
 
 
+# The report lists this many of the largest drifts; each gets a replay file.
+LISTED = 20
+
+
 def write_replays(
     drifts: list[CaseDrift],
     cand_cases: list[dict[str, Any]],
@@ -253,19 +257,25 @@ def write_replays(
     *,
     factor: float,
     min_used: float,
+    listed: int = LISTED,
 ) -> list[CaseDrift]:
-    """Write OUT_DIR/drift/<id>.json for every pair beyond the threshold; the drifts with `replay` set."""
+    """Write OUT_DIR/drift/<id>.json for every pair beyond the limit and the `listed` largest moves.
+
+    Returns the drifts, with `replay` set where a file was written.
+    """
     recs = _by_pair(cand_cases)
+    wanted = {(d.implementation, d.case_id) for d in largest(drifts, listed)}
     out = []
     for d in drifts:
         beyond = d.beyond(factor, min_used)
-        if not beyond:
+        if not beyond and (d.implementation, d.case_id) not in wanted:
             out.append(d)
             continue
         rec = recs[(d.implementation, d.case_id)][0]
         quantities = [str(c.get("quantity")) for c in rec.get("comparisons") or []]
         grads = any(q.split("[")[0] in ("dq", "dk", "dv", "dbias") for q in quantities)
-        why = "numerics drift: " + "; ".join(q.text() for q in beyond)
+        moved = beyond or ([d.worst] if d.worst is not None else [])
+        why = f"numerics drift ({'beyond' if beyond else 'within'} x{factor:g}): " + "; ".join(q.text() for q in moved)
         result = {"passed": rec.get("passed"), "backend": rec.get("backend"), "error": rec.get("error")}
         result["comparisons"] = rec.get("comparisons") or []
         doc = replay_document(

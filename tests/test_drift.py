@@ -81,10 +81,12 @@ def test_gate_command_and_report_name_the_drift_with_a_replay(stores, tmp_path: 
         min_used=th.drift_min_used,
     )
     written = [d for d in pairs if d.replay]
-    assert written and all(d.beyond(th.drift_factor, th.drift_min_used) for d in written)
+    # The drifts beyond the limit, and every move the report lists: the identical pairs have none.
+    assert {d.case_id for d in written} == {d.case_id for d in drift.largest(pairs, drift.LISTED)}
+    assert all(d.beyond(th.drift_factor, th.drift_min_used) for d in written)
     # The replay file is a failure file `repro` accepts; the case passes its tolerance, so it exits 0.
     doc = json.loads(Path(written[0].replay).read_text())
-    assert doc["kernel"] == KERNEL and doc["failure"].startswith("numerics drift: out err")
+    assert doc["kernel"] == KERNEL and doc["failure"].startswith("numerics drift (beyond x1.5): out err")
     assert main(["repro", written[0].replay]) == 0
     assert "PASSES NOW" in capsys.readouterr().out
 
