@@ -6,12 +6,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from harness import drift, envs, gate, upgrade
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.commands.bisect import ROOT, add_index_arguments, index_options, read_constraints
 from harness.report import compose, records
-from harness.thresholds import ThresholdError, load
+from harness.thresholds import ThresholdError, Thresholds, load
 
 NAME = "upgrade"
 HELP = "should we take this release: the suite, compile checks and benchmarks in a baseline and a candidate env, gated"
@@ -61,6 +62,21 @@ def _environments(args: argparse.Namespace, changes: dict[str, str]) -> tuple[en
     return base, cand
 
 
+def _judge(stores: dict[str, Path], th: Thresholds) -> tuple[Any, gate.GateResult | None]:
+    """The report and the gate's result, with drift replay files written first; (None, None) if a side has no store."""
+    if not all((s / "records").is_dir() for s in stores.values()):
+        return None, None
+    base, cand = records.load([stores["baseline"]]), records.load([stores["candidate"]])
+    pairs = drift.pair(base.cases, cand.cases)
+    drift.write_replays(
+        pairs, cand.cases, cand.runs, stores["candidate"], factor=th.drift_factor, min_used=th.drift_min_used
+    )
+    # Both sides name their own directories: no store to select from.
+    return compose.make(
+        records.Records(), thresholds=th, baseline=str(stores["baseline"]), candidate=str(stores["candidate"])
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
@@ -108,26 +124,10 @@ def main(args: argparse.Namespace) -> int:
     for side, env in (("baseline", base_env), ("candidate", cand_env)):
         plan = upgrade.steps(budget, wanted, stores[side])
         results += upgrade.run_side(side, env, plan, cwd=ROOT, logs=out / "logs")
-    gate_reasons: list[str] = []
-    gate_failed = False
+    report, result = _judge(stores, th)
+    gate_failed = result is not None and result.failed
+    gate_reasons = [f"{r.category}: {r.subject}: {r.change}: {r.detail}" for r in result.failures] if result else []
     report_path = out / "index.html"
-    ran = [s for s in stores.values() if (s / "records").is_dir()]
-    result = None
-    if len(ran) == 2:
-        base, cand = records.load([stores["baseline"]]), records.load([stores["candidate"]])
-        drift.write_replays(
-            drift.pair(base.cases, cand.cases),
-            cand.cases,
-            cand.runs,
-            stores["candidate"],
-            factor=th.drift_factor,
-            min_used=th.drift_min_used,
-        )
-        report, result = compose.make(
-            records.Records(), thresholds=th, baseline=str(stores["baseline"]), candidate=str(stores["candidate"])
-        )
-        gate_failed = result.failed
-        gate_reasons = [f"{r.category}: {r.subject}: {r.change}: {r.detail}" for r in result.failures]
     lost = [k for k in base_kernels if k not in cand_kernels and (not budget.kernels or k in budget.kernels)]
     v = upgrade.verdict(
         change=change, gate_failed=gate_failed, gate_reasons=gate_reasons, steps=results, only_baseline=lost
