@@ -179,3 +179,11 @@ def gate(session: nox.Session) -> None:
     """Gate a candidate's records against a baseline's: fails on a new failure or a regression beyond noise."""
     install(session)
     session.run("python", "-m", "harness", "gate", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def upgrade(session: nox.Session) -> None:
+    """Should we take this release: `-- --to jax==X [--to torch==Y]` runs both sides, gates, writes one report."""
+    install(session, "test")  # uv builds the baseline and candidate environments
+    # Not safe (1) fails the session, so that CI fails; the report is written all the same.
+    session.run("python", "-m", "harness", "upgrade", *session.posargs)

@@ -14,13 +14,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness import stats
+from harness import drift, stats
 from harness.report.describe import case_size, case_text, compile_replay, failure_file, failure_line, repro_command
 from harness.report.records import Records, bench_key, compile_key, samples
 from harness.thresholds import FIELDS, Thresholds, fmt_value
 
 STATUSES = ("worse", "missing", "insufficient", "better", "new", "incomparable", "unchanged")
-CATEGORIES = ("correctness", "compile", "memory", "speed")
+CATEGORIES = ("correctness", "drift", "compile", "memory", "speed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +41,8 @@ class GateResult:
     candidate: str
     thresholds: str
     rows: list[Row]
+    # Every case run on both sides, compared side by side (harness.drift), largest growth first.
+    drift: list[drift.CaseDrift] = dataclasses.field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -49,6 +51,10 @@ class GateResult:
     @property
     def failures(self) -> list[Row]:
         return [r for r in self.rows if r.fails]
+
+    def largest_drifts(self, n: int = 20) -> list[drift.CaseDrift]:
+        """The `n` paired cases whose error grew most (for the report's drift section)."""
+        return drift.largest(self.drift, n)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.rows)
@@ -143,6 +149,39 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         else:
             still = f"; {c_fail} failing in both" if c_fail else ""
             rows.append(Row("correctness", impl, "unchanged", b_fig, c_fig, "no new failure" + still))
+    return rows
+
+
+# --- paired numerics drift ---
+
+
+def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
+    """One row per implementation with paired cases: worse when any pair's error grew beyond the drift factor."""
+    rows = []
+    by_impl: dict[str, list[drift.CaseDrift]] = defaultdict(list)
+    for d in pairs:
+        by_impl[d.implementation].append(d)
+    for impl, ds in sorted(by_impl.items()):
+        same = sum(d.identical for d in ds)
+        subject = f"{impl} paired cases"
+        fig = f"{len(ds)} cases"
+        cand = f"{same} bit-identical"
+        beyond = [d for d in ds if d.beyond(th.drift_factor, th.drift_min_used)]
+        finite = [d.growth for d in ds if not d.identical and d.growth == d.growth]
+        largest = f"largest error growth x{max(finite):.2f}" if finite else "no error moved"
+        if not beyond:
+            detail = f"{largest}; limit x{th.drift_factor:g}"
+            rows.append(Row("drift", subject, "unchanged", fig, cand, f"{len(ds) - same} moved, within limit", detail))
+            continue
+        worst = max(beyond, key=lambda d: d.growth)
+        replay = f"; replay: {repro_command(worst.replay)}" if worst.replay else ""
+        detail = (
+            f"{len(beyond)} case{'s' if len(beyond) != 1 else ''} beyond x{th.drift_factor:g} "
+            f"(even where both sides pass); worst {case_text(worst.case)}: "
+            + "; ".join(q.text() for q in worst.beyond(th.drift_factor, th.drift_min_used))
+            + replay
+        )
+        rows.append(Row("drift", subject, "worse", fig, cand, f"{len(beyond)} drifted", detail, True))
     return rows
 
 
@@ -319,10 +358,12 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
 def compare(
     base: Records, cand: Records, th: Thresholds, *, labels: tuple[str, str] = ("baseline", "candidate")
 ) -> GateResult:
+    pairs = drift.with_replays(drift.pair(base.cases, cand.cases), [*cand.roots, *base.roots])
     rows = correctness_rows(base, cand, th) + compile_rows(base, cand, th) + speed_rows(base, cand, th)
+    rows += drift_rows(pairs, th)
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda r: (not r.fails, order[r.status], CATEGORIES.index(r.category), r.subject))
-    return GateResult(labels[0], labels[1], th.source, rows)
+    return GateResult(labels[0], labels[1], th.source, rows, drift=pairs)
 
 
 # --- formatting ---

@@ -105,6 +105,8 @@ class Thresholds:
     limits: tuple[Limit, ...] = ()
     fail_on_missing: bool = True
     source: str = ""
+    drift_factor: float = 1.5
+    drift_min_used: float = 0.001
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -113,6 +115,10 @@ class Thresholds:
             raise ThresholdError(f"speed.factor={self.factor} must be at least 1 (1.10 means 10% slower)")
         if self.min_samples < 2:
             raise ThresholdError(f"speed.min_samples={self.min_samples} must be at least 2: never judge one sample")
+        if self.drift_factor < 1:
+            raise ThresholdError(f"drift.factor={self.drift_factor} must be at least 1 (1.5 means the error grew 50%)")
+        if not 0 <= self.drift_min_used < 1:
+            raise ThresholdError(f"drift.min_used={self.drift_min_used} must be in [0, 1): a share of the bound")
 
 
 def _get(table: dict[str, Any], section: str, key: str, kind: type, default: Any) -> Any:
@@ -164,4 +170,6 @@ def load(path: Path | str | None = None, *, limits: list[str] | tuple[str, ...] 
         limits=tuple(parsed.values()),
         fail_on_missing=_get(table, "missing", "fail", bool, True),
         source=" + ".join(sources),
+        drift_factor=_get(table, "drift", "factor", float, 1.5),
+        drift_min_used=_get(table, "drift", "min_used", float, 0.001),
     )

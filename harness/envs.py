@@ -1,0 +1,260 @@
+"""Building and caching virtual environments with uv, for `upgrade` and `bisect`.
+
+An environment is described by an `EnvSpec`: an interpreter, requirements, a constraints
+file's text, projects installed editable, and where packages come from (`IndexOptions`).
+The spec hashes to a directory under the cache root, so each distinct environment is built
+once and reused; a build that did not finish is never reused (the `.complete` marker is
+written last).
+
+Companions are the resolver's business, never hand-edited: a candidate pins `jax[tpu]==X`
+and uv picks the jaxlib and libtpu that release requires.
+
+Package sources: uv does not read pip's configuration, so `IndexOptions.from_pip()` reads
+it (`pip config list`: index-url, extra-index-url, find-links, no-index, constraint, from
+the environment or pip's config files) at run time, and the same options are given to
+both pip (listing versions) and uv (installing). Nothing here names a host or a path.
+
+This module imports only the standard library: the noxfile and the bisect tests use it
+before anything else is installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+UV_REQUIREMENT = "uv==0.13.9"
+COMPLETE = ".complete"
+
+
+class EnvError(Exception):
+    """An environment that cannot be built: one line naming the requirement that failed and why."""
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "attention-harness" / "envs"
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """The process environment without pip's and uv's own settings: only the options we pass apply."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return {**env, **extra}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IndexOptions:
+    """Where packages come from, as pip's options name them."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    no_index: bool = False
+    constraints: tuple[str, ...] = ()  # constraint files pip applies to every install
+
+    @classmethod
+    def from_pip(cls, python: str = sys.executable) -> IndexOptions:
+        """pip's configuration as `pip config list` shows it (environment variables first, then install, global)."""
+        try:
+            out = subprocess.run(
+                [python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True, timeout=60
+            ).stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            raise EnvError(f"cannot read pip's configuration with {python} -m pip config list: {e}") from None
+        return cls.from_config_lines(out.splitlines())
+
+    @classmethod
+    def from_config_lines(cls, lines: list[str]) -> IndexOptions:
+        values: dict[tuple[str, str], str] = {}
+        for line in lines:
+            m = re.fullmatch(r"([^.=]*)\.([A-Za-z0-9_-]+)='(.*)'", line.strip())
+            if m:
+                values[(m.group(1), m.group(2).replace("_", "-"))] = m.group(3)
+
+        def get(key: str) -> str | None:
+            for section in (":env:", "install", "global"):  # pip's precedence for `pip install`
+                if (section, key) in values:
+                    return values[(section, key)]
+            return None
+
+        split = lambda v: tuple(v.split()) if v else ()  # noqa: E731 - pip splits these on whitespace
+        no_index = (get("no-index") or "").lower() in ("1", "true", "yes", "on")
+        return cls(
+            index_url=get("index-url"),
+            extra_index_urls=split(get("extra-index-url")),
+            find_links=split(get("find-links")),
+            no_index=no_index,
+            constraints=split(get("constraint")),
+        )
+
+    def args(self, *, constraints: bool = True) -> list[str]:
+        """Options for `pip install` and `uv pip install` alike (`pip index` takes no constraints)."""
+        out = ["--index-url", self.index_url] if self.index_url else []
+        for url in self.extra_index_urls:
+            out += ["--extra-index-url", url]
+        for link in self.find_links:
+            out += ["--find-links", link]
+        if self.no_index:
+            out.append("--no-index")
+        for c in self.constraints if constraints else ():
+            out += ["--constraint", c]
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvSpec:
+    """One environment: what is installed, from where."""
+
+    python: str  # an interpreter path (or a version uv can find)
+    requirements: tuple[str, ...]
+    index: IndexOptions
+    constraints: str = ""  # a constraints file's text
+    editable: tuple[str, ...] = ()  # project directories installed with -e --no-deps
+    label: str = ""  # for messages: what this environment is (e.g. "candidate jax==0.9.2")
+
+    def key(self) -> str:
+        data = dataclasses.asdict(self)
+        data.pop("label")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class Env:
+    path: Path
+    spec: EnvSpec
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    def installed(self) -> dict[str, str]:
+        """name -> version of every distribution in the environment, as recorded when it was built."""
+        return json.loads((self.path / "installed.json").read_text())
+
+
+def uv_binary() -> str:
+    """uv on PATH, else the one the `uv` package installed beside this interpreter."""
+    found = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    if found:
+        return found
+    try:
+        import uv  # type: ignore[import-not-found]
+
+        return uv.find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        raise EnvError(f"uv is not installed: pip install {UV_REQUIREMENT} (the test extra has it)") from None
+
+
+def resolution_failure(stderr: str) -> str:
+    """The line of uv's (or pip's) error output that says which requirement failed, and why."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        m = re.match(r"(?:cause:\s*)?(Because .*)", ln.removeprefix("╰─▶").strip())
+        if m:
+            return m.group(1)
+    for ln in lines:
+        if ln.startswith(("error:", "ERROR:", "×")) and "No solution found" not in ln:
+            return ln.removeprefix("error:").removeprefix("ERROR:").strip()
+    return lines[-1] if lines else "no error output"
+
+
+Runner = Callable[[list[str]], subprocess.CompletedProcess]
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, env=_clean_env())
+
+
+# A release's companions, resolved by the installer, never pinned by hand: jax[tpu]==X pins
+# the jaxlib and libtpu that release was built and tested with.
+COMPANIONS: dict[str, tuple[str, tuple[str, ...]]] = {"jax": ("jax[tpu]", ("jaxlib", "libtpu"))}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\[=<>!~; ]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def pinned(constraints_text: str) -> dict[str, str]:
+    """name -> requirement line of every pin in a constraints file (constraints/default.txt)."""
+    lines = (ln.split("#", 1)[0].strip() for ln in constraints_text.splitlines())
+    return {_name(ln): ln for ln in lines if ln}
+
+
+def requirements_with(constraints_text: str, changes: dict[str, str]) -> tuple[str, ...]:
+    """Every pin of `constraints_text` with each package of `changes` at its new version, companions resolved.
+
+    changes: name -> version. A package that is not pinned there is added. Raises EnvError for a
+    companion named twice (jaxlib follows jax, and is never set by hand beside it).
+    """
+    pins = pinned(constraints_text)
+    out = dict(pins)
+    for name, version in changes.items():
+        name = _name(name)
+        extra, companions = COMPANIONS.get(name, (name, ()))
+        for c in companions:
+            if c in changes:
+                raise EnvError(f"{c} follows {name}: set only {name}=={version} and the installer picks its {c}")
+            out.pop(c, None)
+        out[name] = f"{extra}=={version}"
+    return tuple(out.values())
+
+
+def build(spec: EnvSpec, root: Path | str | None = None, *, log: Callable[[str], None] = print) -> Env:
+    """The environment for `spec`, built with uv under `root` (default: the user cache) or reused from there."""
+    root = Path(root) if root is not None else default_cache()
+    path = root / spec.key()
+    env = Env(path, spec)
+    if (path / COMPLETE).exists():
+        log(f"env {spec.label or spec.key()}: reusing {path}")
+        return env
+    uv = uv_binary()
+    if path.exists():
+        shutil.rmtree(path)  # an earlier build that did not finish
+    path.mkdir(parents=True)
+    what = spec.label or " ".join(spec.requirements)
+    made = _run([uv, "venv", "--quiet", "--python", spec.python, str(path)])
+    if made.returncode != 0:
+        raise EnvError(
+            f"cannot create the {what} environment with python {spec.python}: {resolution_failure(made.stderr)}"
+        )
+    base = [uv, "pip", "install", "--python", str(env.python), "--index-strategy", "unsafe-best-match"]
+    base += spec.index.args()
+    if spec.constraints:
+        (path / "constraints.txt").write_text(spec.constraints)
+        base += ["--constraint", str(path / "constraints.txt")]
+    log(f"env {what}: uv {shlex.join(base[1:] + list(spec.requirements))}")
+    if spec.requirements:
+        done = _run(base + list(spec.requirements))
+        if done.returncode != 0:
+            raise EnvError(f"cannot build the {what} environment: {resolution_failure(done.stderr)}")
+    for project in spec.editable:
+        done = _run(base + ["--no-deps", "--editable", project])
+        if done.returncode != 0:
+            raise EnvError(f"cannot install {project} into the {what} environment: {resolution_failure(done.stderr)}")
+    listed = _run([uv, "pip", "list", "--python", str(env.python), "--format", "json"])
+    installed = {d["name"].lower(): d["version"] for d in json.loads(listed.stdout or "[]")}
+    (path / "installed.json").write_text(json.dumps(installed, indent=1, sort_keys=True))
+    (path / "spec.json").write_text(json.dumps(dataclasses.asdict(spec), indent=1, sort_keys=True))
+    (path / COMPLETE).write_text("")
+    return env
+
+
+def available_versions(package: str, index: IndexOptions, *, python: str = sys.executable) -> list[str]:
+    """The released versions of `package` the index offers this interpreter, oldest first (pip's order, reversed)."""
+    cmd = [python, "-m", "pip", "index", "versions", package, *index.args(constraints=False)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_clean_env())
+    m = re.search(r"^Available versions: (.*)$", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or not m:
+        raise EnvError(f"no released versions of {package} found: {resolution_failure(done.stderr or done.stdout)}")
+    return [v.strip() for v in m.group(1).split(",")][::-1]

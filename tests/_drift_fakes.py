@@ -1,0 +1,35 @@
+"""A stand-in kernel whose numerics change with its environment, for the paired-drift tests.
+
+`KERNEL` computes the reference attention in the case dtype (its error is the same-dtype
+oracle's). Where DOUBLE_ENV is set, as if another release were installed, its output error
+against the float64 truth doubles on cases with head_dim 64: still within the tolerance
+(2 x the oracle's error plus a floor), so only the paired drift check can see it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from harness.case import Case
+from harness.contract import Outputs
+from harness.inputs import Inputs
+from oracles import jax_reference
+from tests._fakes import FakeKernel
+
+DOUBLE_ENV = "ATTN_TEST_DOUBLE_OUT_ERROR"
+
+
+def doubled(case: Case) -> bool:
+    return bool(os.environ.get(DOUBLE_ENV)) and case.head_dim == 64
+
+
+class DriftingKernel(FakeKernel):
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        got = super().run(case, inputs, grads=grads)
+        if doubled(case):
+            truth = jax_reference.truth(case, inputs, grads=False).out
+            got.out = truth + 2.0 * (got.out - truth)
+        return got
+
+
+KERNEL = DriftingKernel("tests._drift_fakes:KERNEL")
