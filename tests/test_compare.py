@@ -1,9 +1,22 @@
+import dataclasses
+import hashlib
+import json
+
 import ml_dtypes
 import numpy as np
 import pytest
 
+from harness import compare as compare_module
 from harness.case import DTYPES
-from harness.compare import TOLERANCES, Comparison, Tolerance, check_empty_rows, compare, tolerance
+from harness.compare import (
+    TOLERANCE_VERSION,
+    TOLERANCES,
+    Comparison,
+    Tolerance,
+    check_empty_rows,
+    compare,
+    tolerance,
+)
 from harness.contract import QUANTITIES
 
 RNG = np.random.default_rng(0)
@@ -18,6 +31,57 @@ def rounded(a, dtype):
 def test_every_dtype_and_quantity_has_a_tolerance():
     assert {(d, q) for d in DTYPES for q in QUANTITIES} == set(TOLERANCES)
     assert tolerance("float32", "out[empty]") == tolerance("float32", "out")
+
+
+# The values the README documents ("The tolerance"): output factor 2, gradient factor 3,
+# floors float32 1e-5, bfloat16 1e-3, float16 1e-4.
+DOCUMENTED_FACTORS = {"out": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dbias": 3.0}
+DOCUMENTED_FLOORS = {"float32": 1e-5, "bfloat16": 1e-3, "float16": 1e-4}
+# TOLERANCE_VERSION -> fingerprint of every table in harness/compare.py. Each record and
+# failure file carries the version, and `repro` warns when it differs, so a change of contents
+# under an old version would replay old failures under new rules without a word.
+FINGERPRINTS = {1: "44136fa355b3678a"}
+
+
+def _canonical(value):
+    if isinstance(value, Tolerance):
+        return ["Tolerance", *(repr(float(x)) for x in dataclasses.astuple(value))]
+    if isinstance(value, dict):
+        return sorted([repr(k), _canonical(v)] for k, v in value.items())
+    return repr(value)
+
+
+def tolerance_fingerprint() -> str:
+    """A hash of every module-level table and number in harness/compare.py but the version itself.
+
+    Covers TOLERANCES, the floors and factors it is built from, EPS, and any table added later
+    (a per-implementation entry, say): adding one changes the fingerprint too.
+    """
+    tables = {
+        name: _canonical(value)
+        for name, value in vars(compare_module).items()
+        if not name.startswith("__")
+        and name != "TOLERANCE_VERSION"
+        and isinstance(value, dict | Tolerance | float | int)
+        and not isinstance(value, bool)
+    }
+    return hashlib.sha256(json.dumps(tables, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def test_factors_and_floors_are_the_documented_values():
+    for (dtype, quantity), tol in TOLERANCES.items():
+        assert tol == Tolerance(DOCUMENTED_FACTORS[quantity], DOCUMENTED_FLOORS[dtype]), (dtype, quantity)
+
+
+def test_tolerance_version_is_tied_to_the_table_contents():
+    got = tolerance_fingerprint()
+    assert FINGERPRINTS.get(TOLERANCE_VERSION) == got, (
+        f"the tolerance tables in harness/compare.py (fingerprint {got}) differ from those of "
+        f"TOLERANCE_VERSION={TOLERANCE_VERSION} ({FINGERPRINTS.get(TOLERANCE_VERSION)}). A deliberate change "
+        f"(new values, or a new entry such as a per-implementation tolerance) must bump TOLERANCE_VERSION "
+        f"to {max(FINGERPRINTS) + 1}, add {{{max(FINGERPRINTS) + 1}: {got!r}}} to FINGERPRINTS here, "
+        f"and update the README's tolerance section and DOCUMENTED_* above."
+    )
 
 
 def test_bound_is_factor_times_oracle_error_plus_floor_times_magnitude():
