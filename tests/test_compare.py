@@ -54,6 +54,13 @@ def _canonical(value):
     return repr(value)
 
 
+def _is_data(value) -> bool:
+    """A number, a Tolerance, or a non-empty table of them (not a registry of functions)."""
+    if isinstance(value, dict):
+        return bool(value) and all(_is_data(v) for v in value.values())
+    return isinstance(value, Tolerance | float | int | str) and not isinstance(value, bool)
+
+
 def tolerance_fingerprint() -> str:
     """A hash of every module-level table and number in harness/compare.py but the version itself.
 
@@ -65,8 +72,8 @@ def tolerance_fingerprint() -> str:
         for name, value in vars(compare_module).items()
         if not name.startswith("__")
         and name != "TOLERANCE_VERSION"
-        and isinstance(value, dict | Tolerance | float | int)
-        and not isinstance(value, bool)
+        and not isinstance(value, str)  # module strings are documentation, not tolerances
+        and _is_data(value)
     }
     return hashlib.sha256(json.dumps(tables, sort_keys=True).encode()).hexdigest()[:16]
 
