@@ -225,3 +225,82 @@ def test_nan_or_convex_is_judged_row_by_row(row1, row2, passed):
     c = check_empty_rows("nan_or_convex", out, VALUES, TWO_EMPTY, "float32")
     assert c.passed is passed
     assert c.note.startswith("2 rows (") and "declared nan_or_convex" in c.note
+
+
+def test_comparison_json_is_strict_json():
+    # JSON has no inf or NaN: a record with them must still be read by any JSON reader.
+    c = compare("dk", TRUTH + np.inf, TRUTH, TRUTH, TOL)
+    missing = compare("dq", None, TRUTH, TRUTH, TOL)
+    for comp in (c, missing):
+        doc = json.loads(json.dumps(comp.to_json(), allow_nan=False))
+        back = Comparison.from_json(doc)
+        assert np.isinf(back.max_abs) and np.isinf(back.ratio)
+    assert missing.to_json()["bound"] == "nan" and c.to_json()["max_abs"] == "inf"
+
+
+F32_EMPTY_BOUND = 2 * float(np.finfo(np.float32).eps) + 1e-5  # declared value, exact up to 2 eps, plus the floor
+
+
+def _assert_same(got: Comparison, want: Comparison) -> None:
+    for f in dataclasses.fields(Comparison):
+        x, y = getattr(got, f.name), getattr(want, f.name)
+        assert x == (pytest.approx(y, rel=1e-12) if isinstance(y, float) else y), (f.name, x, y)
+
+
+@pytest.mark.parametrize("size", [1.0, 1 / 8])  # value scale 4, then 0.5: the bound scales with max(scale, 1)
+@pytest.mark.parametrize(
+    ("convention", "row", "fields"),
+    [
+        # (max_abs, max_rel, passed, note); oracle_abs and ratio are 0: no oracle has a convention
+        ("nan", [np.nan, np.nan], (0.0, 0.0, True, "1 rows, declared nan")),
+        ("nan", [0.0, 0.0], (np.inf, 0.0, False, "1 rows, declared nan")),
+        ("zeros", [np.inf, 0.0], (np.inf, np.inf, False, "1 rows, declared zeros, got non-finite")),
+        ("zeros", [0.0, 0.0], (0.0, 0.0, True, "1 rows, declared zeros")),
+        ("zeros", [-1.0, 0.5], (1.0, 1 / 4, False, "1 rows, declared zeros")),  # max_rel: err / max|values|
+    ],
+)
+def test_empty_row_comparisons_in_full(convention, row, fields, size):
+    max_abs, max_rel, passed, note = fields
+    got = check_empty_rows(convention, out_with(np.array(row) * size), VALUES * size, EMPTY, "float32")
+    bound = 0.0 if convention == "nan" else F32_EMPTY_BOUND * max(4.0 * size, 1.0)
+    ratio = np.inf if "non-finite" in note else 0.0
+    scaled = max_abs * size if convention == "zeros" else max_abs
+    _assert_same(got, Comparison("out[empty]", scaled, max_rel, 0.0, ratio, bound, passed, note))
+
+
+def test_an_empty_row_exactly_at_the_bound_passes():
+    bound = check_empty_rows("zeros", out_with([0.0, 0.0]), VALUES, EMPTY, "float32").bound
+    c = check_empty_rows("zeros", out_with([bound, 0.0]), VALUES, EMPTY, "float32")
+    assert c.max_abs == c.bound and c.passed
+
+
+@pytest.mark.parametrize(
+    ("row", "passed"),
+    [
+        ([0.5, 0.0], False),  # column 0 below its values' minimum (1), above the global minimum (-2)
+        ([-3.0, 0.0], False),  # below every value
+        ([1.0, -2.0], True),  # on the hull's corner
+    ],
+)
+def test_convex_is_judged_per_column(row, passed):
+    assert check_empty_rows("convex", out_with(row), VALUES, EMPTY, "float32").passed is passed
+
+
+def test_empty_row_conventions_are_per_head():
+    # Two heads with different value rows: each empty row is held to its own head's values.
+    values = np.concatenate([VALUES, VALUES + 10], axis=1)  # [1, 2, Lk=2, D=2]
+    empty = np.array([[[False, True, False], [False, True, False]]])
+    out = np.zeros((1, 2, 3, 2))
+    out[0, 0, 1], out[0, 1, 1] = [2.0, 1.0], [12.0, 11.0]  # each head's mean
+    assert check_empty_rows("uniform", out, values, empty, "float32").passed
+    assert check_empty_rows("convex", out, values, empty, "float32").passed
+    out[0, 1, 1] = [2.0, 1.0]  # head 0's mean in head 1
+    assert not check_empty_rows("uniform", out, values, empty, "float32").passed
+    assert not check_empty_rows("convex", out, values, empty, "float32").passed
+
+
+def test_nan_or_convex_keeps_the_non_finite_note():
+    out = np.zeros((1, 1, 3, 2))
+    out[0, 0, 1], out[0, 0, 2] = [np.nan, np.nan], [np.inf, 0.0]
+    c = check_empty_rows("nan_or_convex", out, VALUES, TWO_EMPTY, "float32")
+    assert not c.passed and c.note == "2 rows (1 NaN), declared nan_or_convex, got non-finite"
