@@ -67,3 +67,13 @@ def test_interrupt_keeps_the_best_failure_so_far():
     outcome = search(kernel, [], examples=10, seed=3, profile="dev", grads=False, on_result=interrupt_after_failure)
     assert outcome.interrupted
     assert outcome.shrunk is not None and not outcome.shrunk.passed
+
+
+def test_a_seeded_search_neither_reads_nor_saves_the_database(tmp_path):
+    # README: "ci (derandomized) and --seed runs do not use it". Hypothesis skips the database
+    # under @seed; a seeded search that found a failure leaves nothing behind.
+    db = tmp_path / ".hypothesis"
+    kernel = _fakes.FakeKernel("tests._fakes:seeded", broken=lambda c: c.kv_len >= 32)
+    outcome = search(kernel, [], examples=15, seed=1, profile="dev", database=db, grads=False, shrink_runs=3)
+    assert outcome.shrunk is not None
+    assert not db.exists() or not any(p.is_file() for p in db.rglob("*"))
