@@ -236,6 +236,7 @@ def test_comparison_json_is_strict_json():
         back = Comparison.from_json(doc)
         assert np.isinf(back.max_abs) and np.isinf(back.ratio)
     assert missing.to_json()["bound"] == "nan" and c.to_json()["max_abs"] == "inf"
+    assert isinstance(c.to_json()["oracle_abs"], float)  # finite numbers stay numbers
 
 
 F32_EMPTY_BOUND = 2 * float(np.finfo(np.float32).eps) + 1e-5  # declared value, exact up to 2 eps, plus the floor
@@ -304,3 +305,11 @@ def test_nan_or_convex_keeps_the_non_finite_note():
     out[0, 0, 1], out[0, 0, 2] = [np.nan, np.nan], [np.inf, 0.0]
     c = check_empty_rows("nan_or_convex", out, VALUES, TWO_EMPTY, "float32")
     assert not c.passed and c.note == "2 rows (1 NaN), declared nan_or_convex, got non-finite"
+
+
+def test_empty_rows_of_all_zero_values_have_a_relative_error_of_zero():
+    # max|values| == 0: the relative error falls back to the absolute one, never 0/0.
+    c = check_empty_rows("zeros", out_with([0.0, 0.0]), np.zeros_like(VALUES), EMPTY, "float32")
+    assert c.passed and c.max_rel == 0.0
+    c = check_empty_rows("zeros", out_with([1e-3, 0.0]), np.zeros_like(VALUES), EMPTY, "float32")
+    assert not c.passed and c.max_rel == c.max_abs == 1e-3

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from harness import profiles
 from harness.search import search
 from tests import _fakes
 
@@ -77,3 +80,38 @@ def test_a_seeded_search_neither_reads_nor_saves_the_database(tmp_path):
     outcome = search(kernel, [], examples=15, seed=1, profile="dev", database=db, grads=False, shrink_runs=3)
     assert outcome.shrunk is not None
     assert not db.exists() or not any(p.is_file() for p in db.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("budget", "runs"),
+    [
+        (profiles.ShrinkBudget(runs=2, seconds=600), 2),  # the profile's run budget
+        (profiles.ShrinkBudget(runs=60, seconds=0.0), 0),  # its time budget, spent at the first failure
+    ],
+)
+def test_the_profiles_shrink_budget_applies(monkeypatch, budget, runs):
+    monkeypatch.setitem(profiles.SHRINK_BUDGETS, "dev", budget)
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
+    first = next(r for r in outcome.results if not r.passed)
+    assert outcome.shrink_runs == runs and outcome.shrink_exhausted
+    assert outcome.shrunk.case != _fakes.small_case()  # stopped before the minimal case
+    assert (outcome.shrunk.case == first.case) is (runs == 0)
+    assert outcome.kernel == _fakes.BROKEN.name and not outcome.passed
+    assert 0 <= outcome.first_failure_s
+
+
+def test_a_passing_search_reports_every_case_once_and_computes_gradients_by_default():
+    seen = []
+    outcome = search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", on_result=seen.append)
+    assert outcome.passed and outcome.shrunk is None and outcome.first_failure_s is None
+    assert seen == outcome.results and len(seen) == 3
+    quantities = {c.quantity for r in seen for s in r.subjects for c in s.comparisons}
+    assert {"out", "dq", "dk", "dv"} <= quantities
+
+
+def test_an_interrupt_before_any_failure_keeps_nothing():
+    def interrupt(result):
+        raise KeyboardInterrupt
+
+    outcome = search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", grads=False, on_result=interrupt)
+    assert outcome.interrupted and outcome.shrunk is None and len(outcome.results) == 1
