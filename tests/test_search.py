@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from harness import profiles
@@ -91,13 +93,15 @@ def test_a_seeded_search_neither_reads_nor_saves_the_database(tmp_path):
 )
 def test_the_profiles_shrink_budget_applies(monkeypatch, budget, runs):
     monkeypatch.setitem(profiles.SHRINK_BUDGETS, "dev", budget)
+    started = time.perf_counter()
     outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
+    elapsed = time.perf_counter() - started
     first = next(r for r in outcome.results if not r.passed)
     assert outcome.shrink_runs == runs and outcome.shrink_exhausted
     assert outcome.shrunk.case != _fakes.small_case()  # stopped before the minimal case
     assert (outcome.shrunk.case == first.case) is (runs == 0)
     assert outcome.kernel == _fakes.BROKEN.name and not outcome.passed
-    assert 0 <= outcome.first_failure_s
+    assert 0 <= outcome.first_failure_s <= elapsed
 
 
 def test_a_passing_search_reports_every_case_once_and_computes_gradients_by_default():
@@ -115,3 +119,12 @@ def test_an_interrupt_before_any_failure_keeps_nothing():
 
     outcome = search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", grads=False, on_result=interrupt)
     assert outcome.interrupted and outcome.shrunk is None and len(outcome.results) == 1
+    assert [c.quantity for c in outcome.results[0].subjects[0].comparisons] == ["out"]  # grads=False
+
+
+def test_under_a_time_limit_each_case_runs_in_the_worker():
+    # The worker resolves the kernel by name in its own process, so this process's fake sees no call.
+    before = len(_fakes.CORRECT.calls)
+    outcome = search(_fakes.CORRECT, [], examples=1, seed=1, profile="dev", grads=False, time_limit=120)
+    assert outcome.passed and len(outcome.results) == 1
+    assert len(_fakes.CORRECT.calls) == before
