@@ -53,6 +53,9 @@ def test_derandomized_ci_ignores_the_database(tmp_path):
     b = search(_fakes.CORRECT, [], examples=4, profile="ci", database=db, grads=False)
     assert [r.case for r in a.results] == [r.case for r in b.results]
     assert not db.exists()
+    # Nor does it save a failure there.
+    assert search(_fakes.BROKEN, [], examples=10, profile="ci", database=db, grads=False, shrink_runs=2).shrunk
+    assert not db.exists()
 
 
 def test_interrupt_keeps_the_best_failure_so_far():
@@ -104,9 +107,11 @@ def test_the_profiles_shrink_budget_applies(monkeypatch, budget, runs):
     assert 0 <= outcome.first_failure_s <= elapsed
 
 
-def test_a_passing_search_reports_every_case_once_and_computes_gradients_by_default():
+def test_a_passing_search_reports_every_case_once_and_computes_gradients_by_default(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
     seen = []
     outcome = search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", on_result=seen.append)
+    assert not list(tmp_path.iterdir())  # no database given: nothing written anywhere
     assert outcome.passed and outcome.shrunk is None and outcome.first_failure_s is None
     assert seen == outcome.results and len(seen) == 3
     quantities = {c.quantity for r in seen for s in r.subjects for c in s.comparisons}
@@ -128,3 +133,11 @@ def test_under_a_time_limit_each_case_runs_in_the_worker():
     outcome = search(_fakes.CORRECT, [], examples=1, seed=1, profile="dev", grads=False, time_limit=120)
     assert outcome.passed and len(outcome.results) == 1
     assert len(_fakes.CORRECT.calls) == before
+
+
+def test_the_seed_chooses_the_draw():
+    draw = lambda seed: [
+        r.case for r in search(_fakes.CORRECT, [], examples=3, seed=seed, profile="ci", grads=False).results
+    ]  # noqa: E731
+    first = draw(1)
+    assert draw(1) == first and draw(2) != first
