@@ -25,7 +25,9 @@ KILLED = {"killed", "timeout", "segfault"}  # mutmut's names for a mutant some t
 
 
 def verdicts() -> dict[str, str]:
-    out = subprocess.run(["mutmut", "results", "--all", "true"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"], capture_output=True, text=True, check=True
+    ).stdout
     found = {}
     for line in out.splitlines():
         name, sep, status = line.strip().rpartition(": ")
@@ -44,10 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     results, equivalent = verdicts(), documented()
     counts = Counter("killed" if s in KILLED else s for s in results.values())
-    survivors = sorted(n for n, s in results.items() if s not in KILLED)
+    unchecked = sorted(n for n, s in results.items() if s == "not checked")
+    survivors = sorted(n for n, s in results.items() if s not in KILLED and s != "not checked")
     undocumented = [n for n in survivors if n not in equivalent]
     stale = sorted(n for n in equivalent if results.get(n) in KILLED or n not in results)
-    judged = len(results) - sum(n in equivalent for n in survivors)
+    judged = counts["killed"] + len(undocumented)  # checked, and not documented as equivalent
     rate = counts["killed"] / judged if judged else 0.0
     print(f"{len(results)} mutants: {dict(counts)}; {len(survivors) - len(undocumented)} documented equivalent")
     print(
@@ -58,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"UNDOCUMENTED SURVIVOR {n} ({results[n]}): kill it with a test, or explain it in {EQUIVALENT}")
     for n in stale:
         print(f"STALE {n}: documented as equivalent but {results.get(n, 'no longer generated')}; remove it")
-    ok = not undocumented and not stale and rate >= args.min_kill
+    if unchecked:
+        print(f"{len(unchecked)} mutants not checked: the run stopped early; rerun `mutmut run`")
+    ok = not undocumented and not stale and not unchecked and rate >= args.min_kill
     if rate < args.min_kill:
         print(f"kill rate {rate:.1%} is below --min-kill {args.min_kill:.0%}")
     return 0 if ok else 1
