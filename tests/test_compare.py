@@ -313,3 +313,13 @@ def test_empty_rows_of_all_zero_values_have_a_relative_error_of_zero():
     assert c.passed and c.max_rel == 0.0
     c = check_empty_rows("zeros", out_with([1e-3, 0.0]), np.zeros_like(VALUES), EMPTY, "float32")
     assert not c.passed and c.max_rel == c.max_abs == 1e-3
+
+
+@pytest.mark.parametrize(
+    ("got", "note"),
+    [(None, "not computed"), (TRUTH[:1], "shape (1, 3, 16, 8) != (2, 3, 16, 8)")],
+)
+def test_a_missing_or_misshapen_result_fails_in_every_field(got, note):
+    c = compare("dq", got, TRUTH, TRUTH, TOL)
+    assert (c.quantity, c.max_abs, c.max_rel, c.ratio, c.passed, c.note) == ("dq", np.inf, np.inf, np.inf, False, note)
+    assert c.passed is False and np.isnan(c.oracle_abs) and np.isnan(c.bound)
