@@ -92,6 +92,17 @@ def planted(session: nox.Session) -> None:
     )
 
 
+@nox.session(python=PYTHON)
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the core (mutmut, [tool.mutmut] in pyproject.toml): survivors fail unless documented."""
+    install(session, "test", "mutation")
+    env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
+    # mutmut keeps results in mutants/ and reruns only what changed; a fresh run starts clean.
+    shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    session.run("mutmut", "run", "--max-children", str(os.cpu_count() or 2), *session.posargs, env=env)
+    session.run("python", "tests/mutation/check.py", env=env)
+
+
 REQUIRE_TPU = "--require-tpu"
 
 

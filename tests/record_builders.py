@@ -1,7 +1,10 @@
-"""Synthetic records that follow harness.record's schema exactly, for tests and the report benchmark.
+"""Records for the report and gate tests: a store written by the real writers, and builders for variations.
 
-Each builder returns one record dict; `write_store` lays them out as a store
-(STORE/records/<run_id>/<name>.json) the way RunStore and the compile/bench writers do.
+`real_store` is a store written once per test session by the real
+`python -m harness run`, `compile` and `bench` commands on tiny inputs. The builders return
+record dicts for the variations a test needs (a speed regression, a version sort);
+tests/test_report.py holds them to the real records' fields, so they cannot drift from what
+the writers write. `write_store` lays records out as a store (STORE/records/<run_id>/<name>.json).
 """
 
 from __future__ import annotations
@@ -10,9 +13,15 @@ import json
 import math
 import os
 import re
+import shutil
+import statistics
+import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness.case import Case
 from harness.masks import Mask
@@ -46,6 +55,16 @@ def run_record(
         "command": ["python", "-m", "harness", "run", "--profile", "ci"],
         "profile": "ci",
         "kernels": ["pallas_flash"],
+        "case_timeout": None,
+        "interpret": {
+            "check_grid_order": False,
+            "detect_races": False,
+            "random_seed": None,
+            "uninitialized_memory": "nan",
+        },
+        "summary": [
+            {"kernel": "pallas_flash", "examples": 12, "failed": 0, "seconds": 30.0, "status": "PASS", "worst": 0.4}
+        ],
         "status": "finished",
         **extra,
     }
@@ -125,11 +144,23 @@ def bench_record(
         "time": "2026-11-29T12:00:00+00:00",
         "implementation": implementation,
         "backend": backend,
+        "note": "",
+        "timed": "jit",
         "shape": {"name": shape, "case": case().to_json()},
         "pass": pass_,
+        "passed": True,
         "samples": list(samples),
+        "stats": {
+            "min": min(samples),
+            "max": max(samples),
+            "mean": statistics.fmean(samples),
+            "median": statistics.median(samples),
+            "stddev": statistics.stdev(samples) if len(samples) > 1 else 0.0,
+            "rounds": len(samples),
+        },
         "peak_rss_bytes": 900_000_000,
         "device_peak_bytes": None,
+        "benchmark": f"benchmarks/test_speed.py::test_speed[{implementation}-{shape}-{pass_}]",
     }
 
 
@@ -227,3 +258,71 @@ def environment(
         for topology in ("v5e:1x1", "v6e:1x1"):
             recs.append(compile_record(run_id, topology=topology, pass_=pass_, memory={"temp": temp}))
     return recs
+
+
+# --- a store written by the real writers ---
+
+# The cheapest real inputs: fake kernels (the reference in milliseconds; BROKEN fails on
+# head_dim 64 with 32 keys, so the run records a shrunk failure and its failure file), one
+# compile of the smallest shape on one topology, one benchmark of the fastest implementation.
+WRITERS: dict[str, list[str]] = {
+    "run": [
+        "run",
+        "--kernel",
+        "tests._fakes:CORRECT",
+        "--kernel",
+        "tests._fakes:BROKEN",
+        "--oracle",
+        "torch_sdpa",
+        "--examples",
+        "3",
+        "--no-database",
+        "--max-shrinks",
+        "3",
+    ],
+    "compile": ["compile", "--topology", "v5e:1x1", "--shape", "mha_f32_256", "--pass", "fwd"],
+    "bench": ["bench", "--shape", "mha_f32_256", "-k", "jax_xla and not bwd"],
+}
+# Exit codes of the commands above: the run finds BROKEN's failure (1); the others pass (0).
+WRITER_EXIT = {"run": 1, "compile": 0, "bench": 0}
+
+
+def write_real_store(root: Path) -> Path:
+    """Run each command of WRITERS into the store `root`, each in a fresh process as a user would."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
+    repo = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
+    for name, argv in WRITERS.items():
+        cmd = [sys.executable, "-m", "harness", *argv, "--out", str(root)]
+        done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
+        if done.returncode != WRITER_EXIT[name]:
+            raise AssertionError(
+                f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+            )
+    return root
+
+
+_written: dict[str, Path] = {}
+
+
+def real_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store of WRITERS, written on first use and shared by every test module of the session.
+
+    Test modules wrap it in a session fixture. Copy it (copy_store) before editing it.
+    """
+    if "store" not in _written:
+        _written["store"] = write_real_store(tmp_path_factory.mktemp("real") / "store")
+    return _written["store"]
+
+
+def copy_store(store: Path, dest: Path, *, drop: Any = lambda rec: False) -> Path:
+    """A copy of `store` without the records for which `drop(record)` is true."""
+    shutil.copytree(store, dest)
+    for path in (dest / "records").glob("*/*.json"):
+        if drop(json.loads(path.read_text())):
+            path.unlink()
+    return dest
+
+
+def real_records(store: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((store / "records").glob("*/*.json"))]

@@ -1,9 +1,22 @@
+import dataclasses
+import hashlib
+import importlib
+import json
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 from harness.case import DTYPES
-from harness.compare import TOLERANCES, Comparison, Tolerance, check_empty_rows, compare, tolerance
+from harness.compare import (
+    TOLERANCE_VERSION,
+    TOLERANCES,
+    Comparison,
+    Tolerance,
+    check_empty_rows,
+    compare,
+    tolerance,
+)
 from harness.contract import QUANTITIES
 
 RNG = np.random.default_rng(0)
@@ -18,6 +31,67 @@ def rounded(a, dtype):
 def test_every_dtype_and_quantity_has_a_tolerance():
     assert {(d, q) for d in DTYPES for q in QUANTITIES} == set(TOLERANCES)
     assert tolerance("float32", "out[empty]") == tolerance("float32", "out")
+
+
+# By name: the package attribute `harness.compare` may be rebound to the function of that name.
+compare_module = importlib.import_module("harness.compare")
+
+# The values the README documents ("The tolerance"): output factor 2, gradient factor 3,
+# floors float32 1e-5, bfloat16 1e-3, float16 1e-4.
+DOCUMENTED_FACTORS = {"out": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dbias": 3.0}
+DOCUMENTED_FLOORS = {"float32": 1e-5, "bfloat16": 1e-3, "float16": 1e-4}
+# TOLERANCE_VERSION -> fingerprint of every table in harness/compare.py. Each record and
+# failure file carries the version, and `repro` warns when it differs, so a change of contents
+# under an old version would replay old failures under new rules without a word.
+FINGERPRINTS = {1: "d96a9f4e2b722380"}
+
+
+def _canonical(value):
+    if isinstance(value, Tolerance):
+        return ["Tolerance", *(repr(float(x)) for x in dataclasses.astuple(value))]
+    if isinstance(value, dict):
+        return sorted([repr(k), _canonical(v)] for k, v in value.items())
+    return repr(value)
+
+
+def _is_data(value) -> bool:
+    """A number, a Tolerance, or a non-empty table of them (not a registry of functions)."""
+    if isinstance(value, dict):
+        return bool(value) and all(_is_data(v) for v in value.values())
+    return isinstance(value, Tolerance | float | int | str) and not isinstance(value, bool)
+
+
+def tolerance_fingerprint() -> str:
+    """A hash of every module-level table and number in harness/compare.py but the version itself.
+
+    Covers TOLERANCES, the floors and factors it is built from, EPS, and any table added later
+    (a per-implementation entry, say): adding one changes the fingerprint too.
+    """
+    tables = {
+        name: _canonical(value)
+        for name, value in vars(compare_module).items()
+        if not name.startswith("__")
+        and name != "TOLERANCE_VERSION"
+        and not isinstance(value, str)  # module strings are documentation, not tolerances
+        and _is_data(value)
+    }
+    return hashlib.sha256(json.dumps(tables, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def test_factors_and_floors_are_the_documented_values():
+    for (dtype, quantity), tol in TOLERANCES.items():
+        assert tol == Tolerance(DOCUMENTED_FACTORS[quantity], DOCUMENTED_FLOORS[dtype]), (dtype, quantity)
+
+
+def test_tolerance_version_is_tied_to_the_table_contents():
+    got = tolerance_fingerprint()
+    assert FINGERPRINTS.get(TOLERANCE_VERSION) == got, (
+        f"the tolerance tables in harness/compare.py (fingerprint {got}) differ from those of "
+        f"TOLERANCE_VERSION={TOLERANCE_VERSION} ({FINGERPRINTS.get(TOLERANCE_VERSION)}). A deliberate change "
+        f"(new values, or a new entry such as a per-implementation tolerance) must bump TOLERANCE_VERSION "
+        f"to {max(FINGERPRINTS) + 1}, add {{{max(FINGERPRINTS) + 1}: {got!r}}} to FINGERPRINTS here, "
+        f"and update the README's tolerance section and DOCUMENTED_* above."
+    )
 
 
 def test_bound_is_factor_times_oracle_error_plus_floor_times_magnitude():
@@ -151,3 +225,101 @@ def test_nan_or_convex_is_judged_row_by_row(row1, row2, passed):
     c = check_empty_rows("nan_or_convex", out, VALUES, TWO_EMPTY, "float32")
     assert c.passed is passed
     assert c.note.startswith("2 rows (") and "declared nan_or_convex" in c.note
+
+
+def test_comparison_json_is_strict_json():
+    # JSON has no inf or NaN: a record with them must still be read by any JSON reader.
+    c = compare("dk", TRUTH + np.inf, TRUTH, TRUTH, TOL)
+    missing = compare("dq", None, TRUTH, TRUTH, TOL)
+    for comp in (c, missing):
+        doc = json.loads(json.dumps(comp.to_json(), allow_nan=False))
+        back = Comparison.from_json(doc)
+        assert np.isinf(back.max_abs) and np.isinf(back.ratio)
+    assert missing.to_json()["bound"] == "nan" and c.to_json()["max_abs"] == "inf"
+    assert isinstance(c.to_json()["oracle_abs"], float)  # finite numbers stay numbers
+
+
+F32_EMPTY_BOUND = 2 * float(np.finfo(np.float32).eps) + 1e-5  # declared value, exact up to 2 eps, plus the floor
+
+
+def _assert_same(got: Comparison, want: Comparison) -> None:
+    for f in dataclasses.fields(Comparison):
+        x, y = getattr(got, f.name), getattr(want, f.name)
+        assert x == (pytest.approx(y, rel=1e-12) if isinstance(y, float) else y), (f.name, x, y)
+
+
+@pytest.mark.parametrize("size", [1.0, 1 / 8])  # value scale 4, then 0.5: the bound scales with max(scale, 1)
+@pytest.mark.parametrize(
+    ("convention", "row", "fields"),
+    [
+        # (max_abs, max_rel, passed, note); oracle_abs and ratio are 0: no oracle has a convention
+        ("nan", [np.nan, np.nan], (0.0, 0.0, True, "1 rows, declared nan")),
+        ("nan", [0.0, 0.0], (np.inf, 0.0, False, "1 rows, declared nan")),
+        ("zeros", [np.inf, 0.0], (np.inf, np.inf, False, "1 rows, declared zeros, got non-finite")),
+        ("zeros", [0.0, 0.0], (0.0, 0.0, True, "1 rows, declared zeros")),
+        ("zeros", [-1.0, 0.5], (1.0, 1 / 4, False, "1 rows, declared zeros")),  # max_rel: err / max|values|
+    ],
+)
+def test_empty_row_comparisons_in_full(convention, row, fields, size):
+    max_abs, max_rel, passed, note = fields
+    got = check_empty_rows(convention, out_with(np.array(row) * size), VALUES * size, EMPTY, "float32")
+    bound = 0.0 if convention == "nan" else F32_EMPTY_BOUND * max(4.0 * size, 1.0)
+    ratio = np.inf if "non-finite" in note else 0.0
+    scaled = max_abs * size if convention == "zeros" else max_abs
+    _assert_same(got, Comparison("out[empty]", scaled, max_rel, 0.0, ratio, bound, passed, note))
+
+
+def test_an_empty_row_exactly_at_the_bound_passes():
+    bound = check_empty_rows("zeros", out_with([0.0, 0.0]), VALUES, EMPTY, "float32").bound
+    c = check_empty_rows("zeros", out_with([bound, 0.0]), VALUES, EMPTY, "float32")
+    assert c.max_abs == c.bound and c.passed
+
+
+@pytest.mark.parametrize(
+    ("row", "passed"),
+    [
+        ([0.5, 0.0], False),  # column 0 below its values' minimum (1), above the global minimum (-2)
+        ([-3.0, 0.0], False),  # below every value
+        ([1.0, -2.0], True),  # on the hull's corner
+    ],
+)
+def test_convex_is_judged_per_column(row, passed):
+    assert check_empty_rows("convex", out_with(row), VALUES, EMPTY, "float32").passed is passed
+
+
+def test_empty_row_conventions_are_per_head():
+    # Two heads with different value rows: each empty row is held to its own head's values.
+    values = np.concatenate([VALUES, VALUES + 10], axis=1)  # [1, 2, Lk=2, D=2]
+    empty = np.array([[[False, True, False], [False, True, False]]])
+    out = np.zeros((1, 2, 3, 2))
+    out[0, 0, 1], out[0, 1, 1] = [2.0, 1.0], [12.0, 11.0]  # each head's mean
+    assert check_empty_rows("uniform", out, values, empty, "float32").passed
+    assert check_empty_rows("convex", out, values, empty, "float32").passed
+    out[0, 1, 1] = [2.0, 1.0]  # head 0's mean in head 1
+    assert not check_empty_rows("uniform", out, values, empty, "float32").passed
+    assert not check_empty_rows("convex", out, values, empty, "float32").passed
+
+
+def test_nan_or_convex_keeps_the_non_finite_note():
+    out = np.zeros((1, 1, 3, 2))
+    out[0, 0, 1], out[0, 0, 2] = [np.nan, np.nan], [np.inf, 0.0]
+    c = check_empty_rows("nan_or_convex", out, VALUES, TWO_EMPTY, "float32")
+    assert not c.passed and c.note == "2 rows (1 NaN), declared nan_or_convex, got non-finite"
+
+
+def test_empty_rows_of_all_zero_values_have_a_relative_error_of_zero():
+    # max|values| == 0: the relative error falls back to the absolute one, never 0/0.
+    c = check_empty_rows("zeros", out_with([0.0, 0.0]), np.zeros_like(VALUES), EMPTY, "float32")
+    assert c.passed and c.max_rel == 0.0
+    c = check_empty_rows("zeros", out_with([1e-3, 0.0]), np.zeros_like(VALUES), EMPTY, "float32")
+    assert not c.passed and c.max_rel == c.max_abs == 1e-3
+
+
+@pytest.mark.parametrize(
+    ("got", "note"),
+    [(None, "not computed"), (TRUTH[:1], "shape (1, 3, 16, 8) != (2, 3, 16, 8)")],
+)
+def test_a_missing_or_misshapen_result_fails_in_every_field(got, note):
+    c = compare("dq", got, TRUTH, TRUTH, TOL)
+    assert (c.quantity, c.max_abs, c.max_rel, c.ratio, c.passed, c.note) == ("dq", np.inf, np.inf, np.inf, False, note)
+    assert c.passed is False and np.isnan(c.oracle_abs) and np.isnan(c.bound)

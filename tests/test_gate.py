@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,45 @@ def test_gate_writes_the_same_comparison_into_the_report(capsys, planted, tmp_pa
     html = out_html.read_text()
     assert "GATE FAILED: 3 regressions (correctness 1, memory 1, speed 1)" in html
     assert "temp_bytes grew +20.00% (2.00 MiB -&gt; 2.40 MiB), limit 5%" in html
+
+
+# --- stores written by the real run, compile and bench commands ---
+
+
+@pytest.fixture(scope="session")
+def real_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rb.real_store(tmp_path_factory)
+
+
+def _edit(store: Path, kind: str, change) -> None:  # noqa: ANN001 - change(record) edits it in place
+    """Apply `change` to every record of `kind` in `store`, rewriting the files the writers wrote."""
+    for path in (store / "records").glob("*/*.json"):
+        rec = json.loads(path.read_text())
+        if rec["kind"] == kind:
+            change(rec)
+            path.write_text(json.dumps(rec))
+
+
+def test_a_store_from_the_real_writers_against_itself_passes(capsys, real_store: Path) -> None:
+    code, out, _ = _gate(capsys, "--baseline", str(real_store), "--candidate", str(real_store))
+    assert code == 0 and "GATE PASSED" in out, out
+    # BROKEN fails in both: an old failure is not a regression.
+    rows = {r.subject: r for r in gate.compare(load([real_store]), load([real_store]), thresholds.load()).rows}
+    assert rows["tests._fakes:BROKEN"].status == "unchanged"
+    assert "failing in both" in rows["tests._fakes:BROKEN"].change
+
+
+def test_real_records_with_planted_regressions_fail_the_gate(capsys, tmp_path: Path, real_store: Path) -> None:
+    broken = "tests._fakes:BROKEN"
+    # The baseline never ran BROKEN, so its failures are new in the candidate.
+    base = rb.copy_store(real_store, tmp_path / "base", drop=lambda r: r.get("implementation") == broken)
+    cand = rb.copy_store(real_store, tmp_path / "cand")
+    _edit(cand, "bench", lambda r: r.update(samples=[3 * s for s in r["samples"]]))
+    _edit(cand, "compile", lambda r: r["memory"].update(argument=r["memory"]["argument"] + 1))  # limit 0%
+    code, out, _ = _gate(capsys, "--baseline", str(base), "--candidate", str(cand))
+    assert code == 1, out
+    worse = [line for line in out.splitlines() if " WORSE " in line]
+    assert any(line.startswith("correctness") and broken in line for line in worse), out
+    assert any(line.startswith("speed") and "jax_xla fwd mha_f32_256" in line for line in worse), out
+    assert any(line.startswith("memory") and "argument_bytes" in line for line in worse), out
+    assert "GATE FAILED: 3 regressions (correctness 1, memory 1, speed 1)" in out

@@ -204,3 +204,68 @@ def test_compose_needs_a_candidate_when_everything_is_baseline(tmp_path: Path) -
     store = rb.write_store(tmp_path / "s", rb.environment(BASE))
     with pytest.raises(compose.SpecError, match="every run in the stores is in the baseline"):
         compose.make(load([store]), thresholds=thresholds.load(), baseline="jax=0.10.2")
+
+
+# --- stores written by the real run, compile and bench commands ---
+
+# Keys the real writers leave out of some records, so a builder may leave them out too:
+# a passing case is not shrunk, and runs recorded before conventions were recorded lack them
+# (the report then reads the registry: test_conventions_come_from_runs_or_else_the_registry).
+OPTIONAL = {"case": {"shrunk", "failure_file"}, "run": {"conventions"}}
+
+
+@pytest.fixture(scope="session")
+def real_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rb.real_store(tmp_path_factory)
+
+
+def _same_fields(real: dict, built: dict, where: str, optional: set[str] = frozenset()) -> list[str]:
+    """Where `built` differs from `real` in keys or value types, nested dicts included.
+
+    A null on either side matches any type (an optional figure); an empty dict matches any dict.
+    """
+    problems = [f"{where}: builder lacks {k!r}" for k in sorted(real.keys() - built.keys() - optional)]
+    problems += [f"{where}: builder adds {k!r}, not written" for k in sorted(built.keys() - real.keys() - optional)]
+    for k in sorted(real.keys() & built.keys()):
+        a, b = real[k], built[k]
+        if isinstance(a, dict) and isinstance(b, dict):
+            problems += _same_fields(a, b, f"{where}.{k}") if a and b else []
+        elif None not in (a, b) and type(a) is not type(b) and not {type(a), type(b)} <= {int, float}:
+            problems.append(f"{where}.{k}: {type(b).__name__} in the builder, {type(a).__name__} from the writer")
+    return problems
+
+
+def test_builders_write_the_fields_the_real_writers_write(real_store: Path) -> None:
+    real = {}
+    for rec in rb.real_records(real_store):
+        real.setdefault((rec["kind"], rec.get("passed")), rec)
+    c = rb.case()
+    built = {
+        ("run", None): rb.run_record(BASE),
+        ("case", True): rb.case_record(BASE, c),
+        ("case", False): rb.case_record(BASE, c, fail_quantity="out", shrunk=True, failure_file="/x/f.json"),
+        ("bench", True): rb.bench_record(BASE, rb.timings(0.01)),
+        ("compile", True): rb.compile_record(BASE),
+    }
+    assert built.keys() <= real.keys(), sorted(real)
+    problems = [
+        p for key, rec in built.items() for p in _same_fields(real[key], rec, key[0], OPTIONAL.get(key[0], set()))
+    ]
+    assert not problems, problems
+
+
+def test_report_of_a_store_written_by_run_compile_and_bench(capsys, tmp_path: Path, real_store: Path) -> None:
+    out_html = tmp_path / "index.html"
+    code, out, _ = _report(capsys, "--store", str(real_store), "--out", str(out_html))
+    assert code == 1 and "FAILURES" in out  # the fake BROKEN kernel's shrunk failure
+    report = _build(load([real_store]))
+    (failure,) = [f for f in report.failures if f.shrunk]
+    assert failure.kind == "case" and failure.implementation == "tests._fakes:BROKEN"
+    assert "Lk=32 D=64" in failure.title  # BROKEN fails on head_dim 64 with 32 keys
+    assert failure.why.startswith("out: err") and "> bound" in failure.why
+    replay = failure.repro.removeprefix("python -m harness repro ")
+    assert Path(replay).is_file() and Path(replay).parent == real_store / "failures"
+    assert any(r.label == "jax_xla fwd mha_f32_256" for r in report.speed), [r.label for r in report.speed]
+    assert any(r.group.startswith("v5e") for r in report.memory)
+    html = out_html.read_text()
+    assert "tests._fakes:CORRECT" in html and "torch_sdpa" in html

@@ -22,6 +22,10 @@ PLANTED: dict[str, str] = {
 # measured), so tests/test_runner.py checks it on a case with four key tiles directly.
 FIXTURES: dict[str, str] = {"fwd_kv_axis_parallel": "grid order", "hang": "never returns"}
 
+# Bugs whose error is a few tens of times the bound, not millions: the default suite runs each
+# on one fixed case (tests/test_planted.py), so a tolerance that loosens turns the suite red.
+SUBTLE: dict[str, str] = {"fwd_p_bfloat16": "precision loss (subtle)"}
+
 
 # Interpreter checks a bug needs to be seen (harness.compat.InterpretOptions fields).
 INTERPRET: dict[str, dict] = {"fwd_kv_axis_parallel": {"random_seed": 1, "check_grid_order": True}}

@@ -1,0 +1,73 @@
+"""After `mutmut run`: the kill rate, and a failure for any survivor not documented as equivalent.
+
+    python tests/mutation/check.py [--min-kill 0.9]
+
+Reads mutmut's verdicts (`mutmut results --all true`) and tests/mutation/equivalent.md, where
+each equivalent mutant is a list item "- `NAME`: why no test can tell it from the original".
+Exits 1 when a survivor is undocumented, a documented name was killed or no longer exists (the
+list must follow the code), or the kill rate (killed over all mutants but the documented
+equivalents) is below --min-kill; 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+EQUIVALENT = Path(__file__).with_name("equivalent.md")
+# The target of the issue that added mutation testing: at least 90% of the mutants killed.
+MIN_KILL = 0.90
+KILLED = {"killed", "timeout", "segfault"}  # mutmut's names for a mutant some test noticed
+
+
+def verdicts() -> dict[str, str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"], capture_output=True, text=True, check=True
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and "__mutmut_" in name:
+            found[name] = status.strip()
+    return found
+
+
+def documented() -> dict[str, str]:
+    return dict(re.findall(r"^- `([^`]+)`: (.+)$", EQUIVALENT.read_text(), re.MULTILINE))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--min-kill", type=float, default=MIN_KILL)
+    args = p.parse_args(argv)
+    results, equivalent = verdicts(), documented()
+    counts = Counter("killed" if s in KILLED else s for s in results.values())
+    unchecked = sorted(n for n, s in results.items() if s == "not checked")
+    survivors = sorted(n for n, s in results.items() if s not in KILLED and s != "not checked")
+    undocumented = [n for n in survivors if n not in equivalent]
+    stale = sorted(n for n in equivalent if results.get(n) in KILLED or n not in results)
+    judged = counts["killed"] + len(undocumented)  # checked, and not documented as equivalent
+    rate = counts["killed"] / judged if judged else 0.0
+    print(f"{len(results)} mutants: {dict(counts)}; {len(survivors) - len(undocumented)} documented equivalent")
+    print(
+        f"kill rate {rate:.1%} ({counts['killed']} of {judged} non-equivalent), "
+        f"{counts['killed'] / max(len(results), 1):.1%} of all"
+    )
+    for n in undocumented:
+        print(f"UNDOCUMENTED SURVIVOR {n} ({results[n]}): kill it with a test, or explain it in {EQUIVALENT}")
+    for n in stale:
+        print(f"STALE {n}: documented as equivalent but {results.get(n, 'no longer generated')}; remove it")
+    if unchecked:
+        print(f"{len(unchecked)} mutants not checked: the run stopped early; rerun `mutmut run`")
+    ok = not undocumented and not stale and not unchecked and rate >= args.min_kill
+    if rate < args.min_kill:
+        print(f"kill rate {rate:.1%} is below --min-kill {args.min_kill:.0%}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

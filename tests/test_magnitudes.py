@@ -1,0 +1,101 @@
+"""The tolerance floor's scale: the largest sum of |terms| of each quantity, checked term by term."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from harness.case import Case
+from harness.inputs import make_inputs
+from harness.magnitudes import term_magnitudes
+from harness.masks import Mask
+from oracles import jax_reference
+
+
+def brute_force(case: Case) -> dict[str, float]:
+    """term_magnitudes written out index by index from the attention sums, in float64.
+
+    out[i,d] = sum_j p_ij v_jd; dv[j,d] = sum_(h in group, i) p_ij dout_id;
+    ds_ij = p_ij (dp_ij - di_i) with dp_ij = dout_i . v_j and di_i = out_i . dout_i;
+    dq[i,d] = scale sum_j ds_ij k_jd; dk[j,d] = scale sum_(h in group, i) ds_ij q_id; dbias = ds.
+    Each sum's terms are bounded by their absolute values, ds by p (|dp| + |di|).
+    """
+    x = make_inputs(case)
+    q, k, v, dout = (a.astype(np.float64) for a in (x.q, x.k, x.v, x.dout))
+    group = case.q_heads // case.kv_heads
+    mags = dict.fromkeys(("out", "dq", "dk", "dv", "dbias"), 0.0)
+    dv_sums = np.zeros((case.batch, case.kv_heads, case.kv_len, case.head_dim))
+    dk_sums = np.zeros_like(dv_sums)
+    for b, h in itertools.product(range(case.batch), range(case.q_heads)):
+        kh = h // group
+        for i in range(case.q_len):
+            seen = [j for j in range(case.kv_len) if x.visible[b, h, i, j]]
+            if not seen:
+                continue
+            logits = {
+                j: q[b, h, i] @ k[b, kh, j] * case.sm_scale + (x.bias[b, h, i, j] if case.bias else 0.0) for j in seen
+            }
+            top = max(logits.values())
+            weights = {j: np.exp(s - top) for j, s in logits.items()}
+            total = sum(weights.values())
+            p = {j: w / total for j, w in weights.items()}
+            out = sum(p[j] * v[b, kh, j] for j in seen)
+            di = out @ dout[b, h, i]
+            ds = {j: p[j] * (abs(dout[b, h, i] @ v[b, kh, j]) + abs(di)) for j in seen}
+            for d in range(case.head_dim):
+                mags["out"] = max(mags["out"], sum(p[j] * abs(v[b, kh, j, d]) for j in seen))
+                mags["dq"] = max(mags["dq"], sum(case.sm_scale * ds[j] * abs(k[b, kh, j, d]) for j in seen))
+                for j in seen:
+                    dv_sums[b, kh, j, d] += p[j] * abs(dout[b, h, i, d])
+                    dk_sums[b, kh, j, d] += case.sm_scale * ds[j] * abs(q[b, h, i, d])
+            mags["dbias"] = max(mags["dbias"], *ds.values())
+    mags["dv"], mags["dk"] = float(dv_sums.max()), float(dk_sums.max())
+    return mags
+
+
+CASES = {
+    "plain": Case(batch=1, q_heads=1, kv_heads=1, q_len=3, kv_len=5, head_dim=2, seed=1),
+    # GQA: gradients of the query heads sharing a key head sum into it.
+    "gqa_bias": Case(batch=2, q_heads=4, kv_heads=2, q_len=4, kv_len=3, head_dim=3, bias=True, scale=0.7, seed=2),
+    # Bottom-right causal with more queries than keys: the first rows see no key and add nothing.
+    "empty_rows": Case(batch=1, q_heads=2, kv_heads=1, q_len=5, kv_len=3, head_dim=2, mask=Mask(causal="bottom_right")),
+    "large": Case(batch=1, q_heads=1, kv_heads=1, q_len=4, kv_len=4, head_dim=2, regime="large", seed=3),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_magnitudes_are_the_largest_sums_of_absolute_terms(name):
+    case = CASES[name]
+    got = term_magnitudes(case, make_inputs(case))
+    want = brute_force(case)
+    assert got.keys() == want.keys()
+    for quantity in want:
+        assert got[quantity] == pytest.approx(want[quantity], rel=1e-12), quantity
+
+
+def test_empty_rows_give_finite_magnitudes():
+    case = CASES["empty_rows"]
+    assert make_inputs(case).empty.any()
+    assert all(np.isfinite(m) and m > 0 for m in term_magnitudes(case, make_inputs(case)).values())
+
+
+def test_magnitudes_bound_the_truth():
+    # |sum of terms| <= sum of |terms|: each magnitude is at least the largest |value| of its quantity.
+    case = CASES["gqa_bias"]
+    inputs = make_inputs(case)
+    mags = term_magnitudes(case, inputs)
+    truth = jax_reference.truth(case, inputs, grads=True)
+    for quantity, m in mags.items():
+        assert np.abs(truth.get(quantity)).max() <= m * (1 + 1e-12), quantity
+
+
+def test_one_visible_key_cancels_dq_but_not_its_magnitude():
+    # A query that sees only its first key has p == 1 there, so dq == 0 exactly; the floor
+    # must still scale with the terms every kernel rounds (the reason the module exists).
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=3, kv_len=3, head_dim=2, mask=Mask(causal="top_left"))
+    inputs = make_inputs(case)
+    truth = jax_reference.truth(case, inputs, grads=True)
+    assert np.abs(truth.dq[0, 0, 0]).max() < 1e-15
+    assert term_magnitudes(case, inputs)["dq"] > 0.1
