@@ -4,6 +4,10 @@ Every generated case is handed to `on_result` as it finishes. Cases tried while
 shrinking are not; the minimal failing case is returned separately. Shrinking runs
 within the profile's shrink budget (harness.profiles): past it, candidates are not run
 and count as passing, so Hypothesis stops at the smallest failure found so far.
+
+Only a kernel's verdict steers Hypothesis. Any other exception inside a case (the store
+cannot be written, the truth cannot be computed) stops the search at once and is raised
+from `search` as it was: it is the harness's failure, never a flaky kernel.
 """
 
 from __future__ import annotations
@@ -14,17 +18,30 @@ from collections.abc import Callable
 from pathlib import Path
 
 import hypothesis
+import jax
 from hypothesis import given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness import profiles, strategies
 from harness.case import Case
 from harness.contract import Implementation
-from harness.runner import CaseResult, run_case
+from harness.runner import CaseResult, is_interrupt, run_case
 
 
 class CaseFailed(AssertionError):
     """Raised inside the Hypothesis test so that it shrinks the case."""
+
+
+class _HarnessError(BaseException):
+    """Carries a harness error out of the Hypothesis test.
+
+    A BaseException, because Hypothesis shrinks and replays on any Exception: a disk error
+    would come back as "flaky failure" blamed on the kernel.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 @dataclasses.dataclass
@@ -81,7 +98,17 @@ def search(
                     outcome.shrink_exhausted = True
                     return  # not run: counts as passing, so shrinking settles on the best so far
                 outcome.shrink_runs += 1
-            result = seen[case] = run_case(case, subjects, grads=grads, time_limit=time_limit)
+            try:
+                result = seen[case] = run_case(case, subjects, grads=grads, time_limit=time_limit)
+            except Exception as e:  # noqa: BLE001 - sorted into an interrupt or a harness error
+                if is_interrupt(e):
+                    raise KeyboardInterrupt(str(e)) from e
+                raise _HarnessError(e) from e
+            finally:
+                # JAX keeps one compiled executable per shape: ~170 MiB a case under the
+                # interpreter, 3 GB after 15 cases. Clearing after each case keeps the run flat
+                # (see benchmarks/peak_rss.py); recompiling costs nothing measurable beside a case.
+                jax.clear_caches()
             generated = state["failing_since"] is None
             if generated:
                 outcome.results.append(result)
@@ -93,7 +120,10 @@ def search(
                     state["failing_since"] = time.perf_counter()
                     outcome.first_failure_s = state["failing_since"] - started
             if generated:
-                on_result(result)  # after the bookkeeping: an interrupt here loses nothing
+                try:
+                    on_result(result)  # after the bookkeeping: an interrupt here loses nothing
+                except Exception as e:  # noqa: BLE001 - writing the record failed: the harness's error
+                    raise _HarnessError(e) from e
         if not result.passed:
             state["best"] = result
             raise CaseFailed(str(case))
@@ -116,6 +146,8 @@ def search(
         test = hypothesis.seed(seed)(test)
     try:
         test()
+    except _HarnessError as e:
+        raise e.error from None
     except CaseFailed:
         outcome.shrunk = state["best"]
     except KeyboardInterrupt:

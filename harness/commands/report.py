@@ -62,6 +62,10 @@ def load_inputs(args: argparse.Namespace):  # -> (records.Records, thresholds.Th
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.out.is_dir():
+        raise UsageError(
+            f"--out={str(args.out)!r} is a directory; give the HTML file to write, e.g. {args.out / 'index.html'}"
+        )
     pool, th = load_inputs(args)
     try:
         report, gate = compose.make(

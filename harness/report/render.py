@@ -17,6 +17,7 @@ import jinja2
 from markupsafe import Markup
 
 from harness.gate import fmt_seconds
+from harness.record import publish_mode
 from harness.report import svg
 from harness.report.data import Report, SeriesRow
 from harness.thresholds import fmt_bytes
@@ -70,6 +71,7 @@ def write(report: Report, out: Path | str) -> Path:
     html = render(report)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     try:
+        publish_mode(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(html)
         os.replace(tmp, out)
