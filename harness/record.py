@@ -19,6 +19,11 @@ kind "compile" (compile--<impl>--<topology>--<shape>--<pass>.json): an ahead-of-
                case}, case_id, pass, ok (= passed), error, memory {argument, output, temp,
                generated_code, alias} bytes, cost {flops, bytes_accessed, transcendentals,
                optimal_seconds}, seconds, failure_file.
+kind "leak"    (leak--<impl>--<variant>.json): one kernel called many times one way (harness.leak):
+               leak_schema, implementation, backend, variant ("fwd-run", "fwd_bwd-jit", ...),
+               pass, via, case, case_id, calls, warmup_calls, samples {series: [one value per
+               call]}, growth [{series, slope, limit, first, last}], growing (one line per
+               series past its limit), passed, error, seconds.
 
 `merge_stores` (or `python -m harness merge`) copies the runs of several stores into one.
 """

@@ -324,6 +324,49 @@ def runs(records: Records, run_env: dict[str, Env], sides: dict[str, str]) -> li
 # --- the whole report ---
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LeakRow:
+    """One leak record (harness.leak): growth per call of each series, and the samples to plot."""
+
+    implementation: str
+    variant: str
+    calls: int
+    passed: bool
+    error: str | None
+    growth: list[tuple[str, str, bool]]  # (series, "+slope unit/call (limit L)", past its limit)
+    samples: list[float]  # the series to plot: the first one past its limit, else live_bytes
+    plotted: str
+
+
+def leak_rows(leaks: list[dict[str, Any]]) -> list[LeakRow]:
+    rows = []
+    for rec in sorted(leaks, key=lambda r: (str(r.get("implementation")), str(r.get("variant")))):
+        growth = [g for g in rec.get("growth") or [] if isinstance(g, dict)]
+        text = [
+            (
+                str(g.get("series")),
+                f"{float(g.get('slope', 0)):+.3g}/call (limit {float(g.get('limit', 0)):.3g})",
+                float(g.get("slope", 0)) > float(g.get("limit", 0)),
+            )
+            for g in growth
+        ]
+        plotted = next((name for name, _, bad in text if bad), "live_bytes")
+        samples = (rec.get("samples") or {}).get(plotted) or []
+        rows.append(
+            LeakRow(
+                implementation=str(rec.get("implementation")),
+                variant=str(rec.get("variant")),
+                calls=int(rec.get("calls") or 0),
+                passed=bool(rec.get("passed")),
+                error=rec.get("error"),
+                growth=text,
+                samples=[float(x) for x in samples if isinstance(x, int | float)],
+                plotted=plotted,
+            )
+        )
+    return rows
+
+
 @dataclasses.dataclass
 class Verdict:
     status: str  # "pass", "fail" (failures, no baseline) or "regression" (the gate failed)
@@ -355,6 +398,7 @@ class Report:
     runs: list[RunView]
     problems: list[str]
     thresholds: Thresholds
+    leaks: list[LeakRow] = dataclasses.field(default_factory=list)
 
 
 def verdict(current: Records, gate: GateResult | None) -> Verdict:
@@ -441,4 +485,5 @@ def build(
         runs=runs(records, run_env, sides or {}),
         problems=records.problems,
         thresholds=thresholds,
+        leaks=leak_rows(records.leaks),
     )
