@@ -78,4 +78,9 @@ def main(args: argparse.Namespace) -> int:
     out = compose.write(report, args.out)
     print(f"{report.verdict.headline}")
     print(f"report -> {out}")
+    if pool.problems:
+        n = len(pool.problems)
+        raise UsageError(
+            f"{n} record{'s' if n != 1 else ''} could not be read (listed in the report): {pool.problems[0]}"
+        )
     return EXIT_OK if report.verdict.status == "pass" else EXIT_FAIL
