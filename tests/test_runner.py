@@ -10,10 +10,12 @@ from jax.experimental.pallas import tpu as pltpu
 
 from harness import compat, contract
 from harness.case import Case
+from harness.inputs import make_inputs
 from harness.runner import run_case
 from kernels.pallas_flash import uniform_blocks
 from oracles import jax_reference
 from tests import _fakes
+from tests._fakes import FakeKernel, small_case
 from tests.planted import spec
 
 FLASH_BLOCKS = uniform_blocks()
@@ -158,3 +160,24 @@ def test_interpret_options_reject_bad_values():
     with pytest.raises(ValueError, match="random_seed"):
         compat.InterpretOptions(random_seed=-1)
     assert compat.InterpretOptions.from_json(compat.InterpretOptions(random_seed=3).to_json()).random_seed == 3
+
+
+class _InterruptedInCallback(FakeKernel):
+    """Ctrl-C landing inside a jax host callback, as it does inside the Pallas interpreter."""
+
+    def run(self, case, inputs, *, grads):
+        import jax
+        import jax.numpy as jnp
+
+        def callback(x):
+            raise KeyboardInterrupt
+
+        jax.pure_callback(callback, jax.ShapeDtypeStruct((), jnp.float32), jnp.float32(0)).block_until_ready()
+
+
+def test_an_interrupt_inside_a_host_callback_is_an_interrupt_never_a_kernel_result():
+    from harness.runner import execute
+
+    case = small_case()
+    with pytest.raises(KeyboardInterrupt):
+        execute(_InterruptedInCallback("interrupted"), case, make_inputs(case), grads=False)

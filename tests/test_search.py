@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.search import search
 from tests import _fakes
 
@@ -69,3 +71,15 @@ def test_interrupt_keeps_the_best_failure_so_far():
     outcome = search(kernel, [], examples=10, seed=3, profile="dev", grads=False, on_result=interrupt_after_failure)
     assert outcome.interrupted
     assert outcome.shrunk is not None and not outcome.shrunk.passed
+
+
+def test_a_store_error_while_searching_is_raised_as_itself_not_a_flaky_failure():
+    written = []
+
+    def full_disk(result):
+        if written:  # the second case's record cannot be written
+            raise OSError(28, "No space left on device")
+        written.append(result)
+
+    with pytest.raises(OSError, match="No space left on device"):
+        search(_fakes.CORRECT, [], examples=5, seed=1, grads=False, on_result=full_disk)
