@@ -103,7 +103,15 @@ def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref:
     empty = inputs.empty
     rows = ~empty if empty.any() else None
     out = [
-        compare("out", got.out, truth.out, ruler.out, tolerance(case.dtype, "out"), magnitude=mags["out"], rows=rows)
+        compare(
+            "out",
+            got.out,
+            truth.out,
+            ruler.out,
+            tolerance(case.dtype, "out", impl.name),
+            magnitude=mags["out"],
+            rows=rows,
+        )
     ]
     if empty.any():
         group = case.q_heads // case.kv_heads
@@ -115,7 +123,8 @@ def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref:
             continue
         if q == "dbias" and not impl.capabilities.dbias:
             continue
-        out.append(compare(q, got.get(q), want, ruler.get(q), tolerance(case.dtype, q), magnitude=mags[q]))
+        tol = tolerance(case.dtype, q, impl.name)
+        out.append(compare(q, got.get(q), want, ruler.get(q), tol, magnitude=mags[q]))
     return out
 
 
