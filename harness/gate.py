@@ -354,7 +354,9 @@ def compare(
     base: Records, cand: Records, th: Thresholds, *, labels: tuple[str, str] = ("baseline", "candidate")
 ) -> GateResult:
     rows = correctness_rows(base, cand, th) + compile_rows(base, cand, th) + speed_rows(base, cand, th)
-    rows += leak_rows(base, cand) + incomplete_rows(base, cand)
+    rows += leak_rows(base, cand)
+    if rows:  # with nothing compared the gate is "NOTHING COMPARED" (bad input), never PASS either way
+        rows += incomplete_rows(base, cand)
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda r: (not r.fails, order[r.status], CATEGORIES.index(r.category), r.subject))
     return GateResult(labels[0], labels[1], th.source, rows)
