@@ -15,7 +15,7 @@ from harness.runner import run_case
 from kernels.pallas_flash import uniform_blocks
 from oracles import jax_reference
 from tests import _fakes
-from tests._fakes import FakeKernel, small_case
+from tests._fakes import small_case
 from tests.planted import spec
 
 FLASH_BLOCKS = uniform_blocks()
@@ -162,22 +162,17 @@ def test_interpret_options_reject_bad_values():
     assert compat.InterpretOptions.from_json(compat.InterpretOptions(random_seed=3).to_json()).random_seed == 3
 
 
-class _InterruptedInCallback(FakeKernel):
-    """Ctrl-C landing inside a jax host callback, as it does inside the Pallas interpreter."""
-
-    def run(self, case, inputs, *, grads):
-        import jax
-        import jax.numpy as jnp
-
-        def callback(x):
-            raise KeyboardInterrupt
-
-        jax.pure_callback(callback, jax.ShapeDtypeStruct((), jnp.float32), jnp.float32(0)).block_until_ready()
-
-
-def test_an_interrupt_inside_a_host_callback_is_an_interrupt_never_a_kernel_result():
-    from harness.runner import execute
+@pytest.mark.parametrize("time_limit", [None, 300.0], ids=["in-process", "worker"])
+def test_an_interrupt_inside_a_host_callback_is_an_interrupt_never_a_kernel_result(time_limit):
+    from harness import worker
+    from harness.runner import Reference, run_subject
+    from tests.fixtures.misbehaving import INTERRUPTED_IN_CALLBACK
 
     case = small_case()
-    with pytest.raises(KeyboardInterrupt):
-        execute(_InterruptedInCallback("interrupted"), case, make_inputs(case), grads=False)
+    inputs = make_inputs(case)
+    ref = Reference.compute(case, inputs, grads=False)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_subject(INTERRUPTED_IN_CALLBACK, case, inputs, ref, grads=False, time_limit=time_limit)
+    finally:
+        worker.shutdown()
