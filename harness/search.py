@@ -106,7 +106,7 @@ def search(
     # Hypothesis may reach one case through several choice sequences, and replays the
     # minimal one at the end; a case's result is deterministic, so each runs once.
     seen: dict[Case, CaseResult] = {}
-    state: dict = {"failing_since": None, "best": None}
+    state: dict = {"failing_since": None, "best": None, "compiled_for": None}
     started = time.perf_counter()
 
     def check(case: Case) -> None:
@@ -118,6 +118,14 @@ def search(
                     outcome.shrink_exhausted = True
                     return  # not run: counts as passing, so shrinking settles on the best so far
                 outcome.shrink_runs += 1
+            compiled_for = dataclasses.replace(case, seed=0, regime="normal")  # what compiled code depends on
+            if state["compiled_for"] != compiled_for:
+                # JAX keeps one compiled executable per shape: ~170 MiB a case under the
+                # interpreter, 3 GB after 15 cases. Clearing when the shapes change keeps a
+                # run flat (benchmarks/peak_rss.py) and lets shrink candidates of one shape,
+                # which differ only in values, reuse the compiled kernel.
+                jax.clear_caches()
+                state["compiled_for"] = compiled_for
             try:
                 result = seen[case] = run_case(case, subjects, grads=grads, time_limit=time_limit)
             except Exception as e:  # noqa: BLE001 - sorted into an interrupt or a harness error
@@ -125,10 +133,6 @@ def search(
                     raise KeyboardInterrupt(str(e)) from e
                 raise _HarnessError(e) from e
             finally:
-                # JAX keeps one compiled executable per shape: ~170 MiB a case under the
-                # interpreter, 3 GB after 15 cases. Clearing after each case keeps the run flat
-                # (see benchmarks/peak_rss.py); recompiling costs nothing measurable beside a case.
-                jax.clear_caches()
                 _release_freed_memory()
             generated = state["failing_since"] is None
             if generated:
