@@ -78,6 +78,31 @@ def tests(session: nox.Session) -> None:
     )
 
 
+# Runs of the default suite in a row under load: a test that races the machine fails one of them.
+STRESS_RUNS = 5
+STRESS_BURNERS = 2
+
+
+@nox.session(python=PYTHON)
+def stress(session: nox.Session) -> None:
+    """The default suite 5 times beside two CPU-bound processes, then once as a background job of `sh -c`."""
+    install(session, "test", "tpu")
+    env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(STRESS_BURNERS)]
+    try:
+        for i in range(STRESS_RUNS):
+            session.log(f"default suite, run {i + 1} of {STRESS_RUNS}, beside {STRESS_BURNERS} CPU-bound processes")
+            session.run("pytest", "-m", "not slow", *session.posargs, env=env)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    # A non-interactive shell starts background jobs with SIGINT ignored, as CI agents often do.
+    session.log("default suite as a background job of a non-interactive shell")
+    # session.run puts the session's bin directory first on PATH, so `pytest` is the session's.
+    session.run("sh", "-c", 'pytest -m "not slow" "$@" & wait $!', "sh", *session.posargs, env=env, external=True)
+
+
 @nox.session(python=PYTHON)
 def planted(session: nox.Session) -> None:
     """Detection power: every planted bug caught under ci, shrunk, and replayed (slow)."""

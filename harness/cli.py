@@ -1,14 +1,23 @@
-"""`python -m harness COMMAND ...`: exit 0 all pass, 1 a discrepancy or regression, 2 bad usage or input."""
+"""`python -m harness COMMAND ...`: exit 0 all pass, 1 a discrepancy or regression, 2 bad usage or
+input, 3 the harness itself failed (one line on stderr; the traceback saved to a file it names)."""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib
+import os
 import pkgutil
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
+# An interrupted run ends with exit 1: what it finished is on disk, but it is not a pass.
+EXIT_INTERRUPTED = EXIT_FAIL
+CRASH_DIR_ENV = "ATTN_HARNESS_CRASH_DIR"
 
 
 class UsageError(Exception):
@@ -37,6 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def save_traceback(exc: BaseException, argv: Sequence[str] | None) -> Path:
+    """Write `exc`'s traceback to a new file and return its path.
+
+    The directory is $ATTN_HARNESS_CRASH_DIR, else the system's temporary directory: the
+    --out store may be the very thing that failed (full disk, no permission).
+    """
+    directory = Path(os.environ.get(CRASH_DIR_ENV) or tempfile.gettempdir())
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    fd, name = tempfile.mkstemp(prefix=f"harness-crash-{stamp}-", suffix=".txt", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"command: python -m harness {' '.join(argv if argv is not None else sys.argv[1:])}\n\n")
+        f.write("".join(traceback.format_exception(exc)))
+    return Path(name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -46,4 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_FAIL
+        return EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - any other exception is the harness's own failure
+        try:
+            where = f"traceback saved to {save_traceback(e, argv)}"
+        except OSError as write_error:
+            where = f"traceback not saved ({write_error.strerror or write_error})"
+        line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"harness failure: {type(e).__name__}: {line} ({where})", file=sys.stderr)
+        return EXIT_HARNESS

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-TOLERANCE_VERSION = 1
+# 2: the per-implementation factor for torch_sdpa's float32 output (IMPLEMENTATION_FACTORS).
+TOLERANCE_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,11 +40,29 @@ TOLERANCES: dict[tuple[str, str], Tolerance] = {
     for dtype, floor in _FLOORS.items()
     for quantity, factor in _FACTORS.items()
 }
+# Oracles whose own arithmetic differs from the ruler's by design, measured, never a kernel.
+# torch_sdpa float32 "out": torch's CPU SDPA (its flash and math backends alike) computes
+# QK^T with its own float32 GEMM, which sums in another order than XLA's dot. On logits of
+# a few hundred (the "large" regime) its logit error was 7.7e-05 against XLA's 3.7e-05 on
+# B=1 H=1 Lq=32/Lk=16 D=32 large scale=1 seed=3963, and the softmax carried it to an output
+# error of 5.48e-05 against the ruler's 5.51e-06: the whole of the error, since the float64
+# softmax of torch's float32 logits alone gives the same 5.48e-05. The ruler's own error is
+# small by luck on such cases, so the factor needed has a long tail: over 5,600 float32
+# "large" cases with 16 keys, the worst shapes (benchmarks/oracle_error.py, 600 to 800 seeds
+# per shape, Lq 16 to 256, D 32 to 256), the largest factor needed was 21.5 and the 99th
+# percentile 8.3; 32 leaves half again, and is still orders of magnitude below a lost
+# precision class (a bfloat16-level error is ~1e4 x). bfloat16 and float16 needed less than
+# the standard factor (200 seeds per shape, measured); torch's float32 gradients used at most
+# 20% of their standard bound (30 seeds per regime at the issue's shape, measured).
+IMPLEMENTATION_FACTORS: dict[tuple[str, str, str], float] = {("torch_sdpa", "float32", "out"): 32.0}
 EPS = {"float32": float(np.finfo(np.float32).eps), "bfloat16": 2.0**-7, "float16": float(np.finfo(np.float16).eps)}
 
 
-def tolerance(dtype: str, quantity: str) -> Tolerance:
-    return TOLERANCES[(dtype, quantity.split("[")[0])]
+def tolerance(dtype: str, quantity: str, implementation: str | None = None) -> Tolerance:
+    """The table's tolerance, with `implementation`'s declared factor where IMPLEMENTATION_FACTORS has one."""
+    base = TOLERANCES[(dtype, quantity.split("[")[0])]
+    factor = IMPLEMENTATION_FACTORS.get((implementation, dtype, quantity.split("[")[0]))
+    return base if factor is None else dataclasses.replace(base, factor=factor)
 
 
 @dataclasses.dataclass(frozen=True)

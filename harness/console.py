@@ -19,7 +19,9 @@ def progress_line(index: int, total: int, result: CaseResult) -> str:
         worst = s.worst
         # How much of its tolerance the closest comparison used (1.0 = at the bound).
         ratio = f" {worst.max_abs / worst.bound:.2f}" if worst is not None and s.passed and worst.bound > 0 else ""
-        parts.append(f"{s.implementation} {'ok' if s.passed else 'FAIL'}{ratio}")
+        # An oracle outside its tolerance is a finding about the oracle, not a kernel failure.
+        verdict = "ok" if s.passed else ("FINDING" if s.role == "oracle" else "FAIL")
+        parts.append(f"{s.implementation} {verdict}{ratio}")
     return f"[{index:>{width}}/{total}] {result.seconds:5.1f}s  {' | '.join(parts)}  {result.case}"
 
 

@@ -4,7 +4,8 @@ A row is one thing compared (an implementation's cases, one compile check, one c
 figure, one benchmark) with a status: "worse" fails the gate; "better", "unchanged" and
 "new" do not; "insufficient" (too few timing samples) and "missing" (in the baseline,
 absent from the candidate) fail only as harness/gate_thresholds.toml says; "incomparable"
-(timed on different backends) never does. `format_table` prints the rows.
+(timed on different backends) never does; "incomplete" (a side's records are unreadable, or
+one of its runs did not finish) always does. `format_table` prints the rows.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from harness.report.describe import case_size, case_text, compile_replay, failur
 from harness.report.records import Records, bench_key, compile_key, samples
 from harness.thresholds import FIELDS, Thresholds, fmt_value
 
-STATUSES = ("worse", "missing", "insufficient", "better", "new", "incomparable", "unchanged")
-CATEGORIES = ("correctness", "drift", "compile", "memory", "speed")
+STATUSES = ("worse", "incomplete", "missing", "insufficient", "better", "new", "incomparable", "unchanged")
+CATEGORIES = ("correctness", "drift", "compile", "memory", "speed", "leak", "records")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,12 +356,48 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
     return rows
 
 
+# --- leaks and incomplete data ---
+
+
+def leak_rows(base: Records, cand: Records) -> list[Row]:
+    """A candidate whose kernel's memory grows with calls fails, whatever the baseline did."""
+    rows = []
+    b_all = _group(base.leaks, lambda r: (str(r.get("implementation")), str(r.get("variant"))))
+    c_all = _group(cand.leaks, lambda r: (str(r.get("implementation")), str(r.get("variant"))))
+    for key in sorted(c_all):
+        impl, variant = key
+        b, c = b_all.get(key, []), c_all[key]
+        b_fig = ("leaks" if not all(r.get("passed") for r in b) else "flat") if b else "not run"
+        bad = [r for r in c if not r.get("passed")]
+        if bad:
+            grows = "; ".join(str(g) for g in bad[0].get("growing") or []) or str(bad[0].get("error"))
+            detail = f"memory grows with calls: {grows}; repro: python -m harness leak --kernel {impl}"
+            rows.append(Row("leak", f"{impl} {variant}", "worse", b_fig, "leaks", "grows per call", detail, True))
+        elif b_fig == "leaks":
+            rows.append(Row("leak", f"{impl} {variant}", "better", b_fig, "flat", "leak fixed"))
+        else:
+            rows.append(Row("leak", f"{impl} {variant}", "unchanged" if b else "new", b_fig, "flat", "no growth"))
+    return rows
+
+
+def incomplete_rows(base: Records, cand: Records) -> list[Row]:
+    """A side whose records are not the whole of its runs is never a pass (harness.report.records)."""
+    rows = []
+    for side, recs in (("baseline", base), ("candidate", cand)):
+        for why in recs.incomplete():
+            rows.append(Row("records", side, "incomplete", "", "", "incomplete data", why, True))
+    return rows
+
+
 def compare(
     base: Records, cand: Records, th: Thresholds, *, labels: tuple[str, str] = ("baseline", "candidate")
 ) -> GateResult:
     pairs = drift.with_replays(drift.pair(base.cases, cand.cases), [*cand.roots, *base.roots])
     rows = correctness_rows(base, cand, th) + compile_rows(base, cand, th) + speed_rows(base, cand, th)
     rows += drift_rows(pairs, th)
+    rows += leak_rows(base, cand)
+    if rows:  # with nothing compared the gate is "NOTHING COMPARED" (bad input), never PASS either way
+        rows += incomplete_rows(base, cand)
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda r: (not r.fails, order[r.status], CATEGORIES.index(r.category), r.subject))
     return GateResult(labels[0], labels[1], th.source, rows, drift=pairs)

@@ -22,6 +22,11 @@ kind "compile" (compile--<impl>--<topology>--<shape>--<pass>.json): an ahead-of-
                case}, case_id, pass, ok (= passed), error, memory {argument, output, temp,
                generated_code, alias} bytes, cost {flops, bytes_accessed, transcendentals,
                optimal_seconds}, seconds, failure_file.
+kind "leak"    (leak--<impl>--<variant>.json): one kernel called many times one way (harness.leak):
+               leak_schema, implementation, backend, variant ("fwd-run", "fwd_bwd-jit", ...),
+               pass, via, case, case_id, calls, warmup_calls, samples {series: [one value per
+               call]}, growth [{series, slope, limit, first, last}], growing (one line per
+               series past its limit), passed, error, seconds.
 
 `merge_stores` (or `python -m harness merge`) copies the runs of several stores into one.
 """
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -66,11 +72,28 @@ def machine() -> dict[str, Any]:
     }
 
 
+def umask() -> int:
+    """The process's file-creation mask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def publish_mode(fd: int) -> None:
+    """Give a file from tempfile.mkstemp (always 0600) the mode open() would: 0666 less the umask.
+
+    Records, failure files and reports are shared: a CI artifact or a merged store read by
+    another user must not come out readable by its writer only.
+    """
+    os.fchmod(fd, 0o666 & ~umask())
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write to a temporary file in the same directory, fsync, then rename over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        publish_mode(fd)
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
             f.flush()
@@ -207,14 +230,24 @@ def write_compile(store: RunStore, result: Any) -> Path:
     return write_record(store, name, compile_record(result, run_id=store.run_id))
 
 
+class MergeError(ValueError):
+    """A source store that cannot be merged; nothing was copied. The message names the file."""
+
+
 @dataclasses.dataclass
 class MergeReport:
-    """What merge_stores did: files copied, files already present and identical, and conflicts
-    (same path, different content: left as they were in the destination, never overwritten)."""
+    """What merge_stores did: files copied, files already present and identical, and conflicts.
+
+    A conflict is a record with different content in a source and the destination: it is
+    left as the destination has it. Two failure files of one id (one case failing on two
+    machines: their times and results differ) are both kept, the incoming one beside the
+    destination's as <id>--<hash of its content>.json, and listed in kept_both.
+    """
 
     copied: int = 0
     identical: int = 0
     conflicts: list[str] = dataclasses.field(default_factory=list)
+    kept_both: list[str] = dataclasses.field(default_factory=list)
 
 
 def _read_json(path: Path) -> Any:
@@ -222,31 +255,54 @@ def _read_json(path: Path) -> Any:
         return json.load(f)
 
 
+def _read_source(path: Path) -> Any:
+    try:
+        data = _read_json(path)
+    except (OSError, UnicodeDecodeError) as e:
+        raise MergeError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}; nothing was merged") from None
+    except json.JSONDecodeError as e:
+        raise MergeError(
+            f"{path} is not JSON ({e.msg} at line {e.lineno}); nothing was merged: repair or remove it"
+        ) from None
+    if not isinstance(data, dict):
+        raise MergeError(f"{path} is not a JSON object; nothing was merged: repair or remove it")
+    return data
+
+
 def merge_stores(sources: list[Path | str], dest: Path | str) -> MergeReport:
     """Copy every run's records and every failure file from `sources` into `dest`.
 
     Run ids embed host, time and a random suffix, so runs from different machines never
     share a directory and their records never collide, even for the same case ids. Copying
-    the same run twice is a no-op. A failure file is named by case and kernel, so the same
-    failure found on two machines is one file: the first copy is kept (both replay alike).
+    the same run twice is a no-op. Every source file is read and checked before the first
+    is copied: a corrupt source (MergeError) leaves `dest` as it was.
     """
     dest = Path(dest)
     report = MergeReport()
+    plan: list[tuple[Path, Any, bool]] = []  # (destination, content, is a failure file)
     for source in map(Path, sources):
         if not (source / "records").is_dir():
             raise FileNotFoundError(f"{source} is not a results store: it has no records/ directory")
-        pairs = [(p, dest / p.relative_to(source)) for p in sorted(source.glob("records/*/*.json"))]
-        failures = [(p, dest / p.relative_to(source)) for p in sorted(source.glob("failures/*.json"))]
-        for src, dst in pairs + failures:
-            data = _read_json(src)
-            if dst.exists():
-                if _read_json(dst) == data:
-                    report.identical += 1
-                elif (src, dst) in failures:
-                    report.identical += 1
-                else:
-                    report.conflicts.append(str(dst.relative_to(dest)))
+        for pattern, failure in (("records/*/*.json", False), ("failures/*.json", True)):
+            for src in sorted(source.glob(pattern)):
+                plan.append((dest / src.relative_to(source), _read_source(src), failure))
+    for dst, data, failure in plan:
+        if dst.exists():
+            if _read_json(dst) == data:
+                report.identical += 1
                 continue
-            atomic_write_json(dst, data)
+            if not failure:
+                report.conflicts.append(f"{dst.relative_to(dest)} (kept the destination's)")
+                continue
+            digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+            beside = dst.with_name(f"{dst.stem}--{digest}.json")
+            if beside.exists() and _read_json(beside) == data:
+                report.identical += 1
+                continue
+            atomic_write_json(beside, data)
             report.copied += 1
+            report.kept_both.append(f"{dst.relative_to(dest)} differs: kept both, the incoming as {beside.name}")
+            continue
+        atomic_write_json(dst, data)
+        report.copied += 1
     return report

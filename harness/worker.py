@@ -33,6 +33,8 @@ from harness.runner import Execution
 # Importing jax, torch and every registered implementation takes seconds, several times
 # longer on a loaded machine; the start-up is not part of any case's time limit.
 STARTUP_LIMIT_S = 300.0
+# The worker's reply when the implementation's call was interrupted: never a kernel result.
+INTERRUPTED = "interrupted"
 
 
 def implementation_spec(impl: Implementation) -> str:
@@ -124,7 +126,7 @@ class Worker:
                 seconds=time.perf_counter() - start,
             )
         try:
-            return self.inbox.recv()
+            reply = self.inbox.recv()
         except (EOFError, OSError):
             code = self.proc.wait() if self.proc is not None else None
             self.kill()
@@ -133,6 +135,9 @@ class Worker:
                 error=f"WorkerDied: the worker process exited with status {code} while running {spec}",
                 seconds=time.perf_counter() - start,
             )
+        if reply == INTERRUPTED:
+            raise KeyboardInterrupt(f"interrupted inside {spec} in the worker")
+        return reply
 
 
 _worker = Worker()
@@ -192,6 +197,10 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
             compat.set_interpret_options(compat.InterpretOptions.from_json(options))
             case = Case.from_json(case_json)
             result = runner.execute(impls[spec], case, make_inputs(case), grads=grads)
+        except KeyboardInterrupt:
+            # runner.execute saw an interrupt inside a host callback: the harness stops, the
+            # kernel is not blamed (this process ignores SIGINT, so it came from the callback).
+            result = INTERRUPTED
         except Exception as e:  # noqa: BLE001 - reported to the harness as this subject's error
             result = Execution(None, error=f"{type(e).__name__}: {e}"[:500])
         outbox.send(result)

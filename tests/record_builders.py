@@ -65,6 +65,7 @@ def run_record(
         "summary": [
             {"kernel": "pallas_flash", "examples": 12, "failed": 0, "seconds": 30.0, "status": "PASS", "worst": 0.4}
         ],
+        "placement": {"references": "cpu:0", "pallas_flash": "cpu:0", "torch_sdpa": "cpu"},
         "status": "finished",
         **extra,
     }
@@ -117,6 +118,8 @@ def case_record(
         "implementation": implementation,
         "role": role,
         "backend": backend,
+        "device": "cpu:0" if role == "kernel" or implementation == "jax_reference" else "cpu",
+        "native": None,
         "empty_rows": "uniform" if role == "kernel" else "zeros",
         "passed": passed,
         "error": error,
@@ -144,6 +147,7 @@ def bench_record(
         "time": "2026-11-29T12:00:00+00:00",
         "implementation": implementation,
         "backend": backend,
+        "device": "cpu:0",
         "note": "",
         "timed": "jit",
         "shape": {"name": shape, "case": case().to_json()},

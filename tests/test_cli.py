@@ -92,3 +92,124 @@ def test_a_planted_backward_only_bug_is_caught_by_the_gradients_alone():
     result = run_case(case, [kernel])
     failed = {c.quantity for c in result.subjects[0].comparisons if not c.passed}
     assert failed == {"dk", "dv"}  # the dq kernel and the output are right
+
+
+# --- every bad input exits 2 with one line, every harness failure 3 with a saved traceback ---
+
+
+def _out_is_a_file(tmp: Path) -> list[str]:
+    (tmp / "store").write_text("")
+    return ["run", "--kernel", "tests._fakes:CORRECT", "--out", str(tmp / "store")]
+
+
+def _out_under_a_file(tmp: Path) -> list[str]:
+    (tmp / "file").write_text("")  # a directory under a file cannot be made (as root too, unlike chmod)
+    return ["run", "--kernel", "tests._fakes:CORRECT", "--out", str(tmp / "file" / "store")]
+
+
+def _huge_repro(tmp: Path) -> list[str]:
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=16, kv_len=16, head_dim=32).to_json()
+    case["batch"] = 10**9
+    doc = {"schema": 1, "kind": "failure", "kernel": "tests._fakes:CORRECT", "oracles": [], "grads": False}
+    (tmp / "huge.json").write_text(json.dumps({**doc, "case": case}))
+    return ["repro", str(tmp / "huge.json")]
+
+
+def _wrong_types_record(tmp: Path) -> list[str]:
+    run = tmp / "store" / "records" / "r1"
+    run.mkdir(parents=True)
+    meta = {"schema": 1, "kind": "run", "run_id": "r1", "status": "finished"}
+    (run / "run.json").write_text(json.dumps(meta))
+    bad = {"schema": 1, "kind": "case", "run_id": "r1", "implementation": 3, "case_id": "c", "passed": "yes"}
+    (run / "c--k.json").write_text(json.dumps({**bad, "comparisons": {}}))
+    return ["report", "--store", str(tmp / "store"), "--out", str(tmp / "index.html")]
+
+
+def _report_out_is_a_dir(tmp: Path) -> list[str]:
+    return ["report", "--store", str(tmp), "--out", str(tmp)]
+
+
+def _corrupt_merge_source(tmp: Path) -> list[str]:
+    for name in ("a", "b"):
+        (tmp / name / "records" / f"run-{name}").mkdir(parents=True)
+        (tmp / name / "records" / f"run-{name}" / "run.json").write_text('{"kind": "run"}')
+    (tmp / "b" / "records" / "run-b" / "case.json").write_text('{"kind": "ca')  # truncated
+    return ["merge", str(tmp / "a"), str(tmp / "b"), "--out", str(tmp / "merged")]
+
+
+def _no_pytest(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.setitem(sys.modules, "pytest_benchmark", None)  # importing it raises ImportError
+    return ["bench", "--out", str(tmp / "store")]
+
+
+@pytest.mark.parametrize(
+    ("make_argv", "code", "message"),
+    [
+        pytest.param(_out_is_a_file, 2, "is a file; give a directory", id="out-is-a-file"),
+        pytest.param(_out_under_a_file, 2, "cannot be written", id="out-unwritable"),
+        pytest.param(
+            lambda tmp: ["run", "--kernel", "tests.fixtures.raises_on_import:f", "--out", str(tmp)],
+            2,
+            "failed to load: RuntimeError: this drop-in module is broken at import",
+            id="kernel-raises-on-import",
+        ),
+        pytest.param(
+            lambda tmp: ["run", "--case-timeout", "nan", "--out", str(tmp)],
+            2,
+            "--case-timeout=nan must be a positive number",
+            id="case-timeout-nan",
+        ),
+        pytest.param(_huge_repro, 2, "GiB to replay", id="repro-huge-batch"),
+        pytest.param(_wrong_types_record, 2, "case record with implementation=3", id="report-wrong-types"),
+        pytest.param(_report_out_is_a_dir, 2, "is a directory; give the HTML file", id="report-out-dir"),
+        pytest.param(_corrupt_merge_source, 2, "is not JSON", id="merge-corrupt-source"),
+        pytest.param(_no_pytest, 2, "bench needs pytest and pytest-benchmark", id="bench-without-pytest"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_no_traceback(make_argv, code, message, tmp_path, capsys, monkeypatch):
+    argv = make_argv(tmp_path, monkeypatch) if make_argv is _no_pytest else make_argv(tmp_path)
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "merged").exists()  # a merge that fails copies nothing
+
+
+def test_a_disk_error_mid_run_is_a_harness_failure_not_a_flaky_kernel(tmp_path, capsys, monkeypatch):
+    from tests.fixtures.misbehaving import BREAKS_STORE
+
+    monkeypatch.setattr(BREAKS_STORE, "store", tmp_path / "store", raising=False)
+    monkeypatch.setenv("ATTN_HARNESS_CRASH_DIR", str(tmp_path / "crash"))
+    argv = ["run", "--kernel", "tests.fixtures.misbehaving:BREAKS_STORE", "--oracle", "jax_reference"]
+    assert main([*argv, "--examples", "6", "--seed", "1", "--no-grads", "--out", str(tmp_path / "store")]) == 3
+    captured = capsys.readouterr()
+    assert "flaky" not in captured.out + captured.err
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("harness failure: ") and "traceback saved to" in line
+    (saved,) = (tmp_path / "crash").glob("harness-crash-*.txt")
+    assert str(saved) in line and "Traceback (most recent call last)" in saved.read_text()
+
+
+def test_an_oracle_off_its_tolerance_is_a_finding_not_a_kernel_failure(tmp_path, capsys):
+    argv = ["run", "--kernel", "tests._fakes:CORRECT", "--oracle", "tests.fixtures.misbehaving:OFF_ORACLE"]
+    assert main([*argv, "--examples", "3", "--seed", "1", "--no-grads", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "ORACLE FINDING" in out and "tests.fixtures.misbehaving:OFF_ORACLE (oracle)" in out
+    assert "FAIL tests._fakes:CORRECT" not in out
+    assert not (tmp_path / "failures").exists()  # no failure file blames the kernel
+    (meta,) = tmp_path.glob("records/*/run.json")
+    rows = {r["kernel"]: r["status"] for r in json.loads(meta.read_text())["summary"]}
+    assert rows == {"tests._fakes:CORRECT": "PASS", "tests.fixtures.misbehaving:OFF_ORACLE (oracle)": "ORACLE FINDING"}
+
+
+def test_records_and_failure_files_are_written_with_the_umask_not_0600(tmp_path):
+    old = os.umask(0o022)
+    try:
+        assert main(["run", "--kernel", "tests._fakes:BROKEN", "--examples", "8", "--seed", "1", "--no-grads",
+                     "--out", str(tmp_path)]) == 1  # fmt: skip
+        assert main(["report", "--store", str(tmp_path), "--out", str(tmp_path / "index.html")]) == 1
+    finally:
+        os.umask(old)
+    files = [*tmp_path.glob("records/*/*.json"), *tmp_path.glob("failures/*.json"), tmp_path / "index.html"]
+    assert any("failures" in str(p) for p in files)
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o644)}

@@ -36,8 +36,11 @@ def test_two_machines_merge_without_loss(tmp_path: Path) -> None:
 
     expected = sorted(list(iter_records(a)) + list(iter_records(b)), key=json.dumps)
     assert sorted(iter_records(dest), key=json.dumps) == expected  # nothing lost, nothing overwritten
-    assert report.copied == 3 * 2 + 1  # three records per run, one failure file (same case on both machines)
-    assert report.conflicts == []
+    # Three records per run; the same case failed on both machines: both failure files are kept.
+    assert report.copied == 3 * 2 + 2
+    assert report.conflicts == [] and len(report.kept_both) == 1
+    kept = sorted(json.loads(p.read_text())["host"] for p in (dest / "failures").glob("*.json"))
+    assert kept == ["machine-a", "machine-b"]
     cases = [r for r in iter_records(dest) if r["kind"] == "case"]
     assert sorted(r["seconds"] for r in cases) == [1.0, 2.0]  # same case id, both machines' results kept
 

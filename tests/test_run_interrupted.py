@@ -1,12 +1,19 @@
-"""Nothing lost: a run killed or interrupted midway keeps every case it finished, readable on disk."""
+"""Nothing lost: a run killed or interrupted midway keeps every case it finished, readable on disk.
+
+The run is started as a subprocess and waited on through observable events (its case
+lines on stdout, record files on disk) with generous upper bounds, never fixed sleeps:
+these tests pass under load and in the background of a non-interactive shell.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,68 +22,108 @@ import pytest
 from harness.case import Case
 
 ROOT = Path(__file__).resolve().parent.parent
+# Upper bounds only: under load a case can take many times its idle cost.
+START_LIMIT_S = 600
+END_LIMIT_S = 300
 
 
-def _start(out: Path) -> subprocess.Popen:
-    # A cheap kernel with many examples: the run is still going when the signal comes.
-    argv = ["run", "--kernel", "tests._fakes:CORRECT", "--examples", "500", "--no-grads", "--out", str(out)]
-    return subprocess.Popen(
-        [sys.executable, "-m", "harness", *argv, "--no-database"],
-        cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+class Run:
+    """`python -m harness run` as a subprocess, its output read line by line on a thread."""
+
+    def __init__(self, out: Path, *, ignore_sigint: bool = False) -> None:
+        # A cheap kernel with many examples: the run is still going when the signal comes.
+        argv = ["run", "--kernel", "tests._fakes:CORRECT", "--examples", "500", "--no-grads", "--out", str(out)]
+        # SIG_IGN is inherited through exec, as in a background job of a non-interactive shell.
+        pre = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness", *argv, "--no-database"],
+            cwd=ROOT,
+            env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            preexec_fn=pre,
+        )
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for_cases(self, n: int) -> None:
+        """Block until the run has printed `n` case lines (each printed after its records are written)."""
+        deadline = time.monotonic() + START_LIMIT_S
+        cases = 0
+        while cases < n:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.proc.kill()
+                pytest.fail(f"no {n} case lines within {START_LIMIT_S} s: {self.lines}")
+            if line is None:
+                pytest.fail(f"the run ended before {n} cases: {self.lines}")
+            self.lines.append(line)
+            cases += line.startswith("[")
+
+    def finish(self) -> str:
+        try:
+            self.proc.wait(timeout=END_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"the run did not stop within {END_LIMIT_S} s of the signal")
+        while (line := self._queue.get(timeout=60)) is not None:
+            self.lines.append(line)
+        return "\n".join(self.lines)
 
 
 def _case_records(out: Path) -> list[Path]:
     return [p for p in out.glob("records/*/*.json") if p.name != "run.json"]
 
 
-def _wait_for(out: Path, proc: subprocess.Popen, n: int, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while len(_case_records(out)) < n:
-        if proc.poll() is not None:
-            pytest.fail(f"the run ended before {n} records: {proc.stdout.read()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"no {n} records within {timeout} s")
-        time.sleep(0.05)
-
-
 def test_killing_a_run_midway_leaves_every_finished_case_readable(tmp_path):
-    proc = _start(tmp_path)
-    _wait_for(tmp_path, proc, 6)
-    proc.send_signal(signal.SIGKILL)
-    output, _ = proc.communicate(timeout=60)
+    run = Run(tmp_path)
+    run.wait_for_cases(3)
+    run.proc.send_signal(signal.SIGKILL)
+    output = run.finish()
     finished = [line for line in output.splitlines() if line.startswith("[")]
-    records = _case_records(tmp_path)
     kernel_records = []
-    for path in records:
+    for path in _case_records(tmp_path):
         rec = json.loads(path.read_text())  # every *.json is whole: written to a temporary, then renamed
         assert rec["kind"] == "case" and rec["schema"] == 1
         Case.from_json(rec["case"])
         if rec["implementation"] == "tests._fakes:CORRECT":
             kernel_records.append(rec)
     # Each progress line is printed after its case was written.
-    assert len(kernel_records) >= len(finished) >= 1
-    (run,) = tmp_path.glob("records/*/run.json")
-    assert json.loads(run.read_text())["status"] == "running"  # SIGKILL leaves no time to say more
+    assert len(kernel_records) >= len(finished) >= 3
+    (meta,) = tmp_path.glob("records/*/run.json")
+    assert json.loads(meta.read_text())["status"] == "running"  # SIGKILL leaves no time to say more
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
-def test_an_interrupted_run_says_so_and_keeps_its_cases(tmp_path, sig):
-    proc = _start(tmp_path)
-    _wait_for(tmp_path, proc, 4)
-    proc.send_signal(sig)
-    output, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 1, output
+@pytest.mark.parametrize(
+    ("sig", "ignore_sigint"),
+    [
+        pytest.param(signal.SIGINT, False, id="ctrl-c"),
+        pytest.param(signal.SIGTERM, False, id="kill"),
+        # A background job of a non-interactive shell starts with SIGINT ignored; Ctrl-C must still stop it.
+        pytest.param(signal.SIGINT, True, id="ctrl-c-inherited-ignored"),
+    ],
+)
+def test_an_interrupted_run_says_so_and_keeps_its_cases(tmp_path, sig, ignore_sigint):
+    run = Run(tmp_path, ignore_sigint=ignore_sigint)
+    run.wait_for_cases(3)
+    run.proc.send_signal(sig)
+    output = run.finish()
+    assert run.proc.returncode == 1, output
     assert "run interrupted" in output
     assert "interrupted" in output.split("status")[-1]  # the summary table's status column
-    (run,) = tmp_path.glob("records/*/run.json")
-    meta = json.loads(run.read_text())
-    assert meta["status"] == "interrupted"
-    assert len(_case_records(tmp_path)) >= 4
+    (meta,) = tmp_path.glob("records/*/run.json")
+    assert json.loads(meta.read_text())["status"] == "interrupted"
+    assert sum(line.startswith("[") for line in output.splitlines()) < 500
+    assert len(_case_records(tmp_path)) >= 3
     for path in _case_records(tmp_path):
         json.loads(path.read_text())

@@ -10,10 +10,12 @@ from jax.experimental.pallas import tpu as pltpu
 
 from harness import compat, contract
 from harness.case import Case
+from harness.inputs import make_inputs
 from harness.runner import run_case
 from kernels.pallas_flash import uniform_blocks
 from oracles import jax_reference
 from tests import _fakes
+from tests._fakes import small_case
 from tests.planted import spec
 
 FLASH_BLOCKS = uniform_blocks()
@@ -158,3 +160,19 @@ def test_interpret_options_reject_bad_values():
     with pytest.raises(ValueError, match="random_seed"):
         compat.InterpretOptions(random_seed=-1)
     assert compat.InterpretOptions.from_json(compat.InterpretOptions(random_seed=3).to_json()).random_seed == 3
+
+
+@pytest.mark.parametrize("time_limit", [None, 300.0], ids=["in-process", "worker"])
+def test_an_interrupt_inside_a_host_callback_is_an_interrupt_never_a_kernel_result(time_limit):
+    from harness import worker
+    from harness.runner import Reference, run_subject
+    from tests.fixtures.misbehaving import INTERRUPTED_IN_CALLBACK
+
+    case = small_case()
+    inputs = make_inputs(case)
+    ref = Reference.compute(case, inputs, grads=False)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_subject(INTERRUPTED_IN_CALLBACK, case, inputs, ref, grads=False, time_limit=time_limit)
+    finally:
+        worker.shutdown()

@@ -141,3 +141,15 @@ def test_the_seed_chooses_the_draw():
     ]  # noqa: E731
     first = draw(1)
     assert draw(1) == first and draw(2) != first
+
+
+def test_a_store_error_while_searching_is_raised_as_itself_not_a_flaky_failure():
+    written = []
+
+    def full_disk(result):
+        if written:  # the second case's record cannot be written
+            raise OSError(28, "No space left on device")
+        written.append(result)
+
+    with pytest.raises(OSError, match="No space left on device"):
+        search(_fakes.CORRECT, [], examples=5, seed=1, grads=False, on_result=full_disk)

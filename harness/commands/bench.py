@@ -30,7 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import pytest
+    try:
+        import pytest
+        import pytest_benchmark  # noqa: F401 - the benchmarks' fixture
+    except ImportError as e:
+        raise UsageError(f"bench needs pytest and pytest-benchmark ({e}): pip install -e '.[test]'") from None
 
     try:
         shapes.get(args.shape)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
-from harness.record import merge_stores
+from harness.record import MergeError, merge_stores
 
 NAME = "merge"
 HELP = "copy the records and failure files of several results stores into one, without overwriting"
@@ -20,9 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         report = merge_stores(args.sources, args.out)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, MergeError) as e:
         raise UsageError(str(e)) from None
     print(f"merged into {args.out}: {report.copied} copied, {report.identical} already present")
+    for path in report.kept_both:
+        print(f"  {path}")
     for path in report.conflicts:
-        print(f"  conflict (kept the destination's): {path}")
+        print(f"  conflict: {path}")
     return EXIT_FAIL if report.conflicts else EXIT_OK

@@ -62,6 +62,10 @@ def load_inputs(args: argparse.Namespace):  # -> (records.Records, thresholds.Th
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.out.is_dir():
+        raise UsageError(
+            f"--out={str(args.out)!r} is a directory; give the HTML file to write, e.g. {args.out / 'index.html'}"
+        )
     pool, th = load_inputs(args)
     try:
         report, gate = compose.make(
@@ -74,4 +78,9 @@ def main(args: argparse.Namespace) -> int:
     out = compose.write(report, args.out)
     print(f"{report.verdict.headline}")
     print(f"report -> {out}")
+    if pool.problems:
+        n = len(pool.problems)
+        raise UsageError(
+            f"{n} record{'s' if n != 1 else ''} could not be read (listed in the report): {pool.problems[0]}"
+        )
     return EXIT_OK if report.verdict.status == "pass" else EXIT_FAIL

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 from pathlib import Path
 
 from harness import console, strips
+from harness.case import Case
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.compare import TOLERANCE_VERSION
 from harness.failures import FailureFileError, load_failure, replay, version_differences
@@ -24,15 +27,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--case-timeout", type=float, metavar="S", help="per-subject time limit (default: the recorded)")
 
 
+# Arrays of a case's size held at once while replaying it: q, k, v, dout, out and the
+# gradients in the case dtype, their float64 truth and the same-dtype ruler (an overestimate
+# is fine: it only decides whether a replay can fit in memory at all).
+ARRAYS_HELD = 24
+
+
+def _check_fits(path: Path, case: Case) -> None:
+    """A case too large for this machine's memory is bad input (exit 2), not a MemoryError mid-replay."""
+    elements = case.batch * case.q_heads * max(case.q_len, case.kv_len) * max(case.head_dim, case.kv_len)
+    need = elements * 8 * ARRAYS_HELD
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > have:
+        raise UsageError(
+            f"{path}: case {case} needs about {need / 2**30:.3g} GiB to replay; this machine has "
+            f"{have / 2**30:.3g} GiB: fix the case's sizes in the file"
+        )
+
+
 def main(args: argparse.Namespace) -> int:
-    if args.case_timeout is not None and args.case_timeout <= 0:
-        raise UsageError(f"--case-timeout={args.case_timeout} must be positive")
+    if args.case_timeout is not None and not (math.isfinite(args.case_timeout) and args.case_timeout > 0):
+        raise UsageError(f"--case-timeout={args.case_timeout} must be a positive number of seconds")
     try:
         ff = load_failure(args.file)
         if args.kernel:
             ff.retarget(args.kernel)
     except FailureFileError as e:
         raise UsageError(str(e)) from None
+    _check_fits(ff.path, ff.case)
     print(console.replay_header(ff.path, ff.doc, ff.case))
     changed = version_differences(ff.versions)
     if changed:

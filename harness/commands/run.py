@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import signal
 import sys
 import time
@@ -88,6 +89,9 @@ def _resolve(specs: list[str], role: str) -> list[contract.Implementation]:
             impl = contract.resolve(spec)
         except contract.UnknownImplementation as e:
             raise UsageError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - importing a MODULE:ATTR drop-in runs its code: bad input
+            line = (str(e).strip().splitlines() or [""])[0]
+            raise UsageError(f"--{role} {spec!r} failed to load: {type(e).__name__}: {line}; fix that module") from None
         if role == "oracle" and impl.role != "oracle":
             raise UsageError(f"--oracle {spec!r} is a {impl.role}; oracles: {contract.names('oracle')}")
         out.append(impl)
@@ -95,28 +99,46 @@ def _resolve(specs: list[str], role: str) -> list[contract.Implementation]:
 
 
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """`kill` stops the run like Ctrl-C: the summary and run.json say interrupted."""
+def _interrupt_signals() -> Iterator[None]:
+    """Ctrl-C and `kill` stop the run: the summary and run.json say interrupted.
+
+    Installed whatever the run inherited: a background job of a non-interactive shell (and
+    some CI agents) starts with SIGINT ignored, and Python then installs no handler of its own.
+    """
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
+    previous = {}
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
     except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
+        pass
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _create_store(out: Path, meta: dict) -> RunStore:
+    """The run's store; an --out that cannot hold one is bad input (exit 2), said before any case runs."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out={str(out)!r} is a file; give a directory (it is created if missing)")
+    try:
+        return RunStore.create(out, meta=meta)
+    except OSError as e:
+        raise UsageError(
+            f"--out={str(out)!r} cannot be written ({e.strerror or e}); give a writable directory"
+        ) from None
 
 
 def main(args: argparse.Namespace) -> int:
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples={args.examples} must be at least 1")
-    if args.case_timeout is not None and args.case_timeout <= 0:
-        raise UsageError(f"--case-timeout={args.case_timeout} must be positive")
+    if args.case_timeout is not None and not (math.isfinite(args.case_timeout) and args.case_timeout > 0):
+        raise UsageError(f"--case-timeout={args.case_timeout} must be a positive number of seconds")
     if args.max_shrinks is not None and args.max_shrinks < 0:
         raise UsageError(f"--max-shrinks={args.max_shrinks} must be at least 0")
     if args.grid_order_seed is not None and args.grid_order_seed < 0:
@@ -145,17 +167,22 @@ def main(args: argparse.Namespace) -> int:
     # Where each side computed: kernels on the accelerator, the references on the CPU (harness.placement).
     meta["placement"] = {"references": placement.describe(placement.reference_device())}
     meta["placement"] |= {i.name: i.device() for i in (*kernels, *oracles)}
-    store = RunStore.create(args.out, meta=meta)
+    store = _create_store(args.out, meta)
     print(f"results -> {store.dir}")
     print(f"references (float64 truth, ruler, oracles) on {meta['placement']['references']}")
     rows: list[dict] = []
     failures: list = []
     interrupted = False
     try:
-        with compat.using_interpret_options(options), _sigterm_interrupts():
+        with compat.using_interpret_options(options), _interrupt_signals():
             interrupted = _run_kernels(args, kernels, oracles, profile, grads, store, rows, failures)
     except KeyboardInterrupt:
         interrupted = True
+    except BaseException as e:
+        # The harness failed (exit 3 in harness.cli): run.json must not stay "running".
+        with contextlib.suppress(OSError):
+            store.write_meta({**meta, "status": "failed", "error": f"{type(e).__name__}: {e}"[:500], "summary": rows})
+        raise
     finally:
         worker.shutdown()
     print()
@@ -166,11 +193,41 @@ def main(args: argparse.Namespace) -> int:
             if not s.passed:
                 print(console.comparison_table(s) + strips.appendix(s.located))
         print(f"  replay: {console.command_line('python', '-m', 'harness', 'repro', str(path))}")
+    findings = [r for r in rows if r.get("oracle") and r["failed"]]
+    for r in findings:
+        print(
+            f"\nORACLE FINDING: {r['kernel']} was outside its own tolerance on {r['failed']} of {r['examples']} "
+            "cases; not counted against any kernel (the kernels are judged on the float64 truth). "
+            f"Its records are in {store.dir}"
+        )
     store.write_meta({**meta, "status": "interrupted" if interrupted else "finished", "summary": rows})
     if interrupted:
         print("\nrun interrupted: every case finished so far is in", store.dir)
         return EXIT_FAIL
-    return EXIT_OK if not failures and all(r["status"] == "PASS" for r in rows) else EXIT_FAIL
+    kernels_pass = all(r["status"] == "PASS" for r in rows if not r.get("oracle"))
+    return EXIT_OK if not failures and kernels_pass else EXIT_FAIL
+
+
+def _oracle_rows(results: list, oracles: list[contract.Implementation]) -> list[dict]:
+    """One summary row per oracle: an oracle outside its own tolerance is a finding about the
+    oracle, shown apart with status ORACLE FINDING; it never fails a kernel or the run."""
+    rows = []
+    for oracle in oracles:
+        mine = [s for r in results for s in r.subjects if s.implementation == oracle.name]
+        used = [c.max_abs / c.bound for s in mine for c in s.comparisons if c.passed and c.bound > 0]
+        found = [s for s in mine if not s.passed]
+        rows.append(
+            {
+                "kernel": f"{oracle.name} (oracle)",
+                "oracle": True,
+                "examples": len(mine),
+                "failed": len(found),
+                "worst": max(used, default=None),
+                "seconds": sum(s.seconds for s in mine),
+                "status": "ORACLE FINDING" if found else "PASS",
+            }
+        )
+    return rows
 
 
 def _run_kernels(
@@ -233,6 +290,7 @@ def _run_kernels(
                 "status": status,
             }
         )
+        rows.extend(_oracle_rows(outcome.results, oracles))
         if outcome.error:
             print(f"   {outcome.error}")
         if outcome.shrunk is not None:

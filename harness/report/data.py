@@ -332,6 +332,49 @@ def runs(records: Records, run_env: dict[str, Env], sides: dict[str, str]) -> li
 # --- the whole report ---
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LeakRow:
+    """One leak record (harness.leak): growth per call of each series, and the samples to plot."""
+
+    implementation: str
+    variant: str
+    calls: int
+    passed: bool
+    error: str | None
+    growth: list[tuple[str, str, bool]]  # (series, "+slope unit/call (limit L)", past its limit)
+    samples: list[float]  # the series to plot: the first one past its limit, else live_bytes
+    plotted: str
+
+
+def leak_rows(leaks: list[dict[str, Any]]) -> list[LeakRow]:
+    rows = []
+    for rec in sorted(leaks, key=lambda r: (str(r.get("implementation")), str(r.get("variant")))):
+        growth = [g for g in rec.get("growth") or [] if isinstance(g, dict)]
+        text = [
+            (
+                str(g.get("series")),
+                f"{float(g.get('slope', 0)):+.3g}/call (limit {float(g.get('limit', 0)):.3g})",
+                float(g.get("slope", 0)) > float(g.get("limit", 0)),
+            )
+            for g in growth
+        ]
+        plotted = next((name for name, _, bad in text if bad), "live_bytes")
+        samples = (rec.get("samples") or {}).get(plotted) or []
+        rows.append(
+            LeakRow(
+                implementation=str(rec.get("implementation")),
+                variant=str(rec.get("variant")),
+                calls=int(rec.get("calls") or 0),
+                passed=bool(rec.get("passed")),
+                error=rec.get("error"),
+                growth=text,
+                samples=[float(x) for x in samples if isinstance(x, int | float)],
+                plotted=plotted,
+            )
+        )
+    return rows
+
+
 @dataclasses.dataclass
 class Verdict:
     status: str  # "pass", "fail" (failures, no baseline) or "regression" (the gate failed)
@@ -363,31 +406,46 @@ class Report:
     runs: list[RunView]
     problems: list[str]
     thresholds: Thresholds
+    leaks: list[LeakRow] = dataclasses.field(default_factory=list)
 
 
 def verdict(current: Records, gate: GateResult | None) -> Verdict:
-    failing = sum(not r.get("passed") for r in current.cases)
+    # An oracle outside its tolerance is a finding about the oracle: shown, never a kernel failure.
+    failing = sum(not r.get("passed") for r in current.cases if r.get("role") != "oracle")
+    oracle_findings = sum(not r.get("passed") for r in current.cases if r.get("role") == "oracle")
     compile_fail = sum(not r.get("ok") for r in current.compiles)
+    leaking = sorted({str(r.get("implementation")) for r in current.leaks if not r.get("passed")})
     details = []
+    if oracle_findings:
+        details.append(
+            f"{oracle_findings} oracle finding{'s' if oracle_findings != 1 else ''} (not counted against kernels)"
+        )
     if failing:
         details.append(f"{failing} failing case record{'s' if failing != 1 else ''}")
     if compile_fail:
         details.append(f"{compile_fail} failed compile check{'s' if compile_fail != 1 else ''}")
-    # A run that did not finish (interrupted, killed, still running) covers fewer cases than asked.
-    for run_id, run in sorted(current.runs.items()):
-        if run.get("status") not in (None, "finished"):
-            details.append(f"run {run_id} is {run.get('status')}: its records are what it finished")
+    if leaking:
+        details.append(f"memory grows with calls (leak): {', '.join(leaking)}")
+    # Unreadable records, or a run that did not finish (interrupted, killed, still running,
+    # failed): the records are not all the run was asked to do, so the verdict is never PASS.
+    incomplete = current.incomplete()
+    details += incomplete
     if gate is not None:
         if not gate.rows:
             return Verdict("fail", gate.summary(), details, gate.baseline)
         if gate.failed:
             details = [f"{r.category}: {r.subject}: {r.change}" for r in gate.failures] + details
             return Verdict("regression", gate.summary(), details, gate.baseline)
+        if incomplete:
+            return Verdict("fail", f"INCOMPLETE DATA: {incomplete[0]}", details, gate.baseline)
         return Verdict("pass", gate.summary(), details, gate.baseline)
-    if not (current.cases or current.benches or current.compiles):
+    if not (current.cases or current.benches or current.compiles or current.leaks):
         return Verdict("fail", "NO RECORDS: nothing was run", details, None)
-    if failing or compile_fail:
+    if failing or compile_fail or leaking:
         return Verdict("fail", "FAILURES: " + ", ".join(details), details, None)
+    if incomplete:
+        n = len(incomplete)
+        return Verdict("fail", f"INCOMPLETE DATA ({n} problem{'s' if n != 1 else ''}): {incomplete[0]}", details, None)
     n = len(current.cases)
     return Verdict("pass", f"PASS: {n} case records, no failure", details, None)
 
@@ -435,4 +493,5 @@ def build(
         runs=runs(records, run_env, sides or {}),
         problems=records.problems,
         thresholds=thresholds,
+        leaks=leak_rows(records.leaks),
     )

@@ -21,7 +21,11 @@ from typing import Any
 
 from harness.record import RECORD_SCHEMA
 
-KINDS = ("run", "case", "bench", "compile")
+KINDS = ("run", "case", "bench", "compile", "leak")
+# Run statuses whose records are the whole of what the run was asked to do.
+COMPLETE = ("finished",)
+# Fields of a case record every reader relies on, with the type each must have.
+_CASE_FIELDS = {"implementation": str, "case_id": str, "passed": bool, "comparisons": list}
 
 
 class SpecError(ValueError):
@@ -36,17 +40,18 @@ class Records:
     cases: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     benches: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     compiles: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    leaks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     roots: list[Path] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.runs) + len(self.cases) + len(self.benches) + len(self.compiles)
+        return len(self.runs) + len(self.cases) + len(self.benches) + len(self.compiles) + len(self.leaks)
 
     @property
     def run_ids(self) -> set[str]:
         """Every run that has a record here, with or without its run.json."""
         ids = set(self.runs)
-        for group in (self.cases, self.benches, self.compiles):
+        for group in (self.cases, self.benches, self.compiles, self.leaks):
             ids.update(r["run_id"] for r in group)
         return ids
 
@@ -59,7 +64,14 @@ class Records:
         elif kind == "run":
             self.runs[rec["run_id"]] = rec
         elif kind == "case":
-            self.cases.append(rec)
+            bad = [f"{k}={rec.get(k)!r}" for k, t in _CASE_FIELDS.items() if not isinstance(rec.get(k), t)]
+            if bad:
+                want = ", ".join(f"{k} a {t.__name__}" for k, t in _CASE_FIELDS.items())
+                self.problems.append(f"{where}: case record with {', '.join(bad)}; expected {want}")
+            else:
+                self.cases.append(rec)
+        elif kind == "leak":
+            self.leaks.append(rec)
         elif kind == "bench":
             self.benches.append(rec)
         elif kind == "compile":
@@ -73,8 +85,22 @@ class Records:
             cases=[r for r in self.cases if r["run_id"] in run_ids],
             benches=[r for r in self.benches if r["run_id"] in run_ids],
             compiles=[r for r in self.compiles if r["run_id"] in run_ids],
+            leaks=[r for r in self.leaks if r["run_id"] in run_ids],
             roots=list(self.roots),
         )
+
+    def incomplete(self) -> list[str]:
+        """Why these records may not be the whole story: unreadable files, runs that did not finish.
+
+        A verdict over them is never PASS (a killed run's run.json still says "running").
+        """
+        out = [f"unreadable or invalid record: {p}" for p in self.problems]
+        for run_id, run in sorted(self.runs.items()):
+            status = run.get("status")
+            if status is not None and status not in COMPLETE:
+                why = run.get("error") or "its records are only what it finished"
+                out.append(f"run {run_id} is {status!r}, not finished: {why}")
+        return out
 
     def merged(self, other: Records) -> Records:
         """Both sets; a run present in both (the same store named twice) counts once."""
@@ -85,6 +111,7 @@ class Records:
             cases=self.cases + extra.cases,
             benches=self.benches + extra.benches,
             compiles=self.compiles + extra.compiles,
+            leaks=self.leaks + extra.leaks,
             roots=self.roots + [r for r in other.roots if r not in self.roots],
             problems=self.problems + other.problems,
         )

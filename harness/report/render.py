@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from harness.case import Case, CaseError
 from harness.gate import fmt_seconds
+from harness.record import publish_mode
 from harness.report import picture, svg
 from harness.report.data import FailureView, Report, SeriesRow
 from harness.thresholds import fmt_bytes
@@ -69,6 +70,12 @@ def plots(report: Report) -> dict[str, list[Markup]]:
         "histograms": [svg.histogram(h) for h in report.histograms],
         "speed": _series_plots(report.speed, labels, y_label="median time", fmt=fmt_seconds),
         "memory": _series_plots(report.memory, labels, y_label="compiled temp memory", fmt=fmt_bytes, binary=True),
+        "leaks": [
+            svg.sparkline(
+                row.samples, title=f"{row.implementation} {row.variant}: {row.plotted} per call", bad=not row.passed
+            )
+            for row in report.leaks
+        ],
     }
 
 
@@ -83,6 +90,7 @@ def write(report: Report, out: Path | str) -> Path:
     html = render(report)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     try:
+        publish_mode(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(html)
         os.replace(tmp, out)

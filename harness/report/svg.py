@@ -198,3 +198,19 @@ def line_chart(
         body.append(f'<rect x="{_t(lx)}" y="{yy - 8}" width="14" height="4" fill="{color}"/>')
         body.append(f'<text x="{_t(lx + 19)}" y="{yy - 3}">{escape(s.name)}</text>')
     return _svg(width, height, title, body)
+
+
+def sparkline(values: Sequence[float], *, title: str, bad: bool, width: int = 160, height: int = 32) -> Markup:
+    """A line of `values` against call number, from its minimum to its maximum (flat: a level line)."""
+    if not values:
+        return Markup("")
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    step = (width - 4) / max(len(values) - 1, 1)
+    points = " ".join(
+        f"{_t(2 + i * step)},{_t(height - 2 - (v - lo) / span * (height - 4))}" for i, v in enumerate(values)
+    )
+    colour = FAIL_FILL if bad else PASS_FILL
+    return _svg(
+        width, height, title, [f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>']
+    )
