@@ -6,10 +6,11 @@ float64 truth before and after, and each as a share of its bound. A pair whose e
 by more than `[drift] factor` of harness/gate_thresholds.toml fails the gate even when both
 sides pass their tolerance: a silent numerics change in a release is a finding.
 
-"identical" means every quantity's error (max_abs, max_rel) is the same to the bit on both sides. Records
-hold errors against the truth, not the outputs themselves, so this is the evidence of
-bit-identical results the store can give (two outputs with the same error to the bit in
-every quantity, on the same inputs and truth, differ only by an exact coincidence).
+"identical" means the implementation returned the same bits on both sides: the records'
+`digest` (harness.runner.outputs_digest) is equal. Each side recomputes the float64 truth with
+its own jax, so equal outputs can still show different errors; the digest is what tells. For
+records written before digests, identical falls back to every error figure (max_abs, max_rel)
+being the same to the bit.
 
 Pure: records in, `CaseDrift`s out. `replay_document` turns a drifted pair into a failure-file
 document (harness.failures) so that `python -m harness repro FILE` replays the case in
@@ -89,7 +90,7 @@ class CaseDrift:
     implementation: str
     case_id: str
     case: dict[str, Any]  # the case JSON (harness.case)
-    identical: bool  # every recorded error figure the same to the bit
+    identical: bool  # the same returned bits on both sides (digests; else every error figure)
     passed_before: bool
     passed_after: bool
     quantities: tuple[QuantityDrift, ...]
@@ -150,6 +151,13 @@ def _figures(recs: list[dict[str, Any]]) -> list[tuple]:
     )
 
 
+def _identical(base: list[dict[str, Any]], cand: list[dict[str, Any]]) -> bool:
+    digests = [r.get("digest") for r in (*base, *cand)]
+    if all(digests):
+        return len(set(digests)) == 1
+    return _same(_figures(base), _figures(cand))
+
+
 def _same(a: list[tuple], b: list[tuple]) -> bool:
     # nan != nan, so compare through repr: the same figure, to the bit, prints the same.
     return len(a) == len(b) and all(repr(x) == repr(y) for x, y in zip(a, b, strict=True))
@@ -193,7 +201,7 @@ def pair(base_cases: list[dict[str, Any]], cand_cases: list[dict[str, Any]]) -> 
                 implementation=key[0],
                 case_id=key[1],
                 case=c[0].get("case") or {},
-                identical=_same(_figures(b), _figures(c)),
+                identical=_identical(b, c),
                 passed_before=all(bool(r.get("passed")) for r in b),
                 passed_after=all(bool(r.get("passed")) for r in c),
                 quantities=quantities,

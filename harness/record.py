@@ -9,7 +9,8 @@ versions and machine of a record are those of its run.json.
 kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, implementation,
                role, backend, device (where it computed, harness.placement), empty_rows, passed,
                error, comparisons, seconds, native (on an accelerator: harness.native timings
-               and device memory, else null), tolerance_version; "shrunk": true and
+               and device memory, else null), digest (a hash of the returned arrays, to the
+               bit; null when it raised), tolerance_version; "shrunk": true and
                "failure_file" on a minimal failure, with "located" (harness.locate.Located
                JSON): where its errors sit.
 kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
@@ -124,6 +125,7 @@ def subject_record(
         "backend": subject.backend,
         "device": subject.device,
         "native": subject.native,
+        "digest": subject.digest,
         "empty_rows": subject.empty_rows,
         "passed": subject.passed,
         "error": subject.error,

@@ -7,6 +7,7 @@ CaseResult this returns and never see live arrays.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 import traceback
 
@@ -38,6 +39,7 @@ class SubjectResult:
     device: str = "cpu"  # where it computed (harness.placement)
     native: dict | None = None  # harness.native.NativeTiming.to_json() on an accelerator
     located: Located | None = None  # where the errors sit, on a failure (harness.locate)
+    digest: str | None = None  # outputs_digest of what it returned: bit-identical results have equal digests
 
     @property
     def worst(self) -> Comparison | None:
@@ -251,8 +253,31 @@ def judge(impl: Implementation, case: Case, inputs: Inputs, ex: Execution, ref: 
     passed = all(c.passed for c in comps)
     located = None if passed else _locate(case, inputs, ex.outputs, ref.truth, comps)
     return SubjectResult(
-        **meta, passed=passed, comparisons=comps, seconds=ex.seconds, located=located, native=ex.native
+        **meta,
+        passed=passed,
+        comparisons=comps,
+        seconds=ex.seconds,
+        located=located,
+        native=ex.native,
+        digest=outputs_digest(ex.outputs),
     )
+
+
+def outputs_digest(outputs: Outputs) -> str:
+    """A hash of every quantity an implementation returned, to the bit (NaN payloads made one).
+
+    Two environments that return the same bits on the same case have the same digest, which the
+    records' errors against a truth each side recomputes cannot show (harness.drift).
+    """
+    h = hashlib.sha256()
+    for q in QUANTITIES:
+        a = outputs.get(q)
+        if a is None:
+            continue
+        a = np.ascontiguousarray(np.where(np.isnan(a), np.nan, a), dtype=np.float64)
+        h.update(f"{q}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:32]
 
 
 def _locate(case: Case, inputs: Inputs, got: Outputs, truth: Outputs, comps: list[Comparison]) -> Located | None:

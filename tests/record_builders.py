@@ -120,6 +120,7 @@ def case_record(
         "backend": backend,
         "device": "cpu:0" if role == "kernel" or implementation == "jax_reference" else "cpu",
         "native": None,
+        "digest": None if error else f"{c.case_id}-{implementation}-{used}",
         "empty_rows": "uniform" if role == "kernel" else "zeros",
         "passed": passed,
         "error": error,

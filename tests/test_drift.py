@@ -122,3 +122,25 @@ def test_drift_thresholds_are_validated() -> None:
     with pytest.raises(thresholds.ThresholdError, match="drift.factor=0.5 must be at least 1"):
         thresholds.Thresholds(drift_factor=0.5)
     assert thresholds.load().drift_factor == 1.5
+
+
+def _rec(digest: str | None, err: float) -> dict:
+    comp = {"quantity": "out", "max_abs": err, "max_rel": err, "bound": 1e-3, "passed": True}
+    return {"implementation": "k", "case_id": "c", "case": {}, "passed": True, "digest": digest, "comparisons": [comp]}
+
+
+@pytest.mark.parametrize(
+    ("base", "cand", "identical"),
+    [
+        # The same bits, against a truth each side recomputed with its own jax: identical.
+        pytest.param(_rec("d1", 1e-6), _rec("d1", 1.1e-6), True, id="same-digest-other-error"),
+        # Other bits that happen to give the same error figures: not identical.
+        pytest.param(_rec("d1", 1e-6), _rec("d2", 1e-6), False, id="other-digest-same-error"),
+        # Records written before digests: the error figures decide.
+        pytest.param(_rec(None, 1e-6), _rec("d1", 1e-6), True, id="no-digest-same-error"),
+        pytest.param(_rec(None, 1e-6), _rec(None, 2e-6), False, id="no-digest-other-error"),
+    ],
+)
+def test_identical_means_the_same_returned_bits(base: dict, cand: dict, identical: bool) -> None:
+    (d,) = drift.pair([base], [cand])
+    assert d.identical is identical
