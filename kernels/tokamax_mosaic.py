@@ -1,4 +1,5 @@
-"""tokamax.dot_product_attention with implementation="mosaic" (kernels/_tokamax.py); registered only where the hardware is."""
+"""tokamax.dot_product_attention with implementation="mosaic" (kernels/_tokamax.py);
+registered only where its hardware is (a TPU for mosaic, a GPU for triton and cudnn)."""
 
 from __future__ import annotations
 
