@@ -1,4 +1,5 @@
-"""`python -m harness COMMAND ...`: exit 0 all pass, 1 a discrepancy or regression, 2 bad usage or input."""
+"""`python -m harness COMMAND ...`: exit 0 all pass, 1 a discrepancy or regression, 2 bad usage or input,
+4 (`run`) nothing failed but a kernel cannot run in this environment (the interpreter's error is recorded)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from collections.abc import Sequence
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+# `run`: no discrepancy, but some kernel cannot run here (Implementation.cannot_run): never a pass.
+EXIT_CANNOT_RUN = 4
 
 
 class UsageError(Exception):

@@ -42,8 +42,14 @@ MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "seg
 #     segments are drawn identical on both sides, and only when q_len == kv_len.
 #   causal_q_le_kv: causal masks only when q_len <= kv_len (the Pallas GPU kernel's causal
 #     loop bounds read past the last key otherwise: docs/divergences/).
+#   lengths_q_le_kv: valid query lengths never exceed the row's valid key lengths (a ragged
+#     kernel's queries are the last positions of their sequence), so both are drawn together.
+#   shape_required: every mask has one of the declared shape components (a kernel that is
+#     always causal, like ragged paged attention, declares only causal_bottom_right).
 SEGMENTS_SHARED = "segments_shared"
 CAUSAL_Q_LE_KV = "causal_q_le_kv"
+LENGTHS_Q_LE_KV = "lengths_q_le_kv"
+SHAPE_REQUIRED = "shape_required"
 
 # A run of one segment id: (segment_id, length).
 Run = tuple[int, int]
@@ -349,7 +355,7 @@ class Mask:
             for h, m in enumerate(self.heads):
                 if not isinstance(m, Mask) or m.segments is not None or m.heads is not None or m.lengths is not None:
                     raise ValueError(
-                        f"mask heads[{h}]={m!r} must be a Mask without segments, lengths or heads of its own"
+                        f"mask heads[{h}]={m!r} must be a Mask without segments or heads (or lengths) of its own"
                     )
 
     @property

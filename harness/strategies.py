@@ -15,8 +15,10 @@ from harness.contract import Capabilities, Implementation
 from harness.masks import (
     CAUSAL_Q_LE_KV,
     LENGTH_COMPONENTS,
+    LENGTHS_Q_LE_KV,
     SEGMENTS_SHARED,
     SHAPE_COMPONENTS,
+    SHAPE_REQUIRED,
     BlockSparse,
     Chunk,
     Lengths,
@@ -134,12 +136,15 @@ def lengths(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: i
             kw[side] = draw(rows)
     if not kw:
         raise ValueError(f"components={sorted(components)} name none of {LENGTH_COMPONENTS}")
+    if LENGTHS_Q_LE_KV in components:
+        kv = kw.get("kv") or (kv_len,) * batch
+        kw["q"] = tuple(min(q, k) for q, k in zip(kw.get("q") or (q_len,) * batch, kv, strict=True))
     return Lengths(**kw)
 
 
-def _static(kinds: list[str], q_len: int, kv_len: int) -> st.SearchStrategy[dict]:
-    """Keyword arguments of Mask for one shape component (or none)."""
-    options: list[st.SearchStrategy[dict]] = [st.just({})]
+def _static(kinds: list[str], q_len: int, kv_len: int, *, required: bool = False) -> st.SearchStrategy[dict]:
+    """Keyword arguments of Mask for one shape component (or none, unless required)."""
+    options: list[st.SearchStrategy[dict]] = [] if required and kinds else [st.just({})]
     for kind in kinds:
         if kind.startswith("causal_") and kind != "causal_offset":
             options.append(st.just({"causal": kind.removeprefix("causal_")}))
@@ -163,7 +168,7 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
     kinds = [k for k in SHAPE_COMPONENTS if k in components]
     if CAUSAL_Q_LE_KV in components and q_len > kv_len:
         kinds = [k for k in kinds if not k.startswith("causal")]
-    kw = dict(draw(_static(kinds, q_len, kv_len)))
+    kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in components)))
     if components & set(LENGTH_COMPONENTS) and draw(st.booleans()):
         kw["lengths"] = draw(lengths(components=components, batch=batch, q_len=q_len, kv_len=kv_len))
     if "per_head" in components and draw(st.booleans()):

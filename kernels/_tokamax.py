@@ -26,6 +26,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import tokamax
+from absl import flags
 
 from harness import compat, placement
 from harness.case import DTYPES, Case
@@ -96,6 +97,11 @@ class TokamaxAttention(Implementation):
         return compat.jax_platform()
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        if not flags.FLAGS.is_parsed():
+            # tokamax reads its absl flags on first use and, when nobody parsed them, parses
+            # sys.argv: the host program's command line (`run --kernel ...`), which absl rejects
+            # (UnrecognizedFlagError). Its defaults are what the harness tests.
+            flags.FLAGS.mark_as_parsed()
         lengths = case.mask.lengths
         q_lens = None if lengths is None or lengths.q is None else jnp.asarray(lengths.q, jnp.int32)
         kv_lens = None if lengths is None or lengths.kv is None else jnp.asarray(lengths.kv, jnp.int32)

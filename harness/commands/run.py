@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness import compat, console, contract, crosscheck, placement, profiles, strips, worker
-from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
+from harness.cli import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, UsageError
 from harness.failures import write_failure
 from harness.record import RunStore
 from harness.search import search
@@ -166,11 +166,23 @@ def main(args: argparse.Namespace) -> int:
             if not s.passed:
                 print(console.comparison_table(s) + strips.appendix(s.located))
         print(f"  replay: {console.command_line('python', '-m', 'harness', 'repro', str(path))}")
-    store.write_meta({**meta, "status": "interrupted" if interrupted else "finished", "summary": rows})
+    cannot = {r["kernel"]: r["error"] for r in rows if r["status"] == CANNOT_RUN}
+    status = "interrupted" if interrupted else (CANNOT_RUN if cannot else "finished")
+    store.write_meta({**meta, "status": status, "summary": rows, "cannot_run": cannot})
     if interrupted:
         print("\nrun interrupted: every case finished so far is in", store.dir)
         return EXIT_FAIL
-    return EXIT_OK if not failures and all(r["status"] == "PASS" for r in rows) else EXIT_FAIL
+    if failures or any(r["status"] not in ("PASS", CANNOT_RUN) for r in rows):
+        return EXIT_FAIL
+    return EXIT_CANNOT_RUN if cannot else EXIT_OK
+
+
+CANNOT_RUN = "cannot run here"
+
+
+def _cannot_run_row(kernel: str, reason: str) -> dict:
+    row = {"kernel": kernel, "examples": 0, "failed": 0, "worst": None, "seconds": 0.0, "status": CANNOT_RUN}
+    return row | {"error": reason}
 
 
 def _run_kernels(
@@ -193,6 +205,12 @@ def _run_kernels(
         )
         if kernel.backend() == "tpu_interpret":
             print("   no TPU attached: the kernel runs under the Pallas TPU interpreter on CPU")
+        reason = kernel.cannot_run()
+        if reason is not None:
+            # A result, not a skip: recorded in run.json with the interpreter's own error.
+            print(f"   {CANNOT_RUN}: {reason}")
+            rows.append(_cannot_run_row(kernel.name, reason))
+            continue
         counter = {"i": 0}
 
         def on_result(result, n=n, counter=counter) -> None:
