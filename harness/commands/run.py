@@ -196,7 +196,10 @@ def _run_kernels(
     failures: list,
 ) -> bool:
     """Search each kernel in turn, appending summary rows and failures; True if interrupted."""
+    all_grads = grads
     for kernel in kernels:
+        # A forward-only kernel (no VJP: the decode kernels) is checked, and replayed, forward only.
+        grads = all_grads and kernel.capabilities.grads
         n = args.examples or profiles.get(profile).max_examples
         against = ", ".join(o.name for o in oracles) or "the float64 truth only"
         print(
