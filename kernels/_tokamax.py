@@ -19,6 +19,7 @@ with query [batch, q_len, q_heads, head_dim] and key, value [batch, kv_len, kv_h
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from collections.abc import Callable
@@ -64,6 +65,13 @@ def available(implementation: str) -> bool:
     )
 
 
+def dtypes() -> tuple[str, ...]:
+    """Every dtype, but float16 not on a CPU backend: tokamax asks dot_general for the F16_F16_F32
+    algorithm preset, which XLA:CPU refuses ("ValueError: The precision 'F16_F16_F32' is not
+    supported by dot_general on CPU", tokamax 0.0.12 on jax 0.10.2; a platform limit)."""
+    return DTYPES if compat.jax_platform() != "cpu" else tuple(d for d in DTYPES if d != "float16")
+
+
 class TokamaxAttention(Implementation):
     role = "kernel"
     framework = "jax"
@@ -86,6 +94,7 @@ class TokamaxAttention(Implementation):
     )
 
     def __init__(self, implementation: str, fn: Callable[..., Any] | None = None, name: str | None = None) -> None:
+        self.capabilities = dataclasses.replace(self.capabilities, dtypes=dtypes())
         self.implementation = implementation
         self.fn = fn or tokamax.dot_product_attention
         self.name = name or f"tokamax_{implementation}"
