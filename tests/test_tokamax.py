@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("tokamax")
 
-from harness import contract  # noqa: E402
+from harness import compat, contract  # noqa: E402
 from harness.case import Case  # noqa: E402
 from harness.masks import Lengths, Mask  # noqa: E402
 from harness.runner import run_case  # noqa: E402
@@ -20,6 +20,8 @@ def test_capabilities_come_from_the_signature_and_the_hardware():
     # mosaic needs a TPU, triton and cudnn a GPU: not registered on a CPU host.
     for impl in ("mosaic", "triton", "cudnn"):
         assert (f"tokamax_{impl}" in names) == _tokamax.available(impl)
+    # XLA:CPU refuses tokamax's float16 dot preset: float16 is drawn only off a CPU backend.
+    assert ("float16" in contract.resolve("tokamax_xla").capabilities.dtypes) == (compat.jax_platform() != "cpu")
 
 
 @pytest.mark.parametrize("name", ["tokamax_xla", "tokamax_xla_chunked"])
