@@ -26,7 +26,7 @@ from jax.experimental.pallas.ops.gpu import decode_attention as upstream
 
 from harness import compat, placement
 from harness.case import DTYPES, Case
-from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
 
@@ -84,9 +84,6 @@ class PallasGpuDecode(Implementation):
 
     def backend(self) -> str:
         return "gpu" if compat.jax_platform() == "gpu" else "gpu_interpret"
-
-    def empty_rows(self, case: Case) -> EmptyRows:
-        return self.conventions.empty_rows
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _decode_blocks(case)
