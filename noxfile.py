@@ -26,6 +26,7 @@ STORE = "reports/store"
 # so matrix steps run through HARNESS, which turns a crash into CRASHED.
 RECORDED_FAILURE = 1
 CRASHED = 3
+CANNOT_RUN = 4
 HARNESS = (
     "import sys, traceback\n"
     "try:\n"
@@ -71,7 +72,8 @@ def install(session: nox.Session, *extras: str, constraints: str = DEFAULT_CONST
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The harness's own test suite (fast; runs kernels under the TPU interpreter; not slow ones)."""
-    install(session, "test", "tpu")  # libtpu: the compile-check tests run the real TPU compiler
+    # libtpu: the compile-check tests run the real TPU compiler; tokamax: its adapters' tests.
+    install(session, "test", "tpu", "tokamax")
     session.run("ruff", "check", "harness", "kernels", "oracles", "tests", "benchmarks", "noxfile.py")
     session.run(
         "pytest", "-m", "not slow", *session.posargs, env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
@@ -145,7 +147,7 @@ def tpu(session: nox.Session) -> None:
     # Before installing anything: a TPU host has /dev/accel* or /dev/vfio.
     if required and not COMPAT.tpu_device_files():
         session.error("--require-tpu: no TPU attached to this host (no /dev/accel* or /dev/vfio)")
-    install(session, "tpu")
+    install(session, "tpu", "tokamax")
     on_tpu = _has_tpu(session)
     if required and not on_tpu:
         session.error("--require-tpu: no TPU attached to this host (jax.default_backend() is not 'tpu')")
@@ -183,7 +185,8 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matr
     session.run("python", "-c", "from harness import compat; print(compat.library_versions())")
     # Runs go on after a recorded discrepancy (exit 1), so every cell yields all its records;
     # bad usage (2) or a crash stops the cell.
-    ok = [0, RECORDED_FAILURE]
+    # 4: a kernel that cannot run in this cell (recorded with its error, harness.cli.EXIT_CANNOT_RUN).
+    ok = [0, RECORDED_FAILURE, CANNOT_RUN]
     harness = ("python", "-c", HARNESS)
     session.run(
         *harness,

@@ -17,6 +17,11 @@ DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 # where an exp without max-subtraction overflows. ties: every key in a row identical,
 # so each query's logits are all equal (softmax must be exactly uniform).
 REGIMES: tuple[str, ...] = ("normal", "large", "ties")
+# K/V storage formats besides the case dtype. int8: k and v are held as int8 codes times a
+# per-token power-of-two step (harness.inputs.int8_grid), as a quantized KV cache holds them;
+# every implementation, oracles included, sees the dequantized values in the case dtype,
+# so a comparison measures the kernel's arithmetic, not the quantization error.
+KV_FORMATS: tuple[str, ...] = ("int8",)
 
 
 class CaseError(ValueError):
@@ -30,7 +35,8 @@ class Case:
     q: [batch, q_heads, q_len, head_dim]; k, v: [batch, kv_heads, kv_len, head_dim].
     q_heads must be a multiple of kv_heads (MHA: equal, GQA: a divisor, MQA: 1).
     scale None means 1/sqrt(head_dim). `blocks` are the kernel's tile sizes by name
-    (empty means the kernel's default); they never change the mathematics.
+    (empty means the kernel's default), and a paged kernel's page layout; they never change
+    the mathematics. kv_format "int8": k and v are exactly representable as int8 pages (see KV_FORMATS).
     """
 
     batch: int
@@ -46,6 +52,7 @@ class Case:
     blocks: tuple[tuple[str, int], ...] = ()
     regime: str = "normal"
     seed: int = 0
+    kv_format: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("batch", "q_heads", "kv_heads", "q_len", "kv_len", "head_dim"):
@@ -64,6 +71,8 @@ class Case:
             raise CaseError(f"scale={self.scale!r} must be a positive finite number or None")
         if not isinstance(self.mask, Mask):
             raise CaseError(f"mask must be a harness.masks.Mask, got {type(self.mask).__name__}")
+        if self.kv_format is not None and self.kv_format not in KV_FORMATS:
+            raise CaseError(f"kv_format={self.kv_format!r} is not None or one of {KV_FORMATS}")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise CaseError(f"seed={self.seed!r} must be a non-negative integer")
         # Normalise blocks so that equal cases compare and hash equal.
@@ -101,7 +110,9 @@ class Case:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        # kv_format only when set: cases written before it existed keep their JSON and ids.
+        extra = {} if self.kv_format is None else {"kv_format": self.kv_format}
+        return extra | {
             "schema": CASE_SCHEMA,
             "batch": self.batch,
             "q_heads": self.q_heads,
@@ -152,7 +163,8 @@ class Case:
         lens = f"L={self.q_len}" if self.q_len == self.kv_len else f"Lq={self.q_len}/Lk={self.kv_len}"
         blocks = " blocks=" + ",".join(f"{k}={v}" for k, v in self.blocks) if self.blocks else ""
         scale = "" if self.scale is None else f" scale={self.scale:g}"
+        kv = "" if self.kv_format is None else f" kv={self.kv_format}"
         return (
-            f"B={self.batch} {heads} {lens} D={self.head_dim} {self.dtype} mask={self.mask_label}"
+            f"B={self.batch} {heads} {lens} D={self.head_dim} {self.dtype}{kv} mask={self.mask_label}"
             f" {self.regime}{scale} seed={self.seed}{blocks}"
         )

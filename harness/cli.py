@@ -1,5 +1,6 @@
 """`python -m harness COMMAND ...`: exit 0 all pass, 1 a discrepancy or regression, 2 bad usage or
-input, 3 the harness itself failed (one line on stderr; the traceback saved to a file it names)."""
+input, 3 the harness itself failed (one line on stderr; the traceback saved to a file it names),
+4 (`run`) nothing failed but a kernel cannot run in this environment (the interpreter's error is recorded)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 # An interrupted run ends with exit 1: what it finished is on disk, but it is not a pass.
 EXIT_INTERRUPTED = EXIT_FAIL
 CRASH_DIR_ENV = "ATTN_HARNESS_CRASH_DIR"
+# `run`: no discrepancy, but some kernel cannot run here (Implementation.cannot_run): never a pass.
+EXIT_CANNOT_RUN = 4
 
 
 class UsageError(Exception):

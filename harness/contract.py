@@ -30,9 +30,12 @@ Role = Literal["kernel", "oracle"]
 #            depends on the kernel's tiling, so no exact value can be declared;
 #   nan:     NaN;
 #   nan_or_convex: per row, all NaN or "convex" (a kernel that skips key tiles: a row whose
-#            tile visits none divides 0 by 0, one that visits some averages them).
-EmptyRows = Literal["zeros", "uniform", "convex", "nan", "nan_or_convex"]
-EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan", "nan_or_convex")
+#            tile visits none divides 0 by 0, one that visits some averages them);
+#   unwritten: the kernel never writes these rows (a paged kernel skips a sequence of length
+#            0): whatever the output buffer held. Declared, recorded, and not checked; under
+#            the Pallas TPU interpreter's NaN fill the adapter declares "nan" instead.
+EmptyRows = Literal["zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten"]
+EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten")
 QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias")
 
 
@@ -49,7 +52,9 @@ class Capabilities:
     """What an implementation accepts; strategies draw only inside it.
 
     mask_components are the names from `Mask.components`, plus "bias" for an additive bias.
-    seq_lens and head_dims are the values a strategy draws from (all valid);
+    seq_lens and head_dims are the values a strategy draws from (all valid); q_lens, when
+    given, are the query lengths drawn instead of seq_lens (a decode kernel's 1).
+    kv_formats: K/V storage formats besides the case dtype (harness.case.KV_FORMATS).
     `Implementation.violations` is the authoritative check.
     """
 
@@ -63,6 +68,8 @@ class Capabilities:
     unequal_lengths: bool = True
     grads: bool = True
     dbias: bool = True
+    q_lens: tuple[int, ...] = ()
+    kv_formats: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +143,12 @@ class Implementation(abc.ABC):
         """
         return None
 
+    def cannot_run(self) -> str | None:
+        """Why this implementation cannot run in this environment at all (the interpreter's own
+        error), probed once on a small case; None when it runs. `run` records such a kernel as
+        "cannot run here" (harness.cli.EXIT_CANNOT_RUN), never as a pass."""
+        return None
+
     def block_strategy(self, case: Case) -> SearchStrategy[dict[str, int]] | None:
         """Tile sizes valid for this case's shape; None when the implementation has none."""
         return None
@@ -153,6 +166,10 @@ class Implementation(abc.ABC):
             out.append(f"mask components {sorted(unsupported)} not in {sorted(caps.mask_components)}")
         if not caps.unequal_lengths and case.q_len != case.kv_len:
             out.append(f"q_len={case.q_len} != kv_len={case.kv_len} is unsupported")
+        if caps.q_lens and case.q_len not in caps.q_lens:
+            out.append(f"q_len={case.q_len} not in {caps.q_lens}")
+        if case.kv_format is not None and case.kv_format not in caps.kv_formats:
+            out.append(f"kv_format={case.kv_format} not in {caps.kv_formats or '(none)'}")
         return out
 
     def check(self, case: Case) -> None:
@@ -168,9 +185,10 @@ _REGISTRY: dict[str, Implementation] = {}
 _DISCOVERED = False
 # Packages whose every module is imported once so that it can register().
 PACKAGES = ("kernels", "oracles")
-# Frameworks an environment may lack (a version-matrix cell without torch): a module that
+# Frameworks an environment may lack (a matrix cell without torch, or with a jax older than
+# tokamax needs, where it is not installed: harness.matrix): a module that
 # needs one is skipped, and `unavailable()` says which and why.
-OPTIONAL_FRAMEWORKS = ("torch",)
+OPTIONAL_FRAMEWORKS = ("torch", "tokamax")
 _UNAVAILABLE: dict[str, str] = {}
 
 

@@ -43,6 +43,21 @@ class Inputs:
         )
 
 
+def int8_grid(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 codes and a per-token step (a power of two) with codes * step == x for x on the grid.
+
+    x: [..., head_dim]. The step is 2**ceil(log2(max|x| / 127)) per token, so codes stay
+    within +-127 and codes * step is exact in every case dtype (7 significant bits). Applied
+    to values already on the grid it returns the same codes and step: the adapter recovers
+    the int8 pages from the dequantized inputs exactly.
+    """
+    x = np.asarray(x, np.float64)
+    peak = np.max(np.abs(x), axis=-1, keepdims=True)
+    step = np.exp2(np.ceil(np.log2(np.where(peak > 0, peak, 127.0) / 127.0)))
+    codes = np.clip(np.rint(x / step), -127, 127).astype(np.int8)
+    return codes, step
+
+
 def make_inputs(case: Case) -> Inputs:
     rng = np.random.default_rng(case.seed)
     dt = NP_DTYPES[case.dtype]
@@ -55,6 +70,8 @@ def make_inputs(case: Case) -> Inputs:
         q, k = q * LARGE, k * LARGE
     elif case.regime == "ties":
         k = np.broadcast_to(k[:, :, :1, :], kshape).copy()
+    if case.kv_format == "int8":
+        k, v = (codes * step for codes, step in (int8_grid(k), int8_grid(v)))
     bias = None
     if case.bias:
         bias = rng.standard_normal((case.batch, case.q_heads, case.q_len, case.kv_len))

@@ -7,7 +7,8 @@ so that a kernel's mask bug can never be matched by the same bug in an oracle.
 
 Component names (`Mask.components`), which implementations declare in
 `Capabilities.mask_components`: causal_top_left, causal_bottom_right, causal_offset,
-window, chunk, block_sparse, per_head, segments (and "bias", which is not a mask).
+window, chunk, block_sparse, per_head, segments, q_lengths, kv_lengths, kv_starts
+(and "bias", which is not a mask).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ SHAPE_COMPONENTS: tuple[str, ...] = (
     "block_sparse",
 )
 # Every component name Mask.components can report.
-MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "segments"})
+# Per-batch-row valid lengths (harness.masks.Lengths), each its own component.
+LENGTH_COMPONENTS: tuple[str, ...] = ("q_lengths", "kv_lengths", "kv_starts")
+MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "segments", *LENGTH_COMPONENTS})
 
 # Capability markers, not components: declared in mask_components beside the components
 # they restrict, read by the strategies.
@@ -39,8 +42,14 @@ MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "seg
 #     segments are drawn identical on both sides, and only when q_len == kv_len.
 #   causal_q_le_kv: causal masks only when q_len <= kv_len (the Pallas GPU kernel's causal
 #     loop bounds read past the last key otherwise: docs/divergences/).
+#   lengths_q_le_kv: valid query lengths never exceed the row's valid key lengths (a ragged
+#     kernel's queries are the last positions of their sequence), so both are drawn together.
+#   shape_required: every mask has one of the declared shape components (a kernel that is
+#     always causal, like ragged paged attention, declares only causal_bottom_right).
 SEGMENTS_SHARED = "segments_shared"
 CAUSAL_Q_LE_KV = "causal_q_le_kv"
+LENGTHS_Q_LE_KV = "lengths_q_le_kv"
+SHAPE_REQUIRED = "shape_required"
 
 # A run of one segment id: (segment_id, length).
 Run = tuple[int, int]
@@ -229,6 +238,80 @@ class BlockSparse:
         return f"block_sparse({self.block_q}x{self.block_kv}: {'/'.join(self.pattern)})"
 
 
+@dataclasses.dataclass(frozen=True)
+class Lengths:
+    """Valid lengths per batch row (a padded or paged batch of sequences of their own lengths).
+
+    q[b]: the first q[b] query rows of row b are real, the rest are padding that sees no key
+      (a kernel's output there is a declared convention, checked like rows with no visible key).
+    kv[b]: keys j >= kv[b] of row b are invisible (a KV cache filled to kv[b]).
+    kv_starts[b]: keys j < kv_starts[b] are invisible too (a decode kernel's start index).
+    None on a side means every row is full on that side. Under causal="bottom_right" the
+    alignment is per row: query i sees keys j <= i + kv[b] - q[b], so the last real query
+    sits at the last valid key (decode queries at the end of their sequence).
+    """
+
+    q: tuple[int, ...] | None = None
+    kv: tuple[int, ...] | None = None
+    kv_starts: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for side in ("q", "kv", "kv_starts"):
+            value = getattr(self, side)
+            if value is None:
+                continue
+            value = tuple(value)
+            object.__setattr__(self, side, value)
+            if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in value):
+                raise ValueError(f"lengths {side}={value!r} must be non-negative integers, one per batch row")
+        if self.q is None and self.kv is None and self.kv_starts is None:
+            raise ValueError("lengths with q=None, kv=None and kv_starts=None is no mask; give at least one side")
+
+    @property
+    def components(self) -> frozenset[str]:
+        names = {"q": "q_lengths", "kv": "kv_lengths", "kv_starts": "kv_starts"}
+        return frozenset(name for side, name in names.items() if getattr(self, side) is not None)
+
+    def validate(self, *, batch: int, q_len: int, kv_len: int) -> None:
+        for side, limit in (("q", q_len), ("kv", kv_len), ("kv_starts", kv_len)):
+            value = getattr(self, side)
+            if value is None:
+                continue
+            if len(value) != batch:
+                raise ValueError(f"lengths {side} has {len(value)} rows, expected one per batch row ({batch=})")
+            if max(value) > limit:
+                raise ValueError(f"lengths {side}={value} exceed the padded length {limit}")
+
+    def valid(self, b: int, q_len: int, kv_len: int) -> tuple[int, int, int]:
+        """(q length, kv start, kv end) of batch row b."""
+        q = q_len if self.q is None else self.q[b]
+        start = 0 if self.kv_starts is None else self.kv_starts[b]
+        return q, start, kv_len if self.kv is None else self.kv[b]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"q": _list(self.q), "kv": _list(self.kv)}
+        if self.kv_starts is not None:
+            out["kv_starts"] = list(self.kv_starts)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Lengths:
+        _known(d, {"q", "kv", "kv_starts"}, "lengths")
+        return cls(q=_tuple(d.get("q")), kv=_tuple(d.get("kv")), kv_starts=_tuple(d.get("kv_starts")))
+
+    def __repr__(self) -> str:
+        parts = [f"{side}={','.join(map(str, v))}" for side in ("q", "kv", "kv_starts") if (v := getattr(self, side))]
+        return f"lengths({'; '.join(parts)})"
+
+
+def _list(value: tuple[int, ...] | None) -> list[int] | None:
+    return None if value is None else list(value)
+
+
+def _tuple(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(value)
+
+
 def _known(d: Any, known: set[str], what: str) -> None:
     if not isinstance(d, dict):
         raise ValueError(f"{what} must be a JSON object, got {type(d).__name__}")
@@ -250,6 +333,8 @@ class Mask:
     block_sparse: an explicit pattern of visible tiles.
     heads: one further mask per query head (each without segments or heads of its own);
       head h also needs heads[h] to allow the key. Under GQA the masks are per query head.
+    lengths: valid query and key lengths per batch row (Lengths); with it, bottom-right
+      causal alignment is per row, at each row's valid lengths.
     """
 
     causal: CausalAlignment | None = None
@@ -258,6 +343,7 @@ class Mask:
     chunk: Chunk | None = None
     block_sparse: BlockSparse | None = None
     heads: tuple[Mask, ...] | None = None
+    lengths: Lengths | None = None
 
     def __post_init__(self) -> None:
         if self.causal is not None and self.causal not in CAUSAL_ALIGNMENTS:
@@ -267,8 +353,10 @@ class Mask:
             if not self.heads:
                 raise ValueError("mask heads=() is empty; give one mask per query head, or None")
             for h, m in enumerate(self.heads):
-                if not isinstance(m, Mask) or m.segments is not None or m.heads is not None:
-                    raise ValueError(f"mask heads[{h}]={m!r} must be a Mask without segments or heads of its own")
+                if not isinstance(m, Mask) or m.segments is not None or m.heads is not None or m.lengths is not None:
+                    raise ValueError(
+                        f"mask heads[{h}]={m!r} must be a Mask without segments or heads (or lengths) of its own"
+                    )
 
     @property
     def components(self) -> frozenset[str]:
@@ -288,6 +376,8 @@ class Mask:
             out.add("per_head")
             for m in self.heads:
                 out |= m.components
+        if self.lengths is not None:
+            out |= self.lengths.components
         return frozenset(out)
 
     @property
@@ -307,21 +397,26 @@ class Mask:
                 )
         if self.block_sparse is not None:
             self.block_sparse.validate(q_len, kv_len)
+        if self.lengths is not None:
+            self.lengths.validate(batch=batch, q_len=q_len, kv_len=kv_len)
         if self.heads is not None:
             if heads is not None and len(self.heads) != heads:
                 raise ValueError(f"mask has {len(self.heads)} per-head masks, expected one per query head ({heads=})")
             for m in self.heads:
                 m.validate(batch=batch, q_len=q_len, kv_len=kv_len)
 
-    def visible_2d(self, q_len: int, kv_len: int) -> np.ndarray:
-        """The [q_len, kv_len] visibility of the components shared by every batch row and head."""
+    def visible_2d(self, q_len: int, kv_len: int, *, diagonal: int | None = None) -> np.ndarray:
+        """The [q_len, kv_len] visibility of the components shared by every batch row and head.
+
+        diagonal: the bottom-right causal offset (default kv_len - q_len; with lengths, a row's own).
+        """
         vis = np.ones((q_len, kv_len), dtype=bool)
         rows = np.arange(q_len)[:, None]
         cols = np.arange(kv_len)[None, :]
         if self.causal == "top_left":
             vis &= cols <= rows
         elif self.causal == "bottom_right":
-            vis &= cols <= rows + (kv_len - q_len)
+            vis &= cols <= rows + (kv_len - q_len if diagonal is None else diagonal)
         for part in (self.window, self.chunk, self.block_sparse):
             if part is not None:
                 vis &= part.visible(q_len, kv_len)
@@ -340,6 +435,8 @@ class Mask:
                 d[name] = part.to_json()
         if self.heads is not None:
             d["heads"] = [m.to_json() for m in self.heads]
+        if self.lengths is not None:
+            d["lengths"] = self.lengths.to_json()
         return d
 
     @classmethod
@@ -357,7 +454,7 @@ class Mask:
         parts = []
         if self.causal:
             parts.append(f"causal={self.causal}")
-        for part in (self.window, self.chunk, self.block_sparse, self.segments):
+        for part in (self.window, self.chunk, self.block_sparse, self.segments, self.lengths):
             if part is not None:
                 parts.append(repr(part))
         if self.heads is not None:
@@ -373,19 +470,42 @@ _FIELDS: dict[str, Any] = {
     "chunk": Chunk,
     "block_sparse": BlockSparse,
     "heads": None,
+    "lengths": Lengths,
 }
+
+
+def _row_lengths(lengths: Lengths, b: int, q_len: int, kv_len: int) -> np.ndarray:
+    """[q_len, kv_len] visibility of batch row b's valid lengths: real queries, keys in [start, end)."""
+    q, start, end = lengths.valid(b, q_len, kv_len)
+    rows = np.arange(q_len)[:, None]
+    cols = np.arange(kv_len)[None, :]
+    return (rows < q) & (cols >= start) & (cols < end)
 
 
 def dense_mask(mask: Mask, *, batch: int, heads: int, q_len: int, kv_len: int) -> np.ndarray:
     """Boolean visibility, shape [batch, heads, q_len, kv_len]; True means visible."""
-    vis = np.broadcast_to(mask.visible_2d(q_len, kv_len), (batch, heads, q_len, kv_len)).copy()
+    if mask.heads is not None and len(mask.heads) != heads:
+        raise ValueError(f"mask has {len(mask.heads)} per-head masks, expected one per query head ({heads=})")
+    lengths = mask.lengths
+    if lengths is None:
+        vis = np.broadcast_to(mask.visible_2d(q_len, kv_len), (batch, heads, q_len, kv_len)).copy()
+        if mask.heads is not None:
+            vis &= np.stack([m.visible_2d(q_len, kv_len) for m in mask.heads])[None]
+    else:
+        rows = []
+        for b in range(batch):
+            q, _, end = lengths.valid(b, q_len, kv_len)
+            # Bottom-right causal sits at the row's own last query and last valid key.
+            diagonal = end - q
+            row = mask.visible_2d(q_len, kv_len, diagonal=diagonal) & _row_lengths(lengths, b, q_len, kv_len)
+            row = np.broadcast_to(row, (heads, q_len, kv_len))
+            if mask.heads is not None:
+                row = row & np.stack([m.visible_2d(q_len, kv_len, diagonal=diagonal) for m in mask.heads])
+            rows.append(row)
+        vis = np.stack(rows)
     if mask.segments is not None:
         qs, ks = mask.segments.ids("q"), mask.segments.ids("kv")
         vis &= qs[:, None, :, None] == ks[:, None, None, :]
-    if mask.heads is not None:
-        if len(mask.heads) != heads:
-            raise ValueError(f"mask has {len(mask.heads)} per-head masks, expected one per query head ({heads=})")
-        vis &= np.stack([m.visible_2d(q_len, kv_len) for m in mask.heads])[None]
     return vis
 
 

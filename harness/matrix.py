@@ -8,7 +8,7 @@ Adding a version is adding a line. A release whose API moved is handled in
 harness/compat.py, never here or elsewhere.
 
 Columns: python, jax (jaxlib is the same release), libtpu (the release jax[tpu] pins),
-torch ("-": none). Choices, and why:
+torch ("-": none), and optionally tokamax ("-" or absent: none). Choices, and why:
 - jax 0.7.0 is the oldest release where the kernel runs under the TPU interpreter:
   pltpu.force_tpu_interpret_mode first appears in 0.7.0 (0.6.2 has InterpretParams only).
 - jax 0.11 and later require Python >= 3.12.
@@ -16,6 +16,8 @@ torch ("-": none). Choices, and why:
   (several GB, taken from a local wheel mirror), so it appears in one cell only. PyPI has
   no CPU-only Linux torch for Python 3.12, so the 3.12 cells run without the SDPA oracle
   rather than download a multi-GB CUDA build.
+- tokamax needs jax >= 0.9.2 (its package metadata), so only those cells install it; the
+  kernels/tokamax_* adapters register only where it imports (harness.contract.OPTIONAL_FRAMEWORKS).
 This module imports only the standard library: the noxfile loads it before any
 dependency is installed.
 """
@@ -25,20 +27,21 @@ from __future__ import annotations
 import dataclasses
 
 MATRIX = """
-# python  jax       libtpu     torch
+# python  jax       libtpu     torch    tokamax
 3.11      0.7.0     0.0.19.*   2.13.0
 3.11      0.8.3     0.0.32.*   2.13.0
-3.11      0.9.2     0.0.37.*   2.13.0
-3.11      0.10.2    0.0.42.*   2.13.0
-3.11      0.10.2    0.0.42.*   2.14.1
-3.12      0.11.2    0.0.48.*   -
-3.12      0.12.0.1  0.0.50.*   -
+3.11      0.9.2     0.0.37.*   2.13.0   0.0.12
+3.11      0.10.2    0.0.42.*   2.13.0   0.0.12
+3.11      0.10.2    0.0.42.*   2.14.1   0.0.12
+3.12      0.11.2    0.0.48.*   -        0.0.12
+3.12      0.12.0.1  0.0.50.*   -        0.0.12
 """
 
 # Installed in every cell at the versions of constraints/default.txt, besides the pins above.
 # absl-py: jax 0.9.x's Pallas TPU interpreter imports it without declaring it.
 COMMON = ("numpy", "ml_dtypes", "hypothesis", "jinja2", "pytest", "pytest-benchmark", "absl-py")
 COLUMNS = ("python", "jax", "libtpu", "torch")
+OPTIONAL_COLUMNS = ("tokamax",)
 
 
 class MatrixError(ValueError):
@@ -51,6 +54,7 @@ class Cell:
     jax: str
     libtpu: str
     torch: str | None
+    tokamax: str | None = None
 
     @property
     def name(self) -> str:
@@ -59,11 +63,12 @@ class Cell:
     def pins(self) -> list[str]:
         """Requirement specifiers for this cell's libraries."""
         out = [f"jax=={self.jax}", f"jaxlib=={self.jax}", f"libtpu=={self.libtpu}"]
-        return out + ([f"torch=={self.torch}"] if self.torch else [])
+        out += [f"torch=={self.torch}"] if self.torch else []
+        return out + ([f"tokamax=={self.tokamax}"] if self.tokamax else [])
 
     def constraints(self, default: str) -> str:
         """constraints/default.txt with this cell's libraries pinned instead (for COMMON packages)."""
-        pinned = {"jax", "jaxlib", "libtpu", "torch"}
+        pinned = {"jax", "jaxlib", "libtpu", "torch", "tokamax"}
         keep = [ln for ln in default.splitlines() if ln.split("==")[0].strip().lower() not in pinned]
         return "\n".join(keep + self.pins()) + "\n"
 
@@ -76,12 +81,16 @@ def parse(text: str = MATRIX) -> list[Cell]:
         if not line:
             continue
         fields = line.split()
-        if len(fields) != len(COLUMNS):
-            raise MatrixError(f"matrix line {n} {raw.strip()!r}: expected {len(COLUMNS)} columns {COLUMNS}")
-        python, jax, libtpu, torch = fields
+        if not len(COLUMNS) <= len(fields) <= len(COLUMNS) + len(OPTIONAL_COLUMNS):
+            raise MatrixError(
+                f"matrix line {n} {raw.strip()!r}: expected {len(COLUMNS)} columns {COLUMNS}"
+                f" and optionally {OPTIONAL_COLUMNS}"
+            )
+        python, jax, libtpu, torch = fields[: len(COLUMNS)]
+        tokamax = fields[len(COLUMNS)] if len(fields) > len(COLUMNS) else "-"
         if python.count(".") != 1 or not all(p.isdigit() for p in python.split(".")):
             raise MatrixError(f"matrix line {n}: python={python!r} must be MAJOR.MINOR, e.g. 3.12")
-        cell = Cell(python, jax, libtpu, None if torch == "-" else torch)
+        cell = Cell(python, jax, libtpu, None if torch == "-" else torch, None if tokamax == "-" else tokamax)
         if any(c.name == cell.name for c in cells):
             raise MatrixError(f"matrix line {n}: cell {cell.name} is declared twice")
         cells.append(cell)

@@ -14,16 +14,30 @@ from harness.case import REGIMES, Case
 from harness.contract import Capabilities, Implementation
 from harness.masks import (
     CAUSAL_Q_LE_KV,
+    LENGTH_COMPONENTS,
+    LENGTHS_Q_LE_KV,
     SEGMENTS_SHARED,
     SHAPE_COMPONENTS,
+    SHAPE_REQUIRED,
     BlockSparse,
     Chunk,
+    Lengths,
     Mask,
     Segments,
     Window,
 )
 
-__all__ = ["block_sparse", "cases", "chunks", "masks", "segment_runs", "segments", "windows"]
+__all__ = [
+    "block_sparse",
+    "cases",
+    "chunks",
+    "lengths",
+    "masks",
+    "segment_runs",
+    "segments",
+    "valid_lengths",
+    "windows",
+]
 
 # Segment ids outside any key row's ids: queries with such an id see no key at all.
 ORPHAN_ID = 99
@@ -96,9 +110,41 @@ def block_sparse(draw: st.DrawFn, *, q_len: int, kv_len: int) -> BlockSparse:
     return BlockSparse(bq, bk, tuple("".join("1" if t else "0" for t in row) for row in tiles))
 
 
-def _static(kinds: list[str], q_len: int, kv_len: int) -> st.SearchStrategy[dict]:
-    """Keyword arguments of Mask for one shape component (or none)."""
-    options: list[st.SearchStrategy[dict]] = [st.just({})]
+# Page and tile sizes that valid lengths are aligned to (and one past): paged kernels cut
+# their KV cache into pages of these sizes (harness.paging), so a length on or just past a
+# page boundary is drawable whatever page size the kernel's strategy picks.
+ALIGNMENTS = (8, 16, 32, 64, 128)
+
+
+def valid_lengths(*, length: int) -> st.SearchStrategy[int]:
+    """One row's valid length in [0, length]: 0, 1, aligned, one past aligned, the maximum, or any."""
+    if length < 1:
+        raise ValueError(f"length={length} must be >= 1")
+    aligned = {m + d for a in ALIGNMENTS for m in range(a, length + 1, a) for d in (0, 1)}
+    special = sorted({0, 1, length} | {n for n in aligned if n <= length})
+    return st.sampled_from(special) | st.integers(0, length)
+
+
+@st.composite
+def lengths(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int, kv_len: int) -> Lengths:
+    """Per-row valid lengths for the sides named in `components` (q_lengths, kv_lengths, kv_starts)."""
+    kw = {}
+    sides = (("q_lengths", "q", q_len), ("kv_lengths", "kv", kv_len), ("kv_starts", "kv_starts", kv_len))
+    for name, side, length in sides:
+        if name in components:
+            rows = st.lists(valid_lengths(length=length), min_size=batch, max_size=batch).map(tuple)
+            kw[side] = draw(rows)
+    if not kw:
+        raise ValueError(f"components={sorted(components)} name none of {LENGTH_COMPONENTS}")
+    if LENGTHS_Q_LE_KV in components:
+        kv = kw.get("kv") or (kv_len,) * batch
+        kw["q"] = tuple(min(q, k) for q, k in zip(kw.get("q") or (q_len,) * batch, kv, strict=True))
+    return Lengths(**kw)
+
+
+def _static(kinds: list[str], q_len: int, kv_len: int, *, required: bool = False) -> st.SearchStrategy[dict]:
+    """Keyword arguments of Mask for one shape component (or none, unless required)."""
+    options: list[st.SearchStrategy[dict]] = [] if required and kinds else [st.just({})]
     for kind in kinds:
         if kind.startswith("causal_") and kind != "causal_offset":
             options.append(st.just({"causal": kind.removeprefix("causal_")}))
@@ -122,7 +168,9 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
     kinds = [k for k in SHAPE_COMPONENTS if k in components]
     if CAUSAL_Q_LE_KV in components and q_len > kv_len:
         kinds = [k for k in kinds if not k.startswith("causal")]
-    kw = dict(draw(_static(kinds, q_len, kv_len)))
+    kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in components)))
+    if components & set(LENGTH_COMPONENTS) and draw(st.booleans()):
+        kw["lengths"] = draw(lengths(components=components, batch=batch, q_len=q_len, kv_len=kv_len))
     if "per_head" in components and draw(st.booleans()):
         per_head = st.lists(_static(kinds, q_len, kv_len), min_size=heads, max_size=heads)
         kw["heads"] = tuple(Mask(**h) for h in draw(per_head))
@@ -142,7 +190,7 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
     batch = draw(st.integers(1, caps.max_batch))
     kv_heads = draw(st.integers(1, caps.max_kv_heads))
     group = draw(st.sampled_from([g for g in (1, 2, 4) if g <= caps.max_group]))
-    q_len = draw(st.sampled_from(caps.seq_lens))
+    q_len = draw(st.sampled_from(caps.q_lens or caps.seq_lens))
     kv_len = draw(st.sampled_from(caps.seq_lens)) if caps.unequal_lengths else q_len
     mask = draw(masks(components=caps.mask_components, batch=batch, q_len=q_len, kv_len=kv_len, heads=kv_heads * group))
     case = Case(
@@ -158,6 +206,7 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
         scale=draw(st.none() | st.sampled_from(SCALES)),
         regime=draw(st.sampled_from(regimes)),
         seed=draw(st.integers(0, 2**16)),
+        kv_format=draw(st.sampled_from((None, *caps.kv_formats))),
     )
     blocks = impl.block_strategy(case)
     return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from harness import compat, placement
-from harness.case import DTYPES, Case
+from harness.case import DTYPES, KV_FORMATS, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
@@ -69,6 +69,8 @@ class JaxReference(Implementation):
         seq_lens=(16, 64, 128, 256),
         # Every mask component: oracles read the dense mask (harness.masks.dense_mask).
         mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
+        # Quantized K/V arrive dequantized (harness.inputs): nothing to do.
+        kv_formats=KV_FORMATS,
     )
     conventions = Conventions(
         bias="QK^T * scale + bias",

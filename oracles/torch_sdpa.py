@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness.case import DTYPES, Case
+from harness.case import DTYPES, KV_FORMATS, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.masks import MASK_COMPONENTS
@@ -27,6 +27,8 @@ class TorchSDPA(Implementation):
         seq_lens=(16, 64, 128, 256),
         # Every mask component: oracles read the dense mask (harness.masks.dense_mask).
         mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
+        # Quantized K/V arrive dequantized (harness.inputs): nothing to do.
+        kv_formats=KV_FORMATS,
     )
     conventions = Conventions(
         bias="QK^T * scale + attn_mask (float mask)",

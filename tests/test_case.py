@@ -3,7 +3,7 @@ import json
 import pytest
 
 from harness.case import Case, CaseError
-from harness.masks import Mask, Segments
+from harness.masks import Lengths, Mask, Segments
 
 SEGS = Segments(q=(((0, 100), (99, 28)),), kv=(((0, 60), (1, 196)),))
 FULL = Case(
@@ -23,7 +23,28 @@ FULL = Case(
 )
 
 
-@pytest.mark.parametrize("case", [Case(1, 1, 1, 128, 128, 64), FULL])
+DECODE = Case(
+    batch=2,
+    q_heads=4,
+    kv_heads=1,
+    q_len=1,
+    kv_len=64,
+    head_dim=64,
+    mask=Mask(lengths=Lengths(kv=(0, 33), kv_starts=(0, 1))),
+    blocks={"page_size": 16, "pages_per_compute_block": 2, "spare_pages": 1},
+    kv_format="int8",
+)
+
+
+def test_kv_format_is_written_only_when_set_so_old_case_ids_stay():
+    assert "kv_format" not in FULL.to_json()
+    assert DECODE.to_json()["kv_format"] == "int8"
+    assert "kv=int8" in str(DECODE)
+    with pytest.raises(CaseError, match="kv_format='int4'"):
+        DECODE.replace(kv_format="int4")
+
+
+@pytest.mark.parametrize("case", [Case(1, 1, 1, 128, 128, 64), FULL, DECODE])
 def test_json_round_trip(case):
     text = json.dumps(case.to_json())
     back = Case.from_json(json.loads(text))

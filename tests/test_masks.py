@@ -7,7 +7,7 @@ import pytest
 
 from harness.case import Case, CaseError
 from harness.inputs import make_inputs
-from harness.masks import BlockSparse, Chunk, Mask, Segments, Window, dense_mask, empty_rows
+from harness.masks import BlockSparse, Chunk, Lengths, Mask, Segments, Window, dense_mask, empty_rows
 
 
 def grid(rows: list[str]) -> np.ndarray:
@@ -162,3 +162,46 @@ def test_block_sparse_pattern_must_cover_the_plane() -> None:
             head_dim=8,
             mask=Mask(block_sparse=BlockSparse(2, 4, ("1", "1", "0"))),
         )
+
+
+# Per-row valid lengths (harness.masks.Lengths): a padded or paged batch of sequences.
+
+
+def test_kv_lengths_and_starts_hide_keys_per_row() -> None:
+    mask = Mask(lengths=Lengths(kv=(2, 4, 0), kv_starts=(0, 1, 0)))
+    vis = dense_mask(mask, batch=3, heads=1, q_len=1, kv_len=4)[:, 0, 0]
+    np.testing.assert_array_equal(vis, grid(["1100", "0111", "0000"]))
+
+
+def test_padded_query_rows_see_no_key() -> None:
+    mask = Mask(lengths=Lengths(q=(1, 3)))
+    vis = dense_mask(mask, batch=2, heads=2, q_len=3, kv_len=2)
+    np.testing.assert_array_equal(empty_rows(vis)[:, 0], [[False, True, True], [False, False, False]])
+
+
+def test_bottom_right_causal_aligns_at_each_rows_valid_lengths() -> None:
+    # Row 0: 2 queries at the end of 3 keys; row 1: 1 query (decode) at the end of 4 keys.
+    mask = Mask(causal="bottom_right", lengths=Lengths(q=(2, 1), kv=(3, 4)))
+    vis = dense_mask(mask, batch=2, heads=1, q_len=2, kv_len=5)[:, 0]
+    np.testing.assert_array_equal(vis[0], grid(["11000", "11100"]))
+    np.testing.assert_array_equal(vis[1], grid(["11110", "00000"]))
+
+
+def test_top_left_causal_is_unmoved_by_lengths() -> None:
+    mask = Mask(causal="top_left", lengths=Lengths(kv=(2,)))
+    np.testing.assert_array_equal(dense2d(mask, 3, 3), grid(["100", "110", "110"]))
+
+
+def test_lengths_components_json_and_validation() -> None:
+    mask = Mask(lengths=Lengths(q=(1, 0), kv_starts=(0, 2)))
+    assert mask.components == {"q_lengths", "kv_starts"}
+    assert Mask.from_json(mask.to_json()) == mask
+    assert Mask().to_json() == {"causal": None, "segments": None}  # old JSON (and case ids) unchanged
+    with pytest.raises(CaseError, match="exceed the padded length 4"):
+        Case(batch=1, q_heads=1, kv_heads=1, q_len=1, kv_len=4, head_dim=8, mask=Mask(lengths=Lengths(kv=(5,))))
+    with pytest.raises(CaseError, match="one per batch row"):
+        Case(batch=2, q_heads=1, kv_heads=1, q_len=1, kv_len=4, head_dim=8, mask=Mask(lengths=Lengths(kv=(1,))))
+    with pytest.raises(ValueError, match="non-negative"):
+        Lengths(kv=(-1,))
+    with pytest.raises(ValueError, match="no mask"):
+        Lengths()

@@ -6,9 +6,9 @@ from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
 from harness.contract import resolve
 from harness.inputs import make_inputs
-from harness.masks import Mask, dense_mask, empty_rows
+from harness.masks import LENGTHS_Q_LE_KV, Mask, dense_mask, empty_rows
 from harness.runner import run_case
-from harness.strategies import cases, segment_runs, segments
+from harness.strategies import cases, lengths, segment_runs, segments, valid_lengths
 
 FLASH = resolve("pallas_flash")
 
@@ -79,3 +79,25 @@ def test_segments_match_the_sequences(segs):
 def test_bad_strategy_arguments_say_how_to_fix_them(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        pytest.param(lambda n: n == 0, id="zero"),
+        pytest.param(lambda n: n == 1, id="one"),
+        pytest.param(lambda n: n == 96, id="page-aligned"),
+        pytest.param(lambda n: n == 33, id="one-past-a-page"),
+        pytest.param(lambda n: n == 128, id="maximum"),
+    ],
+)
+def test_valid_lengths_reach_the_paging_corners(condition):
+    find(valid_lengths(length=128), condition, settings=settings(max_examples=500, database=None))
+
+
+@settings(max_examples=100, database=None)
+@given(st.data())
+def test_lengths_q_le_kv_keeps_queries_within_keys(data):
+    components = frozenset({"q_lengths", "kv_lengths", LENGTHS_Q_LE_KV})
+    got = data.draw(lengths(components=components, batch=3, q_len=16, kv_len=64))
+    assert all(q <= k for q, k in zip(got.q, got.kv, strict=True))

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness import compat, console, contract, crosscheck, placement, profiles, strips, worker
-from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
+from harness.cli import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, UsageError
 from harness.failures import write_failure
 from harness.record import RunStore
 from harness.search import search
@@ -200,12 +200,17 @@ def main(args: argparse.Namespace) -> int:
             "cases; not counted against any kernel (the kernels are judged on the float64 truth). "
             f"Its records are in {store.dir}"
         )
-    store.write_meta({**meta, "status": "interrupted" if interrupted else "finished", "summary": rows})
+    cannot = {r["kernel"]: r["error"] for r in rows if r["status"] == CANNOT_RUN}
+    status = "interrupted" if interrupted else (CANNOT_RUN if cannot else "finished")
+    store.write_meta({**meta, "status": status, "summary": rows, "cannot_run": cannot})
     if interrupted:
         print("\nrun interrupted: every case finished so far is in", store.dir)
         return EXIT_FAIL
-    kernels_pass = all(r["status"] == "PASS" for r in rows if not r.get("oracle"))
-    return EXIT_OK if not failures and kernels_pass else EXIT_FAIL
+    # Oracle rows never fail the run: their findings are reported apart (_oracle_rows).
+    kernel_rows = [r for r in rows if not r.get("oracle")]
+    if failures or any(r["status"] not in ("PASS", CANNOT_RUN) for r in kernel_rows):
+        return EXIT_FAIL
+    return EXIT_CANNOT_RUN if cannot else EXIT_OK
 
 
 def _oracle_rows(results: list, oracles: list[contract.Implementation]) -> list[dict]:
@@ -230,6 +235,14 @@ def _oracle_rows(results: list, oracles: list[contract.Implementation]) -> list[
     return rows
 
 
+CANNOT_RUN = "cannot run here"
+
+
+def _cannot_run_row(kernel: str, reason: str) -> dict:
+    row = {"kernel": kernel, "examples": 0, "failed": 0, "worst": None, "seconds": 0.0, "status": CANNOT_RUN}
+    return row | {"error": reason}
+
+
 def _run_kernels(
     args: argparse.Namespace,
     kernels: list[contract.Implementation],
@@ -241,7 +254,10 @@ def _run_kernels(
     failures: list,
 ) -> bool:
     """Search each kernel in turn, appending summary rows and failures; True if interrupted."""
+    all_grads = grads
     for kernel in kernels:
+        # A forward-only kernel (no VJP: the decode kernels) is checked, and replayed, forward only.
+        grads = all_grads and kernel.capabilities.grads
         n = args.examples or profiles.get(profile).max_examples
         against = ", ".join(o.name for o in oracles) or "the float64 truth only"
         print(
@@ -250,6 +266,12 @@ def _run_kernels(
         )
         if kernel.backend() == "tpu_interpret":
             print("   no TPU attached: the kernel runs under the Pallas TPU interpreter on CPU")
+        reason = kernel.cannot_run()
+        if reason is not None:
+            # A result, not a skip: recorded in run.json with the interpreter's own error.
+            print(f"   {CANNOT_RUN}: {reason}")
+            rows.append(_cannot_run_row(kernel.name, reason))
+            continue
         counter = {"i": 0}
 
         def on_result(result, n=n, counter=counter) -> None:

@@ -97,7 +97,11 @@ class Records:
         out = [f"unreadable or invalid record: {p}" for p in self.problems]
         for run_id, run in sorted(self.runs.items()):
             status = run.get("status")
-            if status is not None and status not in COMPLETE:
+            if status == "cannot run here":
+                # A kernel the interpreter cannot run (Implementation.cannot_run): a result, never a pass.
+                for kernel, error in sorted((run.get("cannot_run") or {}).items()):
+                    out.append(f"run {run_id}: {kernel} cannot run here: {error}")
+            elif status is not None and status not in COMPLETE:
                 why = run.get("error") or "its records are only what it finished"
                 out.append(f"run {run_id} is {status!r}, not finished: {why}")
         return out

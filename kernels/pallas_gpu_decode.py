@@ -1,0 +1,136 @@
+"""The Pallas GPU decode-attention kernel (jax.experimental.pallas.ops.gpu.decode_attention).
+
+One query per sequence (q_len 1) attends to keys in [start_idx, kv_seq_len) of its row,
+split over `k_splits` parallel key ranges whose partial softmaxes are merged at the end.
+Native on a GPU (Triton), otherwise the same kernel code with `interpret=True` on CPU.
+`mqa` serves one kv head, `gqa` several; the adapter calls `mqa` for kv_heads == 1 and
+`gqa` otherwise, so both public entry points are under test. The case's per-row key
+lengths and starts (harness.masks.Lengths kv, kv_starts) go in as kv_seq_len and start_idx.
+
+blocks: block_h, block_k, k_splits (upstream's names and meaning).
+
+`dropin(fn)` tests a replacement for `gqa` (or for `mqa`, when its name ends in "mqa"):
+    gqa(q, k, v, start_idx, kv_seq_len, *, sm_scale, block_h, block_k, k_splits, interpret)
+with q [batch, q_heads, head_dim], k, v [batch, kv_len, kv_heads, head_dim]
+(mqa: [batch, kv_len, head_dim]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+from hypothesis import strategies as st
+from jax.experimental.pallas.ops.gpu import decode_attention as upstream
+
+from harness import compat, placement
+from harness.case import DTYPES, Case
+from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.inputs import Inputs
+from harness.jaxvjp import jax_outputs
+
+BLOCKS = ("block_h", "block_k", "k_splits")
+# Triton's tl.dot needs every matmul dimension >= 16: "block_k must be >= 16" and each of the
+# k_splits key ranges at least 16 long ("k_seq_len divided by k_splits must be >= 16").
+MIN_TILE = 16
+
+
+def _split_options(kv_len: int) -> list[int]:
+    # "k_seq_len must be divisible by k_splits"
+    return [s for s in (1, 2, 4, 8, 16) if kv_len % s == 0 and kv_len // s >= MIN_TILE]
+
+
+@st.composite
+def _decode_blocks(draw: Any, case: Case) -> dict[str, int]:
+    k_splits = draw(st.sampled_from(_split_options(case.kv_len)))
+    split = case.kv_len // k_splits
+    # block_k is clamped to the split length, which it must then divide.
+    block_k = draw(st.sampled_from([b for b in (16, 32, 64, 128) if b <= split and split % b == 0]))
+    # block_h: query heads per program; past the group size the extra rows are masked loads.
+    return {"block_h": draw(st.sampled_from((16, 8, 32))), "block_k": block_k, "k_splits": k_splits}
+
+
+class PallasGpuDecode(Implementation):
+    role = "kernel"
+    framework = "jax"
+    capabilities = Capabilities(
+        dtypes=DTYPES,
+        head_dims=(64, 128, 32),
+        seq_lens=(64, 128, 256),
+        q_lens=(1,),
+        mask_components=frozenset({"kv_lengths", "kv_starts"}),
+        max_batch=3,
+        max_group=8,
+        grads=False,
+        dbias=False,
+    )
+    conventions = Conventions(
+        bias="none: the kernel takes no additive bias",
+        causal="none: one query per sequence sees its keys [start_idx, kv_seq_len)",
+        gqa="native: gqa takes kv_heads dividing q_heads; mqa for one kv head",
+        empty_rows="zeros",
+        notes=(
+            "layout q [batch, q_heads, head_dim], k/v [batch, kv_len, kv_heads, head_dim] (the adapter "
+            "transposes). A row with no visible key (start_idx >= kv_seq_len) skips every split and divides "
+            "0 by the denominator plus eps: 0. Forward only (no VJP upstream)"
+        ),
+    )
+
+    def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_gpu_decode") -> None:
+        self.fn = fn
+        self.name = name
+        self.description = "Pallas GPU decode attention" + ("" if fn is None else f" drop-in {name}")
+
+    def backend(self) -> str:
+        return "gpu" if compat.jax_platform() == "gpu" else "gpu_interpret"
+
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
+        return _decode_blocks(case)
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        blocks = case.block_dict
+        if not blocks:
+            return out + [f"blocks must name {list(BLOCKS)} (upstream's defaults need kv_len >= 256)"]
+        if set(blocks) != set(BLOCKS):
+            return out + [f"blocks must name exactly {sorted(BLOCKS)}; got {sorted(blocks)}"]
+        splits = blocks["k_splits"]
+        if splits not in _split_options(case.kv_len):
+            out.append(f"k_splits={splits} must divide kv_len={case.kv_len} into ranges of >= {MIN_TILE} keys")
+        elif (case.kv_len // splits) % min(blocks["block_k"], case.kv_len // splits) or blocks["block_k"] < MIN_TILE:
+            out.append(f"block_k={blocks['block_k']} must be >= {MIN_TILE} and divide kv_len/k_splits")
+        if blocks["block_h"] < 1:
+            out.append(f"block_h={blocks['block_h']} must be positive")
+        return out
+
+    def _entry(self, case: Case) -> tuple[Callable[..., Any], bool]:
+        """The function to call and whether it takes MQA-shaped k/v."""
+        if self.fn is not None:
+            return self.fn, getattr(self.fn, "__name__", "").endswith("mqa")
+        return (upstream.mqa, True) if case.kv_heads == 1 else (upstream.gqa, False)
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        lengths = case.mask.lengths
+        start = None if lengths is None or lengths.kv_starts is None else jnp.asarray(lengths.kv_starts, jnp.int32)
+        end = None if lengths is None or lengths.kv is None else jnp.asarray(lengths.kv, jnp.int32)
+        fn, mqa = self._entry(case)
+        interpret = compat.jax_platform() != "gpu"
+        kw = dict(case.block_dict)
+
+        def f(q, k, v):
+            q = q[:, :, 0, :]
+            # [batch, kv_heads, kv_len, head_dim] -> the kernel's [batch, kv_len, kv_heads, head_dim].
+            k, v = (a[:, 0] if mqa else jnp.swapaxes(a, 1, 2) for a in (k, v))
+            out = fn(q, k, v, start, end, sm_scale=case.sm_scale, interpret=interpret, **kw)
+            return out[:, :, None, :]
+
+        return jax_outputs(f, inputs, grads=False, device=placement.kernel_device())
+
+
+def dropin(fn: Callable[..., Any], *, name: str) -> PallasGpuDecode:
+    """Test `fn`, a replacement for decode_attention.gqa (or mqa, by its name), as this kernel."""
+    return PallasGpuDecode(fn, name=name)
+
+
+register(PallasGpuDecode())

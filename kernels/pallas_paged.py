@@ -1,0 +1,197 @@
+"""The Pallas TPU paged-attention decode kernel (jax.experimental.pallas.ops.tpu.paged_attention).
+
+One query per sequence attends to that sequence's KV cache, held in pages of a shared pool
+and found through a page table. Native on a TPU, otherwise the same kernel code under the
+Pallas TPU interpreter. The case is an ordinary attention case with q_len 1 and per-row key
+lengths (harness.masks.Lengths); the adapter scatters the dense K/V into a pool through a
+seeded, non-identity page table (harness.paging) and calls the kernel through its own API.
+The oracles compute the truth from the dense K/V and never see pages.
+
+blocks (the page layout; none changes the mathematics): page_size, pages_per_compute_block,
+  spare_pages (pool pages no sequence uses), and flags present with value 1 (block sizes
+  are positive): megacore_kv_head or megacore_batch (megacore_mode "kv_head" / "batch",
+  absent: None), split_seq_dim (inline_seq_dim=False; absent: the default True).
+kv_format "int8": the pages are QuantizedTensor(int8 codes, scales) (quantization_utils).
+
+`dropin(fn)` tests a replacement with the upstream signature:
+    paged_attention(q, k_pages, v_pages, lengths, page_indices, *, mask_value,
+                    attn_logits_soft_cap, pages_per_compute_block, megacore_mode, inline_seq_dim)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import strategies as st
+from jax.experimental.pallas.ops.tpu import paged_attention as upstream
+from jax.experimental.pallas.ops.tpu.paged_attention import quantization_utils
+
+from harness import compat, paging, placement
+from harness.case import Case
+from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.inputs import Inputs, int8_grid
+from harness.jaxvjp import jax_outputs
+
+PAGE_SIZES = (8, 16, 32, 64)
+LAYOUT = ("page_size", "pages_per_compute_block", "spare_pages")
+MEGACORE = {"megacore_kv_head": "kv_head", "megacore_batch": "batch"}
+SPLIT = "split_seq_dim"
+FLAGS = (*MEGACORE, SPLIT)
+
+
+def _megacore_runs() -> bool:
+    """Megacore modes run only on a TPU: under the Pallas TPU interpreter (jax 0.10.2) a call with
+    megacore_mode "kv_head" or "batch" never returns (docs/findings/pallas_paged_megacore_interpreter_hang.md;
+    upstream's docstring: "the kernel may hang" where megacore is not enabled)."""
+    return compat.has_tpu()
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@st.composite
+def _layout(draw: Any, case: Case) -> dict[str, int]:
+    page_size = draw(st.sampled_from(PAGE_SIZES))
+    pages = -(-case.kv_len // page_size)
+    # "pages_per_compute_block must be divisible by pages per sequence" (upstream's check,
+    # whose message has the two swapped: pages_per_sequence % pages_per_compute_block == 0).
+    per_block = draw(st.sampled_from(_divisors(pages)))
+    layout = {"page_size": page_size, "pages_per_compute_block": per_block, "spare_pages": draw(st.integers(1, 3))}
+    # megacore "kv_head" needs an even kv head count, "batch" an even batch (upstream checks);
+    # neither under the interpreter, where both hang (_megacore_runs).
+    modes = [None]
+    if _megacore_runs():
+        modes += ["megacore_kv_head"] * (case.kv_heads % 2 == 0) + ["megacore_batch"] * (case.batch % 2 == 0)
+    mode = draw(st.sampled_from(modes))
+    if mode is not None:
+        layout[mode] = 1
+    if draw(st.booleans()):
+        layout[SPLIT] = 1
+    return layout
+
+
+def _default_layout(case: Case) -> dict[str, int]:
+    return {"page_size": 16, "pages_per_compute_block": 1, "spare_pages": 1}
+
+
+class PallasPaged(Implementation):
+    role = "kernel"
+    framework = "jax"
+    capabilities = Capabilities(
+        # Not float32: the kernel rounds float32 pages to bfloat16 before its float32 arithmetic
+        # (MultiPageAsyncCopyDescriptor._maybe_dequantize defaults to dtype=bfloat16), a
+        # bfloat16-level error in a float32 case: docs/findings/pallas_paged_float32_pages_bf16.md.
+        # float16 is not a TPU matmul type.
+        dtypes=("bfloat16",),
+        head_dims=(128, 64),
+        # kv_len is the longest sequence the table holds; q_len is 1 (one decode query per sequence).
+        seq_lens=(64, 128, 256),
+        q_lens=(1,),
+        mask_components=frozenset({"kv_lengths"}),
+        max_batch=3,
+        max_group=8,
+        grads=False,
+        dbias=False,
+        kv_formats=("int8",),
+    )
+    conventions = Conventions(
+        bias="none: the kernel takes no additive bias",
+        causal="none: one query per sequence sees its keys [0, length)",
+        gqa="native: num_q_heads a multiple of num_kv_heads",
+        empty_rows="unwritten",
+        notes=(
+            "layout q [batch, q_heads, head_dim], pages [kv_heads, pool, page_size, head_dim]; no sm_scale "
+            "argument: the adapter multiplies q by the scale (in the case dtype). A sequence of length 0 is "
+            "skipped and its output block never written (zeros under the interpreter, whatever the buffer held "
+            "on a TPU): declared unwritten, not checked. Forward only (no VJP upstream)"
+        ),
+    )
+
+    def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_paged") -> None:
+        self.fn = fn or upstream.paged_attention
+        self.name = name
+        self.description = "Pallas TPU paged attention" + ("" if fn is None else f" drop-in {name}")
+
+    def backend(self) -> str:
+        return "tpu" if compat.has_tpu() else "tpu_interpret"
+
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
+        return _layout(case)
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        if case.bias or case.mask.components - {"kv_lengths"}:
+            return out
+        blocks = case.block_dict or _default_layout(case)
+        if not set(LAYOUT) <= set(blocks) <= set(LAYOUT + FLAGS):
+            out.append(f"blocks must name {sorted(LAYOUT)} and may add flags {sorted(FLAGS)}; got {sorted(blocks)}")
+            return out
+        pages = -(-case.kv_len // blocks["page_size"])
+        if pages % blocks["pages_per_compute_block"]:
+            out.append(
+                f"pages_per_compute_block={blocks['pages_per_compute_block']} must divide the "
+                f"{pages} pages per sequence (kv_len={case.kv_len}, page_size={blocks['page_size']})"
+            )
+        flags = {f: v for f, v in blocks.items() if f in FLAGS}
+        if any(v != 1 for v in flags.values()):
+            out.append(f"flags {flags} must be 1 (present) or absent")
+        if len(set(flags) & set(MEGACORE)) > 1:
+            out.append(f"at most one of {sorted(MEGACORE)}")
+        if set(flags) & set(MEGACORE) and not _megacore_runs():
+            out.append(
+                f"{sorted(set(flags) & set(MEGACORE))} hangs under the Pallas TPU interpreter "
+                "(docs/findings/pallas_paged_megacore_interpreter_hang.md); only on a TPU"
+            )
+        if "megacore_kv_head" in flags and case.kv_heads % 2:
+            out.append(f"megacore_kv_head needs an even kv_heads, got {case.kv_heads}")
+        if "megacore_batch" in flags and case.batch % 2:
+            out.append(f"megacore_batch needs an even batch, got {case.batch}")
+        return out
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        blocks = case.block_dict or _default_layout(case)
+        table = paging.page_table(case, page_size=blocks["page_size"], spare_pages=blocks["spare_pages"])
+        lengths = jnp.asarray(paging.kv_ends(case), jnp.int32)
+        indices = jnp.asarray(table.indices)
+        k_pages, v_pages = (self._pages(a, table, case, salt) for salt, a in enumerate((inputs.k, inputs.v)))
+        scale = case.sm_scale
+        kw = {
+            "pages_per_compute_block": blocks["pages_per_compute_block"],
+            "megacore_mode": next((mode for flag, mode in MEGACORE.items() if flag in blocks), None),
+            "inline_seq_dim": SPLIT not in blocks,
+        }
+
+        def f(q, k, v):
+            # The kernel applies no softmax scale; scaling q first is how its users apply one.
+            q = q[:, :, 0, :] * jnp.asarray(scale, q.dtype)
+            return self.fn(q, k_pages, v_pages, lengths, indices, **kw)[:, :, None, :]
+
+        with compat.tpu_kernel_context():
+            return jax_outputs(f, inputs, grads=False, device=placement.kernel_device())
+
+    @staticmethod
+    def _pages(x: np.ndarray, table: paging.PageTable, case: Case, salt: int) -> Any:
+        """The pool for keys or values: plain pages, or int8 codes with per-token scales."""
+        seed = case.seed * 2 + salt
+        if case.kv_format != "int8":
+            return jnp.asarray(paging.scatter(x, table, seed=seed))
+        codes, step = int8_grid(x)
+        # from_int8 computes codes * scales / MAX_INT8 (127.5) in float32: scales = step * 127.5
+        # makes that exactly codes * step, the dequantized inputs the oracles see.
+        scales = (step * quantization_utils.MAX_INT8).astype(np.float32)
+        return quantization_utils.QuantizedTensor(
+            weight=jnp.asarray(paging.scatter(codes, table, seed=seed)),
+            scales=jnp.asarray(np.abs(paging.scatter(scales, table, seed=seed))),
+        )
+
+
+def dropin(fn: Callable[..., Any], *, name: str) -> PallasPaged:
+    """Test `fn`, a function with the upstream paged_attention signature, as this kernel."""
+    return PallasPaged(fn, name=name)
+
+
+register(PallasPaged())

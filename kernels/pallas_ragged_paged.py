@@ -1,0 +1,192 @@
+"""The Pallas TPU ragged paged-attention kernel (jax.experimental.pallas.ops.tpu.ragged_paged_attention).
+
+Mixed prefill and decode: sequence b has q[b] new queries, the last q[b] positions of its
+kv[b] keys, attending causally (bottom-right, per row) to its paged KV cache. The case is an
+ordinary attention case: q_len and kv_len are the padded maxima, harness.masks.Lengths holds
+q[b] <= kv[b] per row, and the mask is causal "bottom_right", which the dense mask aligns per
+row at the valid lengths. The adapter packs the real queries of every row into the kernel's
+ragged layout (cu_q_lens), scatters K and V into one combined page pool through a seeded,
+non-identity page table (harness.paging; k at even, v at odd combined heads), and unpacks the
+output. Padding query rows are not produced by the ragged layout: the adapter returns them
+as NaN and declares that (empty_rows "nan"); the dense mask gives them no visible key.
+
+Where the kernel cannot run under the CPU interpreter (jax 0.10.2: an internal error, see
+docs/findings/pallas_ragged_paged_interpreter.md), `cannot_run` returns the interpreter's own
+error from a one-sequence probe, and `run` records the kernel as "cannot run here".
+
+blocks: page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages.
+
+`dropin(fn)` tests a replacement with the upstream signature:
+    ragged_paged_attention(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *, sm_scale,
+                           num_kv_pages_per_block, num_queries_per_block)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import strategies as st
+from jax.experimental.pallas.ops.tpu import ragged_paged_attention as upstream
+
+from harness import compat, paging, placement
+from harness.case import Case
+from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.inputs import Inputs, make_inputs
+from harness.jaxvjp import jax_outputs
+from harness.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, Lengths, Mask
+
+LAYOUT = ("page_size", "num_kv_pages_per_block", "num_queries_per_block", "spare_pages")
+PAGE_SIZES = (8, 16, 32)
+
+
+@st.composite
+def _layout(draw: Any, case: Case) -> dict[str, int]:
+    page_size = draw(st.sampled_from(PAGE_SIZES))
+    pages = -(-case.kv_len // page_size)
+    return {
+        "page_size": page_size,
+        # Any positive count: the kernel clamps a block to the pages a sequence has.
+        "num_kv_pages_per_block": draw(st.integers(1, pages)),
+        "num_queries_per_block": draw(st.sampled_from((8, 16, 32))),
+        "spare_pages": draw(st.integers(1, 3)),
+    }
+
+
+class PallasRaggedPaged(Implementation):
+    role = "kernel"
+    framework = "jax"
+    capabilities = Capabilities(
+        # float16 is not a TPU matmul type.
+        dtypes=("float32", "bfloat16"),
+        head_dims=(128,),
+        # q_len (the most queries a sequence brings) never past kv_len (the longest sequence).
+        seq_lens=(16, 64, 128),
+        q_lens=(1, 8, 16),
+        # Queries are the last q[b] positions of each sequence (LENGTHS_Q_LE_KV), causal at the end.
+        # Always causal (SHAPE_REQUIRED: every drawn mask is causal_bottom_right).
+        mask_components=frozenset({"causal_bottom_right", "q_lengths", "kv_lengths", LENGTHS_Q_LE_KV, SHAPE_REQUIRED}),
+        max_batch=3,
+        grads=False,
+        dbias=False,
+    )
+    conventions = Conventions(
+        bias="none: the kernel takes no additive bias",
+        causal="bottom-right per sequence: the q[b] queries are the last q[b] of its kv[b] keys",
+        gqa="native: num_q_heads a multiple of num_kv_heads",
+        empty_rows="nan",
+        notes=(
+            "ragged layout: queries packed [tokens, q_heads, head_dim] with cu_q_lens; kv pages combined "
+            "[pages, page_size, 2 * kv_heads, head_dim]. Padding query rows do not exist in that layout: "
+            "the adapter returns them as NaN (declared). Forward only (no VJP upstream)"
+        ),
+    )
+
+    def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_ragged_paged") -> None:
+        self.fn = fn or upstream.ragged_paged_attention
+        self.name = name
+        self.description = "Pallas TPU ragged paged attention" + ("" if fn is None else f" drop-in {name}")
+
+    def backend(self) -> str:
+        return "tpu" if compat.has_tpu() else "tpu_interpret"
+
+    def cannot_run(self) -> str | None:
+        return _probe(self.fn)
+
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
+        return _layout(case)
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        if case.mask.causal != "bottom_right":
+            out.append(f"mask causal={case.mask.causal!r} must be 'bottom_right' (the kernel is always causal)")
+        if case.q_len > case.kv_len:
+            out.append(f"q_len={case.q_len} must be <= kv_len={case.kv_len} (queries are the last positions)")
+        q_lens, kv_lens = _lengths(case)
+        if any(q > kv for q, kv in zip(q_lens, kv_lens, strict=True)):
+            out.append(f"query lengths {q_lens} must not exceed key lengths {kv_lens} row by row")
+        blocks = case.block_dict
+        if blocks and set(blocks) != set(LAYOUT):
+            out.append(f"blocks must name exactly {sorted(LAYOUT)}; got {sorted(blocks)}")
+        return out
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        blocks = case.block_dict or {"page_size": 16, "num_kv_pages_per_block": 1, "num_queries_per_block": 16}
+        blocks.setdefault("spare_pages", 1)
+        q_lens, kv_lens = _lengths(case)
+        table = paging.page_table(case, page_size=blocks["page_size"], spare_pages=blocks["spare_pages"])
+        # Combined pool [pages, page_size, 2 * kv_heads, head_dim]: k at even heads, v at odd.
+        k_pool, v_pool = (paging.scatter(a, table, seed=case.seed * 2 + i) for i, a in enumerate((inputs.k, inputs.v)))
+        pool = np.stack([k_pool, v_pool], axis=1).reshape(-1, *k_pool.shape[1:])  # [2 * kv_heads, ...]
+        kv_pages = jnp.asarray(np.transpose(pool, (1, 2, 0, 3)))
+        cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+        args = (
+            jnp.asarray(np.asarray(kv_lens, np.int32)),
+            jnp.asarray(table.indices),
+            jnp.asarray(cu),
+            jnp.asarray([case.batch], jnp.int32),
+        )
+        kw = {
+            "sm_scale": case.sm_scale,
+            "num_kv_pages_per_block": blocks["num_kv_pages_per_block"],
+            "num_queries_per_block": blocks["num_queries_per_block"],
+        }
+
+        def f(q, k, v):
+            # Pack the real queries: [batch, q_heads, q_len, d] -> [tokens, q_heads, d].
+            packed = jnp.concatenate([jnp.swapaxes(q[b, :, :n], 0, 1) for b, n in enumerate(q_lens)])
+            out = self.fn(packed, kv_pages, *args, **kw)
+            rows = []
+            for b, n in enumerate(q_lens):
+                real = jnp.swapaxes(out[cu[b] : cu[b] + n], 0, 1)
+                pad = jnp.full((case.q_heads, case.q_len - n, case.head_dim), jnp.nan, out.dtype)
+                rows.append(jnp.concatenate([real, pad], axis=1))
+            return jnp.stack(rows)
+
+        with compat.tpu_kernel_context():
+            return jax_outputs(f, inputs, grads=False, device=placement.kernel_device())
+
+
+def _lengths(case: Case) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    lengths = case.mask.lengths or Lengths(kv=(case.kv_len,) * case.batch)
+    q = lengths.q if lengths.q is not None else (case.q_len,) * case.batch
+    return q, paging.kv_ends(case)
+
+
+# The probe: two sequences, one decode query and one of two prefill queries, two pages each.
+PROBE = Case(
+    batch=2,
+    q_heads=2,
+    kv_heads=1,
+    q_len=2,
+    kv_len=16,
+    head_dim=128,
+    mask=Mask(causal="bottom_right", lengths=Lengths(q=(1, 2), kv=(9, 16))),
+    blocks={"page_size": 8, "num_kv_pages_per_block": 1, "num_queries_per_block": 8, "spare_pages": 1},
+)
+
+
+@functools.cache
+def _probe(fn: Callable[..., Any]) -> str | None:
+    """The interpreter's error on PROBE, or None when the kernel runs (once per function)."""
+    if compat.has_tpu():
+        return None
+    from harness.runner import _one_line
+
+    try:
+        PallasRaggedPaged(fn).run(PROBE, make_inputs(PROBE), grads=False)
+    except Exception as e:  # noqa: BLE001 - the interpreter's own error is the result
+        compat.reset_tpu_interpreter()
+        return _one_line(e)
+    return None
+
+
+def dropin(fn: Callable[..., Any], *, name: str) -> PallasRaggedPaged:
+    """Test `fn`, a function with the upstream ragged_paged_attention signature, as this kernel."""
+    return PallasRaggedPaged(fn, name=name)
+
+
+register(PallasRaggedPaged())

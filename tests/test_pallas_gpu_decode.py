@@ -1,0 +1,51 @@
+"""The Pallas GPU decode-attention adapter: contract, and fixed runs through mqa and gqa."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+from harness import contract
+from harness.case import Case
+from harness.masks import Lengths, Mask
+from harness.runner import run_case
+from harness.strategies import cases
+
+DECODE = contract.resolve("pallas_gpu_decode")
+BLOCKS = {"block_h": 16, "block_k": 16, "k_splits": 2}
+
+
+def _case(**changes) -> Case:
+    base = Case(batch=3, q_heads=4, kv_heads=2, q_len=1, kv_len=64, head_dim=32, blocks=BLOCKS)
+    return base.replace(**changes)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(cases(DECODE))
+def test_every_drawn_case_is_inside_the_contract(case):
+    assert DECODE.violations(case) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param({"blocks": {**BLOCKS, "k_splits": 8}}, "ranges of >= 16 keys", id="short-split"),
+        pytest.param({"blocks": {**BLOCKS, "block_k": 8}}, "block_k=8", id="block-k"),
+        pytest.param({"blocks": {}}, "blocks must name", id="defaults-need-256"),
+    ],
+)
+def test_violations_name_the_value(changes, message):
+    assert any(message in v for v in DECODE.violations(_case(**changes)))
+
+
+def test_gqa_with_starts_and_lengths_including_an_empty_row_passes():
+    # Row 2 starts at its end: no visible key, declared zeros.
+    mask = Mask(lengths=Lengths(kv=(1, 17, 64), kv_starts=(0, 3, 64)))
+    result = run_case(_case(mask=mask), [DECODE], grads=False)
+    assert result.passed, result.subjects[0].failure
+    assert any(c.quantity == "out[empty]" for c in result.subjects[0].comparisons)
+
+
+def test_mqa_passes():
+    result = run_case(_case(kv_heads=1, dtype="bfloat16"), [DECODE], grads=False)
+    assert result.passed, result.subjects[0].failure
