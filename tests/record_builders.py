@@ -66,6 +66,7 @@ def run_record(
             {"kernel": "pallas_flash", "examples": 12, "failed": 0, "seconds": 30.0, "status": "PASS", "worst": 0.4}
         ],
         "placement": {"references": "cpu:0", "pallas_flash": "cpu:0", "torch_sdpa": "cpu"},
+        "cannot_run": {},
         "status": "finished",
         **extra,
     }
@@ -148,7 +149,8 @@ def bench_record(
         "time": "2026-11-29T12:00:00+00:00",
         "implementation": implementation,
         "backend": backend,
-        "device": "cpu:0",
+        # As benchmarks/test_speed.py records it (Implementation.device); native timings on the chip.
+        "device": "tpu:0 (TPU v5 lite)" if backend == "tpu" else "cpu:0",
         "note": "",
         "timed": "jit",
         "shape": {"name": shape, "case": case().to_json()},

@@ -105,7 +105,7 @@ def test_timings_from_different_backends_are_never_compared() -> None:
     c = _records(rb.bench_record(CAND, rb.timings(9.0), backend="tpu"))
     (row,) = gate.speed_rows(b, c, _th())
     assert row.status == "incomparable" and not row.fails
-    assert (row.baseline, row.candidate) == ("tpu_interpret", "tpu")
+    assert (row.baseline, row.candidate) == ("tpu_interpret (cpu:0)", "tpu (tpu:0 (TPU v5 lite))")
 
 
 def test_compile_failures_and_missing_checks() -> None:

@@ -77,7 +77,7 @@ def test_speed_and_memory_movement_across_versions(tmp_path: Path) -> None:
     )
     report = _build(load([rb.write_store(tmp_path / "s", _with_conventions(recs))]))
     fwd = next(r for r in report.speed if r.label == "pallas_flash fwd mha_f32_256")
-    assert fwd.group == "tpu_interpret" and fwd.cells[0].movement is None
+    assert fwd.group == "tpu_interpret (cpu:0)" and fwd.cells[0].movement is None
     mv = fwd.cells[1].movement
     assert mv.css == "worse" and mv.beyond_noise and mv.text.startswith("+30.0% slower (p=")
     mem = next(r for r in report.memory if r.group.startswith("v5e"))
