@@ -23,25 +23,14 @@ DEFAULT_CONSTRAINTS = "constraints/default.txt"
 STORE = "reports/store"
 # Exit code of a harness command for a discrepancy or a failed compile: the matrix records it
 # and goes on. A crash must not pass for one (Python exits 1 on an uncaught exception too),
-# so matrix steps run through HARNESS, which turns a crash into CRASHED.
+# so matrix steps run through HARNESS, which turns a crash into 3 (harness.cli.EXIT_HARNESS).
 RECORDED_FAILURE = 1
-CRASHED = 3
 CANNOT_RUN = 4
-HARNESS = (
-    "import sys, traceback\n"
-    "try:\n"
-    "    from harness.cli import main\n"
-    "    code = main(sys.argv[1:])\n"
-    "except Exception:\n"
-    "    traceback.print_exc()\n"
-    f"    code = {CRASHED}\n"
-    "sys.exit(code)\n"
-)
 
 
 def _load(name: str):  # noqa: ANN202 - a module object
     # By path, without importing the harness package: its dependencies are not installed yet.
-    # Both modules named here import only the standard library at import time.
+    # The modules named here import only the standard library at import time.
     spec = importlib.util.spec_from_file_location(f"_harness_{name}", ROOT / "harness" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
@@ -51,6 +40,8 @@ def _load(name: str):  # noqa: ANN202 - a module object
 
 MATRIX = _load("matrix")
 COMPAT = _load("compat")
+# `python -c HARNESS ...`: the CLI, with a crash (even while importing) exiting 3, never 1.
+HARNESS = _load("cli").ENTRY
 
 
 def interpreter(version: str) -> str:

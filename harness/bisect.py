@@ -21,21 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import envs
+from harness.cli import ENTRY
 
 GOOD, BAD, SKIPPED = "good", "bad", "skipped"
 # A replay exits 0 (passes), 1 (still fails), 2 (cannot be replayed) or 3 (crashed). Python
 # also exits 1 on an uncaught exception, so the replay runs through this wrapper, which
 # turns a crash (say, an API the harness needs that an old release lacks) into 3.
-REPLAY = (
-    "import sys, traceback\n"
-    "try:\n"
-    "    from harness.cli import main\n"
-    "    code = main(sys.argv[1:])\n"
-    "except Exception:\n"
-    "    traceback.print_exc()\n"
-    "    code = 3\n"
-    "sys.exit(code)\n"
-)
+REPLAY = ENTRY
 
 
 class BisectError(ValueError):

@@ -21,6 +21,19 @@ EXIT_INTERRUPTED = EXIT_FAIL
 CRASH_DIR_ENV = "ATTN_HARNESS_CRASH_DIR"
 # `run`: no discrepancy, but some kernel cannot run here (Implementation.cannot_run): never a pass.
 EXIT_CANNOT_RUN = 4
+# `python -c ENTRY COMMAND ARGS...` runs the CLI in another environment (a matrix cell, an upgrade
+# or bisect side). main() already maps a crash to EXIT_HARNESS; this also catches one while importing
+# the harness there (an API an old release lacks), which Python would end with 1, a discrepancy.
+ENTRY = (
+    "import sys, traceback\n"
+    "try:\n"
+    "    from harness.cli import main\n"
+    "    code = main(sys.argv[1:])\n"
+    "except Exception:\n"
+    "    traceback.print_exc()\n"
+    f"    code = {EXIT_HARNESS}\n"
+    "sys.exit(code)\n"
+)
 
 
 class UsageError(Exception):

@@ -24,22 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import envs
+from harness.cli import ENTRY
 
 # The step command exits 0 (all pass) or 1 (a recorded discrepancy or failed compile):
 # both leave a complete store. Anything else (2 bad usage, 3 or a crash) means the step
 # did not run its checks. As in the noxfile's matrix, a crash is turned into 3 so that it
 # never reads as a recorded discrepancy (Python exits 1 on an uncaught exception too).
 RECORDED = (0, 1)
-HARNESS = (
-    "import sys, traceback\n"
-    "try:\n"
-    "    from harness.cli import main\n"
-    "    code = main(sys.argv[1:])\n"
-    "except Exception:\n"
-    "    traceback.print_exc()\n"
-    "    code = 3\n"
-    "sys.exit(code)\n"
-)
+HARNESS = ENTRY
 KERNELS = "import json; from harness import contract; print(json.dumps(contract.names('kernel')))"
 VERSIONS = "import json; from harness import compat; print(json.dumps(compat.library_versions()))"
 
