@@ -8,25 +8,14 @@ upstream signature, so the harness tests it with
 `--kernel pallas_paged=tests.planted.paged_page_table_off_by_one:paged_attention`.
 """
 
-import importlib.util
-import inspect
-import sys
-
 from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention_kernel as upstream
 
-from tests.planted._patch import PatchError
+from tests.planted._patch import patched
 
 _NAME = __name__.rsplit(".", 1)[-1]
 # Where a compute block's pages start in the flattened page table (one occurrence).
 _OLD = "page_offset = b * pages_per_sequence + i * pages_per_compute_block"
 _NEW = "page_offset = b * pages_per_sequence + i * pages_per_compute_block + 1"
 
-_source = inspect.getsource(upstream)
-if _source.count(_OLD) != 1:
-    raise PatchError(f"{_NAME}: {_OLD!r} occurs {_source.count(_OLD)} times upstream; the edit needs exactly 1")
-_spec = importlib.util.spec_from_loader(f"tests.planted._built_{_NAME}", loader=None)
-_module = importlib.util.module_from_spec(_spec)
-_module.__file__ = f"<planted {_NAME}>"
-sys.modules[_spec.name] = _module
-exec(compile(_source.replace(_OLD, _NEW), _module.__file__, "exec"), _module.__dict__)
+_module = patched(upstream, _NAME, [(_OLD, _NEW, None)])
 paged_attention = _module.paged_attention

@@ -6,25 +6,14 @@ past the sequence's length). Exposes `ragged_paged_attention` with the upstream 
 `--kernel pallas_ragged_paged=tests.planted.ragged_kv_len_off_by_one:ragged_paged_attention`.
 """
 
-import importlib.util
-import inspect
-import sys
-
 from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as upstream
 
-from tests.planted._patch import PatchError
+from tests.planted._patch import patched
 
 _NAME = __name__.rsplit(".", 1)[-1]
 # The kernel body's causal row offset (upstream's reference spells its own differently).
 _OLD = "          (kv_len - q_len)\n          + q_len_start"
 _NEW = "          (kv_len - q_len + 1)\n          + q_len_start"
 
-_source = inspect.getsource(upstream)
-if _source.count(_OLD) != 1:
-    raise PatchError(f"{_NAME}: {_OLD!r} occurs {_source.count(_OLD)} times upstream; the edit needs exactly 1")
-_spec = importlib.util.spec_from_loader(f"tests.planted._built_{_NAME}", loader=None)
-_module = importlib.util.module_from_spec(_spec)
-_module.__file__ = f"<planted {_NAME}>"
-sys.modules[_spec.name] = _module
-exec(compile(_source.replace(_OLD, _NEW), _module.__file__, "exec"), _module.__dict__)
+_module = patched(upstream, _NAME, [(_OLD, _NEW, None)])
 ragged_paged_attention = _module.ragged_paged_attention
