@@ -33,17 +33,20 @@ class Run:
     def __init__(self, out: Path, *, ignore_sigint: bool = False) -> None:
         # A cheap kernel with many examples: the run is still going when the signal comes.
         argv = ["run", "--kernel", "tests._fakes:CORRECT", "--examples", "500", "--no-grads", "--out", str(out)]
-        # SIG_IGN is inherited through exec, as in a background job of a non-interactive shell.
-        pre = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
+        cmd = [sys.executable, "-m", "harness", *argv, "--no-database"]
+        if ignore_sigint:
+            # As a background job of a non-interactive shell: sh ignores SIGINT, and SIG_IGN is
+            # inherited through exec (same pid). Not preexec_fn: Python code between fork and exec
+            # in this multithreaded (JAX) process can deadlock the child.
+            cmd = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', *cmd]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness", *argv, "--no-database"],
+            cmd,
             cwd=ROOT,
             env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
-            preexec_fn=pre,
         )
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
