@@ -79,7 +79,7 @@ STRESS_BURNERS = 2
 @nox.session(python=PYTHON)
 def stress(session: nox.Session) -> None:
     """The default suite 5 times beside two CPU-bound processes, then once as a background job of `sh -c`."""
-    install(session, "test", "tpu")
+    install(session, "test", "tpu", "tokamax")  # what `tests` installs: the same suite, nothing skipped
     env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(STRESS_BURNERS)]
     try:

@@ -273,7 +273,10 @@ def test_real_records_with_planted_regressions_fail_the_gate(capsys, tmp_path: P
     # The baseline never ran BROKEN, so its failures are new in the candidate.
     base = rb.copy_store(real_store, tmp_path / "base", drop=lambda r: r.get("implementation") == broken)
     cand = rb.copy_store(real_store, tmp_path / "cand")
-    _edit(cand, "bench", lambda r: r.update(samples=[3 * s for s in r["samples"]]))
+    # A slowdown beyond the samples' own spread: under load one sample can be several times another, so
+    # scaling by a constant can leave the two sets overlapping (honest noise); adding three times the
+    # slowest baseline sample puts every candidate sample above every baseline one, at least 4x the median.
+    _edit(cand, "bench", lambda r: r.update(samples=[s + 3 * max(r["samples"]) for s in r["samples"]]))
     _edit(cand, "compile", lambda r: r["memory"].update(argument=r["memory"]["argument"] + 1))  # limit 0%
     code, out, _ = _gate(capsys, "--baseline", str(base), "--candidate", str(cand))
     assert code == 1, out
