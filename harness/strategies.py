@@ -184,6 +184,11 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
     return Mask(**kw)
 
 
+def _kv_formats(caps: Capabilities, dtype: str) -> tuple[str | None, ...]:
+    # A dtype the implementation takes only with quantized K/V never draws plain K/V.
+    return caps.kv_formats if dtype in caps.kv_format_only_dtypes else (None, *caps.kv_formats)
+
+
 @st.composite
 def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None, regimes: tuple[str, ...]) -> Case:
     caps: Capabilities = impl.capabilities
@@ -200,13 +205,13 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
         q_len=q_len,
         kv_len=kv_len,
         head_dim=draw(st.sampled_from(caps.head_dims)),
-        dtype=draw(st.sampled_from(dtypes or caps.dtypes)),
+        dtype=(dtype := draw(st.sampled_from(dtypes or caps.dtypes))),
         mask=mask,
         bias="bias" in caps.mask_components and draw(st.booleans()),
         scale=draw(st.none() | st.sampled_from(SCALES)),
         regime=draw(st.sampled_from(regimes)),
         seed=draw(st.integers(0, 2**16)),
-        kv_format=draw(st.sampled_from((None, *caps.kv_formats))),
+        kv_format=draw(st.sampled_from(_kv_formats(caps, dtype))),
     )
     blocks = impl.block_strategy(case)
     return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case
