@@ -15,6 +15,8 @@ values that change its answer.
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -110,6 +112,16 @@ def gather(pool: np.ndarray, table: PageTable, *, row: int, length: int) -> np.n
     return pool[:, pages].reshape(heads, -1, dim)[:, :length]
 
 
+def accepts(fn: Callable[..., Any], parameter: str) -> bool:
+    """Whether `fn` (upstream's kernel on this release, or a drop-in) takes `parameter`: a
+    capability read from the signature, never from version numbers."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin): assume the upstream API
+        return True
+    return parameter in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
 def soft_cap(case: Case) -> float | None:
     """The case's logits soft cap, `cap * tanh(logits / cap)` with logits = scale * QK^T: the Case
     field the case-model change adds (issue 11, `Case.soft_cap`); None on a Case without it."""
@@ -190,3 +202,29 @@ def gathered_truth(
         dense.append(x.astype(dtype))
     visible = visible_rows(q_lens=q_lens, kv_lens=kv_lens, q_len=q_len, kv_len=kv_len, window=window)
     return attend(q.astype(dtype), dense[0], dense[1], visible, scale=scale, cap=cap)
+
+
+def case_reference(
+    case: Case,
+    inputs: Any,
+    *,
+    page_size: int,
+    spare_pages: int,
+    q_lens: tuple[int, ...] | None = None,
+    window: int | None = None,
+    cap: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 truth, case-dtype ruler) of a case's queries over the pool a paged adapter builds
+    from it (the same table, the same scatter), gathered back: the oracle for decode features the
+    dense reference does not model. q_lens default: one query per sequence (decode)."""
+    table = page_table(case, page_size=page_size, spare_pages=spare_pages)
+    pools = [scatter(a, table, seed=case.seed * 2 + i) for i, a in enumerate((inputs.k, inputs.v))]
+    kw = {
+        "q_lens": q_lens or (1,) * case.batch,
+        "kv_lens": kv_ends(case),
+        "scale": case.sm_scale,
+        "cap": cap,
+        "window": window,
+    }
+    truth = gathered_truth(inputs.q, *(p.astype(np.float64) for p in pools), table, **kw)
+    return truth, gathered_truth(inputs.q, *pools, table, dtype=inputs.q.dtype, **kw)

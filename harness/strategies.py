@@ -19,6 +19,7 @@ from harness.masks import (
     SEGMENTS_SHARED,
     SHAPE_COMPONENTS,
     SHAPE_REQUIRED,
+    SLIDING_WINDOW,
     BlockSparse,
     Chunk,
     Lengths,
@@ -142,6 +143,21 @@ def lengths(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: i
     return Lengths(**kw)
 
 
+def sliding_window(size: int, rows: Lengths | None, q_len: int, kv_len: int) -> dict:
+    """Mask keyword arguments for a causal sliding window of `size` keys (harness.masks.SLIDING_WINDOW):
+    the window at diagonal kv_len - q_len, and each row's queries moved to that diagonal
+    (q[b] = kv[b] - (kv_len - q_len), none where the row holds fewer keys)."""
+    if size < 1:
+        raise ValueError(f"sliding window size={size} must be >= 1")
+    out: dict = {"window": Window(left=size - 1, right=0, offset=kv_len - q_len)}
+    if rows is not None:
+        if rows.kv_starts is not None:
+            raise ValueError(f"a sliding window is defined over keys from 0; got kv_starts={rows.kv_starts}")
+        kv = rows.kv if rows.kv is not None else (kv_len,) * len(rows.q)
+        out["lengths"] = Lengths(q=tuple(max(0, n - (kv_len - q_len)) for n in kv), kv=rows.kv)
+    return out
+
+
 def _static(kinds: list[str], q_len: int, kv_len: int, *, required: bool = False) -> st.SearchStrategy[dict]:
     """Keyword arguments of Mask for one shape component (or none, unless required)."""
     options: list[st.SearchStrategy[dict]] = [] if required and kinds else [st.just({})]
@@ -168,9 +184,13 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
     kinds = [k for k in SHAPE_COMPONENTS if k in components]
     if CAUSAL_Q_LE_KV in components and q_len > kv_len:
         kinds = [k for k in kinds if not k.startswith("causal")]
+    if SLIDING_WINDOW in components:
+        kinds = [k for k in kinds if k != "window"]  # a sliding window comes on top of causal, below
     kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in components)))
     if components & set(LENGTH_COMPONENTS) and draw(st.booleans()):
         kw["lengths"] = draw(lengths(components=components, batch=batch, q_len=q_len, kv_len=kv_len))
+    if SLIDING_WINDOW in components and kw.get("causal") == "bottom_right" and draw(st.booleans()):
+        kw.update(sliding_window(draw(valid_lengths(length=kv_len - 1)) + 1, kw.get("lengths"), q_len, kv_len))
     if "per_head" in components and draw(st.booleans()):
         per_head = st.lists(_static(kinds, q_len, kv_len), min_size=heads, max_size=heads)
         kw["heads"] = tuple(Mask(**h) for h in draw(per_head))

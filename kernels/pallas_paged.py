@@ -22,7 +22,6 @@ soft cap (harness.paging.soft_cap): passed as attn_logits_soft_cap where this re
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -44,15 +43,6 @@ MEGACORE = {"megacore_kv_head": "kv_head", "megacore_batch": "batch"}
 SPLIT = "split_seq_dim"
 FLAGS = (*MEGACORE, SPLIT)
 SOFT_CAP = "attn_logits_soft_cap"
-
-
-def accepts(fn: Callable[..., Any], parameter: str) -> bool:
-    """Whether `fn` (upstream's function on this release, or a drop-in) takes `parameter`: a
-    capability read from the signature, never from version numbers."""
-    try:
-        return parameter in inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # no signature to read (a builtin): assume the upstream API
-        return True
 
 
 def _megacore_runs() -> bool:
@@ -151,7 +141,7 @@ class PallasPaged(Implementation):
                 f"pages_per_compute_block={blocks['pages_per_compute_block']} must divide the "
                 f"{pages} pages per sequence (kv_len={case.kv_len}, page_size={blocks['page_size']})"
             )
-        if paging.soft_cap(case) is not None and not accepts(self.fn, SOFT_CAP):
+        if paging.soft_cap(case) is not None and not paging.accepts(self.fn, SOFT_CAP):
             out.append(f"{self.name} has no {SOFT_CAP} parameter on this release: soft-capped cases cannot run")
         flags = {f: v for f, v in blocks.items() if f in FLAGS}
         if any(v != 1 for v in flags.values()):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 
@@ -76,15 +75,11 @@ def test_float32_with_int8_pages_is_held_to_float32_precision():
 def _soft_capped(impl, case: Case, cap: float):
     """`impl` on `case` with a logits soft cap, against the truth gathered from the same pages."""
     inputs = make_inputs(case)
-    table = paging.page_table(case, page_size=LAYOUT["page_size"], spare_pages=LAYOUT["spare_pages"])
-    k_pool, v_pool = (paging.scatter(a, table, seed=case.seed * 2 + i) for i, a in enumerate((inputs.k, inputs.v)))
-    kw = {"q_lens": (1,) * case.batch, "kv_lens": paging.kv_ends(case), "scale": case.sm_scale, "cap": cap}
-    truth = paging.gathered_truth(inputs.q, k_pool.astype(np.float64), v_pool.astype(np.float64), table, **kw)
-    ruler = paging.gathered_truth(inputs.q, k_pool, v_pool, table, dtype=inputs.q.dtype, **kw)
+    layout = {"page_size": LAYOUT["page_size"], "spare_pages": LAYOUT["spare_pages"]}
+    truth, ruler = paging.case_reference(case, inputs, **layout, cap=cap)
     got = impl.run(case, inputs, grads=False).out
-    rows = ~inputs.empty
     mag = term_magnitudes(case, inputs)["out"]
-    return compare("out", got, truth, ruler, tolerance(case.dtype, "out"), magnitude=mag, rows=rows)
+    return compare("out", got, truth, ruler, tolerance(case.dtype, "out"), magnitude=mag, rows=~inputs.empty)
 
 
 def test_soft_cap_is_passed_natively_and_checked_against_the_gathered_truth(monkeypatch):
