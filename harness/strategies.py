@@ -179,7 +179,8 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
     """Masks made only of the given components (names as in Mask.components).
 
     One shape component (causal, window, chunk or block-sparse) or none; with "per_head",
-    sometimes a different one per query head instead; segments independently.
+    sometimes a different one per query head instead; segments independently. With
+    SLIDING_WINDOW, windows come only as a sliding window on top of bottom-right causal.
     """
     kinds = [k for k in SHAPE_COMPONENTS if k in components]
     if CAUSAL_Q_LE_KV in components and q_len > kv_len:
