@@ -151,11 +151,7 @@ class TokamaxAttention(Implementation):
         return out
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        if not flags.FLAGS.is_parsed():
-            # tokamax reads its absl flags on first use and, when nobody parsed them, parses
-            # sys.argv: the host program's command line (`run --kernel ...`), which absl rejects
-            # (UnrecognizedFlagError). Its defaults are what the harness tests.
-            flags.FLAGS.mark_as_parsed()
+        _default_flags()
         lengths = case.mask.lengths
         q_lens = None if lengths is None or lengths.q is None else jnp.asarray(lengths.q, jnp.int32)
         kv_lens = None if lengths is None or lengths.kv is None else jnp.asarray(lengths.kv, jnp.int32)
@@ -179,6 +175,14 @@ class TokamaxAttention(Implementation):
             return jnp.swapaxes(out, 1, 2)
 
         return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+
+
+def _default_flags() -> None:
+    if not flags.FLAGS.is_parsed():
+        # tokamax reads its absl flags on first use and, when nobody parsed them, parses
+        # sys.argv: the host program's command line (`run --kernel ...`), which absl rejects
+        # (UnrecognizedFlagError). Its defaults are what the harness tests.
+        flags.FLAGS.mark_as_parsed()
 
 
 def _bound(side: int | None, case: Case) -> int:
@@ -207,6 +211,7 @@ def _split_mask(case: Case) -> tuple[tuple[int, int] | None, np.ndarray | None]:
 def _takes_soft_cap(fn: Callable[..., Any], implementation: str) -> bool:
     """Whether `implementation` computes a soft-capped call (one tiny probe; tokamax raises
     NotImplementedError where a backend lacks the feature)."""
+    _default_flags()
     x = jnp.ones((1, 16, 1, 16), jnp.float32)
     try:
         fn(x, x, x, logits_soft_cap=1.0, implementation=implementation)

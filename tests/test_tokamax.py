@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("tokamax")
 
 import numpy as np  # noqa: E402
+import tokamax  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 
 from harness import compat, contract, paging  # noqa: E402
@@ -93,3 +94,10 @@ def test_soft_cap_is_passed_natively(monkeypatch):
 @given(cases(contract.resolve("tokamax_xla")))
 def test_every_drawn_case_is_inside_the_contract(case):
     assert contract.resolve("tokamax_xla").violations(case) == []
+
+
+def test_soft_cap_support_is_probed_from_the_implementation():
+    # jax_nn (tokamax's cudnn path) raises NotImplementedError("`logits_soft_cap` not supported.")
+    # before touching a GPU; xla_chunked computes it.
+    assert _tokamax._takes_soft_cap(tokamax.dot_product_attention, "xla_chunked")
+    assert not _tokamax._takes_soft_cap(tokamax.dot_product_attention, "cudnn")
