@@ -67,7 +67,7 @@ def test_windows_go_in_natively_where_tokamax_computes_them_and_as_the_mask_othe
 def test_native_window_and_highest_precision_pass():
     case = _window_case(64, Window(5, 1), dtype="bfloat16", blocks={_tokamax.PRECISION: 1})
     assert _tokamax._split_mask(case)[0] == (5, 1)
-    result = run_case(case, [contract.resolve("tokamax_xla_chunked")], grads=True)
+    result = run_case(case, [contract.resolve("tokamax_xla_chunked")], grads=False)
     assert result.passed, result.subjects[0].failure
 
 
