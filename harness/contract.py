@@ -55,6 +55,8 @@ class Capabilities:
     seq_lens and head_dims are the values a strategy draws from (all valid); q_lens, when
     given, are the query lengths drawn instead of seq_lens (a decode kernel's 1).
     kv_formats: K/V storage formats besides the case dtype (harness.case.KV_FORMATS).
+    kv_format_only_dtypes: dtypes accepted only with one of kv_formats (a paged kernel whose plain
+      pages of that dtype lose precision, where quantized pages do not).
     `Implementation.violations` is the authoritative check.
     """
 
@@ -70,6 +72,11 @@ class Capabilities:
     dbias: bool = True
     q_lens: tuple[int, ...] = ()
     kv_formats: tuple[str, ...] = ()
+    kv_format_only_dtypes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kv_format_only_dtypes and not self.kv_formats:
+            raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +177,8 @@ class Implementation(abc.ABC):
             out.append(f"q_len={case.q_len} not in {caps.q_lens}")
         if case.kv_format is not None and case.kv_format not in caps.kv_formats:
             out.append(f"kv_format={case.kv_format} not in {caps.kv_formats or '(none)'}")
+        if case.kv_format is None and case.dtype in caps.kv_format_only_dtypes:
+            out.append(f"dtype={case.dtype} only with kv_format in {caps.kv_formats} (plain pages lose precision)")
         return out
 
     def check(self, case: Case) -> None:

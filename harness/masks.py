@@ -46,7 +46,11 @@ MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "seg
 #     kernel's queries are the last positions of their sequence), so both are drawn together.
 #   shape_required: every mask has one of the declared shape components (a kernel that is
 #     always causal, like ragged paged attention, declares only causal_bottom_right).
+#   sliding_window: a window only on top of bottom-right causal, as the last `w` keys up to each
+#     query's own position (ragged paged attention's sliding_window): Window(left=w - 1, right=0,
+#     offset=kv_len - q_len), every row with queries at that same diagonal (kv[b] - q[b]).
 SEGMENTS_SHARED = "segments_shared"
+SLIDING_WINDOW = "sliding_window"
 CAUSAL_Q_LE_KV = "causal_q_le_kv"
 LENGTHS_Q_LE_KV = "lengths_q_le_kv"
 SHAPE_REQUIRED = "shape_required"

@@ -19,6 +19,7 @@ from harness.masks import (
     SEGMENTS_SHARED,
     SHAPE_COMPONENTS,
     SHAPE_REQUIRED,
+    SLIDING_WINDOW,
     BlockSparse,
     Chunk,
     Lengths,
@@ -142,6 +143,21 @@ def lengths(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: i
     return Lengths(**kw)
 
 
+def sliding_window(size: int, rows: Lengths | None, q_len: int, kv_len: int) -> dict:
+    """Mask keyword arguments for a causal sliding window of `size` keys (harness.masks.SLIDING_WINDOW):
+    the window at diagonal kv_len - q_len, and each row's queries moved to that diagonal
+    (q[b] = kv[b] - (kv_len - q_len), none where the row holds fewer keys)."""
+    if size < 1:
+        raise ValueError(f"sliding window size={size} must be >= 1")
+    out: dict = {"window": Window(left=size - 1, right=0, offset=kv_len - q_len)}
+    if rows is not None:
+        if rows.kv_starts is not None:
+            raise ValueError(f"a sliding window is defined over keys from 0; got kv_starts={rows.kv_starts}")
+        kv = rows.kv if rows.kv is not None else (kv_len,) * len(rows.q)
+        out["lengths"] = Lengths(q=tuple(max(0, n - (kv_len - q_len)) for n in kv), kv=rows.kv)
+    return out
+
+
 def _static(kinds: list[str], q_len: int, kv_len: int, *, required: bool = False) -> st.SearchStrategy[dict]:
     """Keyword arguments of Mask for one shape component (or none, unless required)."""
     options: list[st.SearchStrategy[dict]] = [] if required and kinds else [st.just({})]
@@ -163,14 +179,19 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
     """Masks made only of the given components (names as in Mask.components).
 
     One shape component (causal, window, chunk or block-sparse) or none; with "per_head",
-    sometimes a different one per query head instead; segments independently.
+    sometimes a different one per query head instead; segments independently. With
+    SLIDING_WINDOW, windows come only as a sliding window on top of bottom-right causal.
     """
     kinds = [k for k in SHAPE_COMPONENTS if k in components]
     if CAUSAL_Q_LE_KV in components and q_len > kv_len:
         kinds = [k for k in kinds if not k.startswith("causal")]
+    if SLIDING_WINDOW in components:
+        kinds = [k for k in kinds if k != "window"]  # a sliding window comes on top of causal, below
     kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in components)))
     if components & set(LENGTH_COMPONENTS) and draw(st.booleans()):
         kw["lengths"] = draw(lengths(components=components, batch=batch, q_len=q_len, kv_len=kv_len))
+    if SLIDING_WINDOW in components and kw.get("causal") == "bottom_right" and draw(st.booleans()):
+        kw.update(sliding_window(draw(valid_lengths(length=kv_len - 1)) + 1, kw.get("lengths"), q_len, kv_len))
     if "per_head" in components and draw(st.booleans()):
         per_head = st.lists(_static(kinds, q_len, kv_len), min_size=heads, max_size=heads)
         kw["heads"] = tuple(Mask(**h) for h in draw(per_head))
@@ -182,6 +203,11 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
         else:
             kw["segments"] = draw(segments(batch=batch, q_len=q_len, kv_len=kv_len))
     return Mask(**kw)
+
+
+def _kv_formats(caps: Capabilities, dtype: str) -> tuple[str | None, ...]:
+    # A dtype the implementation takes only with quantized K/V never draws plain K/V.
+    return caps.kv_formats if dtype in caps.kv_format_only_dtypes else (None, *caps.kv_formats)
 
 
 @st.composite
@@ -200,13 +226,13 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
         q_len=q_len,
         kv_len=kv_len,
         head_dim=draw(st.sampled_from(caps.head_dims)),
-        dtype=draw(st.sampled_from(dtypes or caps.dtypes)),
+        dtype=(dtype := draw(st.sampled_from(dtypes or caps.dtypes))),
         mask=mask,
         bias="bias" in caps.mask_components and draw(st.booleans()),
         scale=draw(st.none() | st.sampled_from(SCALES)),
         regime=draw(st.sampled_from(regimes)),
         seed=draw(st.integers(0, 2**16)),
-        kv_format=draw(st.sampled_from((None, *caps.kv_formats))),
+        kv_format=draw(st.sampled_from(_kv_formats(caps, dtype))),
     )
     blocks = impl.block_strategy(case)
     return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case

@@ -9,34 +9,65 @@ in an environment without it the modules are skipped like a missing torch
 (harness.contract.OPTIONAL_FRAMEWORKS).
 
 The API takes the case's native parameters: `is_causal` (top-left), `query_seq_lengths` and
-`key_value_seq_lengths` (harness.masks.Lengths q and kv), `bias`, `scale`, GQA heads.
+`key_value_seq_lengths` (harness.masks.Lengths q and kv), `bias`, `scale`, GQA heads, and:
+- `local_window_size=(before, after)`: a window at offset 0 when q_len == kv_len (an unbounded
+  side as the sequence length, which bounds nothing). tokamax builds the window from key positions
+  for the query rows too, so with q_len != kv_len it fails or mis-shapes: such windows, and every
+  window at another offset, go in through `mask` (docs/findings/tokamax_local_window_unequal_lengths.md).
+- `mask`: a boolean [batch, q_heads, q_len, kv_len] array for the components that have no
+  parameter of their own (chunk, block-sparse, segments, per-head masks, those windows), built from
+  the mask description by harness.masks.dense_mask; is_causal and the lengths still go in natively.
+- `logits_soft_cap`: the case's soft cap (harness.paging.soft_cap), where the implementation
+  takes one (a probe call; tokamax's cudnn path raises NotImplementedError).
+- `precision`: blocks flag precision_highest=1 passes jax.lax.Precision.HIGHEST (absent: None,
+  the default); it changes how a backend rounds the matmuls (a TPU's default float32 matmul
+  is bfloat16-based), never the mathematics.
 
 `dropin(fn)` in each module tests a replacement with the upstream signature:
     dot_product_attention(query, key, value, bias=None, mask=None, *, scale, is_causal,
-                          query_seq_lengths, key_value_seq_lengths, implementation)
+                          query_seq_lengths, key_value_seq_lengths, local_window_size,
+                          logits_soft_cap, precision, implementation)
 with query [batch, q_len, q_heads, head_dim] and key, value [batch, kv_len, kv_heads, head_dim].
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import typing
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 import tokamax
 from absl import flags
+from hypothesis import strategies as st
 
-from harness import compat, placement
+from harness import compat, paging, placement
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
+from harness.masks import Mask, Window, dense_mask
 
 # The parameters the adapter passes; a tokamax without one of them is not usable here.
-NEEDED = ("is_causal", "query_seq_lengths", "key_value_seq_lengths", "scale", "implementation")
+NEEDED = (
+    "is_causal",
+    "query_seq_lengths",
+    "key_value_seq_lengths",
+    "scale",
+    "implementation",
+    "mask",
+    "local_window_size",
+    "logits_soft_cap",
+    "precision",
+)
+PRECISION = "precision_highest"
+# Mask components that go in through the boolean `mask` argument (and windows local_window_size cannot take).
+ARRAY_MASKED = ("window", "chunk", "block_sparse", "segments", "per_head")
 
 
 def implementations() -> tuple[str, ...]:
@@ -79,7 +110,9 @@ class TokamaxAttention(Implementation):
         dtypes=DTYPES,
         head_dims=(64, 32, 128),
         seq_lens=(16, 64, 128),
-        mask_components=frozenset({"causal_top_left", "q_lengths", "kv_lengths", "bias"}),
+        mask_components=frozenset(
+            {"causal_top_left", "q_lengths", "kv_lengths", "bias", "causal_offset", *ARRAY_MASKED}
+        ),
     )
     conventions = Conventions(
         bias="QK^T * scale + bias",
@@ -88,8 +121,9 @@ class TokamaxAttention(Implementation):
         empty_rows="uniform",
         notes=(
             "layout [batch, seq, heads, head_dim] (the adapter transposes). Masked logits get a finite "
-            "value, so a query row with no visible key (a padded query beyond query_seq_lengths, or a "
-            "sequence whose key_value_seq_lengths is 0) is the plain average of every value row"
+            "value, so a query row with no visible key (a padded query beyond query_seq_lengths, a "
+            "sequence whose key_value_seq_lengths is 0, or a row the mask hides entirely) is the plain "
+            "average of every value row"
         ),
     )
 
@@ -105,30 +139,82 @@ class TokamaxAttention(Implementation):
     def backend(self) -> str:
         return compat.jax_platform()
 
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
+        return st.sampled_from(({}, {PRECISION: 1}))
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        if set(case.block_dict) - {PRECISION} or set(case.block_dict.values()) - {1}:
+            out.append(f"blocks may hold only {PRECISION}=1; got {case.block_dict}")
+        if paging.soft_cap(case) is not None and not _takes_soft_cap(self.fn, self.implementation):
+            out.append(f'implementation="{self.implementation}" raises NotImplementedError for logits_soft_cap')
+        return out
+
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        if not flags.FLAGS.is_parsed():
-            # tokamax reads its absl flags on first use and, when nobody parsed them, parses
-            # sys.argv: the host program's command line (`run --kernel ...`), which absl rejects
-            # (UnrecognizedFlagError). Its defaults are what the harness tests.
-            flags.FLAGS.mark_as_parsed()
+        _default_flags()
         lengths = case.mask.lengths
         q_lens = None if lengths is None or lengths.q is None else jnp.asarray(lengths.q, jnp.int32)
         kv_lens = None if lengths is None or lengths.kv is None else jnp.asarray(lengths.kv, jnp.int32)
         causal = case.mask.causal == "top_left"
+        window, array_mask = _split_mask(case)
+        array_mask = None if array_mask is None else jnp.asarray(array_mask)
+        kw = {
+            "scale": case.sm_scale,
+            "is_causal": causal,
+            "query_seq_lengths": q_lens,
+            "key_value_seq_lengths": kv_lens,
+            "local_window_size": window,
+            "logits_soft_cap": paging.soft_cap(case),
+            "precision": jax.lax.Precision.HIGHEST if PRECISION in case.block_dict else None,
+            "implementation": self.implementation,
+        }
 
         def f(q, k, v, *bias):
             q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))
-            out = self.fn(
-                q,
-                k,
-                v,
-                bias[0] if bias else None,
-                scale=case.sm_scale,
-                is_causal=causal,
-                query_seq_lengths=q_lens,
-                key_value_seq_lengths=kv_lens,
-                implementation=self.implementation,
-            )
+            out = self.fn(q, k, v, bias[0] if bias else None, array_mask, **kw)
             return jnp.swapaxes(out, 1, 2)
 
         return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+
+
+def _default_flags() -> None:
+    if not flags.FLAGS.is_parsed():
+        # tokamax reads its absl flags on first use and, when nobody parsed them, parses
+        # sys.argv: the host program's command line (`run --kernel ...`), which absl rejects
+        # (UnrecognizedFlagError). Its defaults are what the harness tests.
+        flags.FLAGS.mark_as_parsed()
+
+
+def _bound(side: int | None, case: Case) -> int:
+    # An unbounded side as a bound no query reaches past: the longer sequence.
+    return max(case.q_len, case.kv_len) if side is None else side
+
+
+def _split_mask(case: Case) -> tuple[tuple[int, int] | None, np.ndarray | None]:
+    """(local_window_size, boolean mask) for the case's window, chunk, block-sparse, segment and
+    per-head components; causal top-left and the lengths go in as is_causal and the seq lengths."""
+    mask = case.mask
+    window: Window | None = mask.window
+    local = None
+    if window is not None and window.offset == 0 and case.q_len == case.kv_len:
+        local, window = (_bound(window.left, case), _bound(window.right, case)), None
+    rest = Mask(
+        window=window, chunk=mask.chunk, block_sparse=mask.block_sparse, segments=mask.segments, heads=mask.heads
+    )
+    if not rest.components:
+        return local, None
+    dims = {"batch": case.batch, "heads": case.q_heads, "q_len": case.q_len, "kv_len": case.kv_len}
+    return local, dense_mask(rest, **dims)
+
+
+@functools.cache
+def _takes_soft_cap(fn: Callable[..., Any], implementation: str) -> bool:
+    """Whether `implementation` computes a soft-capped call (one tiny probe; tokamax raises
+    NotImplementedError where a backend lacks the feature)."""
+    _default_flags()
+    x = jnp.ones((1, 16, 1, 16), jnp.float32)
+    try:
+        fn(x, x, x, logits_soft_cap=1.0, implementation=implementation)
+    except NotImplementedError:
+        return False
+    return True

@@ -11,7 +11,9 @@ blocks (the page layout; none changes the mathematics): page_size, pages_per_com
   spare_pages (pool pages no sequence uses), and flags present with value 1 (block sizes
   are positive): megacore_kv_head or megacore_batch (megacore_mode "kv_head" / "batch",
   absent: None), split_seq_dim (inline_seq_dim=False; absent: the default True).
-kv_format "int8": the pages are QuantizedTensor(int8 codes, scales) (quantization_utils).
+kv_format "int8": the pages are QuantizedTensor(int8 codes, scales) (quantization_utils); float32
+  cases only so (float32 pages are computed at bfloat16 precision: docs/findings/pallas_paged_float32_pages_bf16.md).
+soft cap (harness.paging.soft_cap): passed as attn_logits_soft_cap where this release's signature has it.
 
 `dropin(fn)` tests a replacement with the upstream signature:
     paged_attention(q, k_pages, v_pages, lengths, page_indices, *, mask_value,
@@ -40,6 +42,7 @@ LAYOUT = ("page_size", "pages_per_compute_block", "spare_pages")
 MEGACORE = {"megacore_kv_head": "kv_head", "megacore_batch": "batch"}
 SPLIT = "split_seq_dim"
 FLAGS = (*MEGACORE, SPLIT)
+SOFT_CAP = "attn_logits_soft_cap"
 
 
 def _megacore_runs() -> bool:
@@ -82,11 +85,13 @@ class PallasPaged(Implementation):
     role = "kernel"
     framework = "jax"
     capabilities = Capabilities(
-        # Not float32: the kernel rounds float32 pages to bfloat16 before its float32 arithmetic
-        # (MultiPageAsyncCopyDescriptor._maybe_dequantize defaults to dtype=bfloat16), a
+        # float32 only with int8 pages: the kernel rounds float32 pages to bfloat16 before its float32
+        # arithmetic (MultiPageAsyncCopyDescriptor._maybe_dequantize defaults to dtype=bfloat16), a
         # bfloat16-level error in a float32 case: docs/findings/pallas_paged_float32_pages_bf16.md.
+        # int8 pages dequantize as codes * scales / 127.5 with float32 scales, which is float32.
         # float16 is not a TPU matmul type.
-        dtypes=("bfloat16",),
+        dtypes=("bfloat16", "float32"),
+        kv_format_only_dtypes=("float32",),
         head_dims=(128, 64),
         # kv_len is the longest sequence the table holds; q_len is 1 (one decode query per sequence).
         seq_lens=(64, 128, 256),
@@ -136,6 +141,8 @@ class PallasPaged(Implementation):
                 f"pages_per_compute_block={blocks['pages_per_compute_block']} must divide the "
                 f"{pages} pages per sequence (kv_len={case.kv_len}, page_size={blocks['page_size']})"
             )
+        if paging.soft_cap(case) is not None and not paging.accepts(self.fn, SOFT_CAP):
+            out.append(f"{self.name} has no {SOFT_CAP} parameter on this release: soft-capped cases cannot run")
         flags = {f: v for f, v in blocks.items() if f in FLAGS}
         if any(v != 1 for v in flags.values()):
             out.append(f"flags {flags} must be 1 (present) or absent")
@@ -164,6 +171,8 @@ class PallasPaged(Implementation):
             "megacore_mode": next((mode for flag, mode in MEGACORE.items() if flag in blocks), None),
             "inline_seq_dim": SPLIT not in blocks,
         }
+        if paging.soft_cap(case) is not None:
+            kw[SOFT_CAP] = paging.soft_cap(case)
 
         def f(q, k, v):
             # The kernel applies no softmax scale; scaling q first is how its users apply one.

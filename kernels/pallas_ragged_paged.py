@@ -14,10 +14,18 @@ Where the kernel cannot run under the CPU interpreter (jax 0.10.2: an internal e
 docs/findings/pallas_ragged_paged_interpreter.md), `cannot_run` returns the interpreter's own
 error from a one-sequence probe, and `run` records the kernel as "cannot run here".
 
-blocks: page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages.
+blocks: page_size, num_kv_pages_per_block, num_queries_per_block (both block sizes of the kernel),
+  spare_pages, and optionally k_scale_exp / v_scale_exp = e: the pages hold K (V) times 2**-e and
+  the kernel gets k_scale (v_scale) = 2**e, which it multiplies back in float32 before its matmuls.
+  A power of two scales exactly, so the mathematics is unchanged and a scale applied wrongly (or
+  not at all) is off by 2**e.
+sliding window: the case's window in the SLIDING_WINDOW form (harness.masks), the last w keys up
+  to each query's position, goes in as sliding_window=w.
+soft cap (harness.paging.soft_cap): soft_cap, where this release's signature has it.
 
 `dropin(fn)` tests a replacement with the upstream signature:
     ragged_paged_attention(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *, sm_scale,
+                           sliding_window, soft_cap, k_scale, v_scale,
                            num_kv_pages_per_block, num_queries_per_block)
 """
 
@@ -37,9 +45,11 @@ from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs, make_inputs
 from harness.jaxvjp import jax_outputs
-from harness.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, Lengths, Mask
+from harness.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW, Lengths, Mask
 
 LAYOUT = ("page_size", "num_kv_pages_per_block", "num_queries_per_block", "spare_pages")
+# Optional: the exponent e of a power-of-two k_scale / v_scale (module docstring).
+SCALES = {"k_scale_exp": "k_scale", "v_scale_exp": "v_scale"}
 PAGE_SIZES = (8, 16, 32)
 
 
@@ -47,13 +57,17 @@ PAGE_SIZES = (8, 16, 32)
 def _layout(draw: Any, case: Case) -> dict[str, int]:
     page_size = draw(st.sampled_from(PAGE_SIZES))
     pages = -(-case.kv_len // page_size)
-    return {
+    layout = {
         "page_size": page_size,
-        # Any positive count: the kernel clamps a block to the pages a sequence has.
+        # Any count up to the pages a sequence has ("must be in range (0, pages_per_seq]").
         "num_kv_pages_per_block": draw(st.integers(1, pages)),
         "num_queries_per_block": draw(st.sampled_from((8, 16, 32))),
         "spare_pages": draw(st.integers(1, 3)),
     }
+    for name in SCALES:
+        if draw(st.booleans()):
+            layout[name] = draw(st.integers(1, 4))
+    return layout
 
 
 class PallasRaggedPaged(Implementation):
@@ -68,7 +82,11 @@ class PallasRaggedPaged(Implementation):
         q_lens=(1, 8, 16),
         # Queries are the last q[b] positions of each sequence (LENGTHS_Q_LE_KV), causal at the end.
         # Always causal (SHAPE_REQUIRED: every drawn mask is causal_bottom_right).
-        mask_components=frozenset({"causal_bottom_right", "q_lengths", "kv_lengths", LENGTHS_Q_LE_KV, SHAPE_REQUIRED}),
+        # With SLIDING_WINDOW, sometimes a sliding window on top of the causal mask.
+        mask_components=frozenset(
+            {"causal_bottom_right", "q_lengths", "kv_lengths", LENGTHS_Q_LE_KV, SHAPE_REQUIRED}
+            | {"window", SLIDING_WINDOW}
+        ),
         max_batch=3,
         grads=False,
         dbias=False,
@@ -109,8 +127,17 @@ class PallasRaggedPaged(Implementation):
         if any(q > kv for q, kv in zip(q_lens, kv_lens, strict=True)):
             out.append(f"query lengths {q_lens} must not exceed key lengths {kv_lens} row by row")
         blocks = case.block_dict
-        if blocks and set(blocks) != set(LAYOUT):
-            out.append(f"blocks must name exactly {sorted(LAYOUT)}; got {sorted(blocks)}")
+        if blocks and not set(LAYOUT) <= set(blocks) <= set(LAYOUT) | set(SCALES):
+            out.append(f"blocks must name {sorted(LAYOUT)} and may add {sorted(SCALES)}; got {sorted(blocks)}")
+        if case.mask.window is not None and _sliding_window(case) is None:
+            out.append(
+                f"window {case.mask.window!r} is not a sliding window at every sequence's diagonal "
+                f"(Window(left=w - 1, right=0, offset={case.kv_len - case.q_len}), kv[b] - q[b] the same offset)"
+            )
+        wanted = {"sliding_window": case.mask.window, "soft_cap": paging.soft_cap(case)}
+        for parameter, value in wanted.items():
+            if value is not None and not paging.accepts(self.fn, parameter):
+                out.append(f"{self.name} has no {parameter} parameter on this release")
         return out
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
@@ -119,7 +146,11 @@ class PallasRaggedPaged(Implementation):
         q_lens, kv_lens = _lengths(case)
         table = paging.page_table(case, page_size=blocks["page_size"], spare_pages=blocks["spare_pages"])
         # Combined pool [pages, page_size, 2 * kv_heads, head_dim]: k at even heads, v at odd.
-        k_pool, v_pool = (paging.scatter(a, table, seed=case.seed * 2 + i) for i, a in enumerate((inputs.k, inputs.v)))
+        k_pool, v_pool = (
+            # Pages hold x * 2**-e for a scale 2**e (exact): the kernel must multiply the scale back.
+            paging.scatter(a, table, seed=case.seed * 2 + i) * a.dtype.type(2.0 ** -blocks.get(name, 0))
+            for i, (a, name) in enumerate(zip((inputs.k, inputs.v), SCALES, strict=True))
+        )
         pool = np.stack([k_pool, v_pool], axis=1).reshape(-1, *k_pool.shape[1:])  # [2 * kv_heads, ...]
         kv_pages = jnp.asarray(np.transpose(pool, (1, 2, 0, 3)))
         cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
@@ -134,6 +165,11 @@ class PallasRaggedPaged(Implementation):
             "num_kv_pages_per_block": blocks["num_kv_pages_per_block"],
             "num_queries_per_block": blocks["num_queries_per_block"],
         }
+        kw |= {parameter: 2.0 ** blocks[name] for name, parameter in SCALES.items() if name in blocks}
+        if case.mask.window is not None:
+            kw["sliding_window"] = _sliding_window(case)
+        if paging.soft_cap(case) is not None:
+            kw["soft_cap"] = paging.soft_cap(case)
 
         def f(q, k, v):
             # Pack the real queries: [batch, q_heads, q_len, d] -> [tokens, q_heads, d].
@@ -148,6 +184,18 @@ class PallasRaggedPaged(Implementation):
 
         with compat.tpu_kernel_context():
             return jax_outputs(f, inputs, grads=False, device=placement.kernel_device())
+
+
+def _sliding_window(case: Case) -> int | None:
+    """The window size w of a case whose window is the SLIDING_WINDOW form, else None."""
+    window = case.mask.window
+    diagonal = case.kv_len - case.q_len
+    if window is None or window.left is None or window.right != 0 or window.offset != diagonal:
+        return None
+    q_lens, kv_lens = _lengths(case)
+    if any(q and kv - q != diagonal for q, kv in zip(q_lens, kv_lens, strict=True)):
+        return None
+    return window.left + 1
 
 
 def _lengths(case: Case) -> tuple[tuple[int, ...], tuple[int, ...]]:

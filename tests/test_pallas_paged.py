@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from harness import contract
+from harness import contract, paging
 from harness.case import Case
+from harness.compare import compare, tolerance
+from harness.inputs import make_inputs
+from harness.magnitudes import term_magnitudes
 from harness.masks import Lengths, Mask
 from harness.runner import run_case
 from harness.search import search
@@ -14,6 +17,7 @@ from harness.strategies import cases
 
 PAGED = contract.resolve("pallas_paged")
 PLANTED = "pallas_paged=tests.planted.paged_page_table_off_by_one:paged_attention"
+SOFT_CAP_BUG = "pallas_paged=tests.planted.paged_soft_cap_unscaled:paged_attention"
 LAYOUT = {"page_size": 16, "pages_per_compute_block": 2, "spare_pages": 2}
 
 
@@ -45,7 +49,7 @@ def test_every_drawn_case_is_inside_the_contract(case):
     [
         pytest.param({"blocks": {**LAYOUT, "pages_per_compute_block": 3}}, "must divide the 4 pages", id="per-block"),
         pytest.param({"blocks": {**LAYOUT, "megacore_batch": 1}}, "hangs under the Pallas TPU interpreter", id="mc"),
-        pytest.param({"dtype": "float32"}, "dtype=float32", id="float32-pages-round-to-bf16"),
+        pytest.param({"dtype": "float32", "kv_format": None}, "only with kv_format", id="float32-pages-round-to-bf16"),
         pytest.param({"q_len": 2}, "q_len=2 not in (1,)", id="one-query"),
         pytest.param({"blocks": {"page_size": 16}}, "blocks must name", id="layout"),
     ],
@@ -59,6 +63,32 @@ def test_int8_pages_split_sequence_axis_and_empty_sequence_pass():
     assert result.passed, result.subjects[0].failure
     empty = [c for c in result.subjects[0].comparisons if c.quantity == "out[empty]"]
     assert empty and "declared unwritten" in empty[0].note  # the length-0 sequence, as declared
+
+
+def test_float32_with_int8_pages_is_held_to_float32_precision():
+    result = run_case(_case(dtype="float32", mask=Mask(lengths=Lengths(kv=(5, 17, 64)))), [PAGED], grads=False)
+    assert result.passed, result.subjects[0].failure
+    # The kernel's own float32 error, far below bfloat16's (~2e-3 on these inputs).
+    assert result.subjects[0].comparisons[0].max_abs < 1e-5
+
+
+def _soft_capped(impl, case: Case, cap: float):
+    """`impl` on `case` with a logits soft cap, against the truth gathered from the same pages."""
+    inputs = make_inputs(case)
+    layout = {"page_size": LAYOUT["page_size"], "spare_pages": LAYOUT["spare_pages"]}
+    truth, ruler = paging.case_reference(case, inputs, **layout, cap=cap)
+    got = impl.run(case, inputs, grads=False).out
+    mag = term_magnitudes(case, inputs)["out"]
+    return compare("out", got, truth, ruler, tolerance(case.dtype, "out"), magnitude=mag, rows=~inputs.empty)
+
+
+def test_soft_cap_is_passed_natively_and_checked_against_the_gathered_truth(monkeypatch):
+    # Large logits, so a cap of 5 changes every row (the truth moves by ~3 between cap and no cap).
+    case = _case(mask=Mask(lengths=Lengths(kv=(5, 17, 64))), regime="large")
+    monkeypatch.setattr(paging, "soft_cap", lambda c: 5.0)
+    assert _soft_capped(PAGED, case, 5.0).passed
+    bug = _soft_capped(contract.resolve(SOFT_CAP_BUG), case, 5.0)
+    assert not bug.passed and bug.max_abs > 10 * bug.bound
 
 
 def test_planted_page_table_off_by_one_is_caught_on_a_fixed_case():

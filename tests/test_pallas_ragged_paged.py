@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 
-from harness import cli, contract
+from harness import cli, contract, paging, strategies
+from harness.compare import compare, tolerance
+from harness.inputs import make_inputs
+from harness.masks import Lengths, Mask
 from harness.runner import run_case
 from harness.strategies import cases
-from kernels.pallas_ragged_paged import PROBE
+from kernels.pallas_ragged_paged import PROBE, dropin
+from tests import ragged_reference
 
 RAGGED = contract.resolve("pallas_ragged_paged")
 PLANTED = "pallas_ragged_paged=tests.planted.ragged_kv_len_off_by_one:ragged_paged_attention"
+# Upstream's pure-JAX reference as the kernel: runs on any host, so the adapter is checked where the kernel cannot run.
+REFERENCE = contract.resolve("pallas_ragged_paged=tests.ragged_reference:ragged_paged_attention")
+# Two sequences at one diagonal (4 of 12 keys and 8 of 16 are queries) under a 4-key sliding
+# window, with power-of-two k and v scales.
+WINDOWED = PROBE.replace(
+    q_len=8,
+    mask=Mask(causal="bottom_right", **strategies.sliding_window(4, Lengths(q=(8, 8), kv=(12, 16)), 8, 16)),
+    blocks={**PROBE.block_dict, "k_scale_exp": 2, "v_scale_exp": 3},
+)
 
 
 @settings(max_examples=150, deadline=None, database=None)
@@ -50,3 +65,40 @@ def test_planted_ragged_length_bug_is_caught_where_the_kernel_runs():
         return
     assert run_case(PROBE, [RAGGED], grads=False).passed
     assert not run_case(PROBE, [planted], grads=False).passed
+
+
+def test_the_adapter_passes_window_and_scales_natively_to_the_reference():
+    assert WINDOWED.mask.lengths.q == (4, 8) and RAGGED.violations(WINDOWED) == []
+    assert run_case(WINDOWED, [REFERENCE], grads=False).passed
+
+
+def test_the_adapter_passes_the_soft_cap_natively(monkeypatch):
+    # Against the truth gathered from the pages: the dense reference has no soft cap on this branch.
+    monkeypatch.setattr(paging, "soft_cap", lambda case: 1.0)
+    inputs = make_inputs(WINDOWED)
+    layout = {"page_size": 8, "spare_pages": 1, "q_lens": (4, 8), "window": 4}
+    truth, ruler = paging.case_reference(WINDOWED, inputs, **layout, cap=1.0)
+    uncapped, _ = paging.case_reference(WINDOWED, inputs, **layout)
+    got = REFERENCE.run(WINDOWED, inputs, grads=False).out
+    rows = ~inputs.empty
+    result = compare("out", got, truth, ruler, tolerance("float32", "out"), rows=rows)
+    assert result.passed, result
+    # The cap moves the answer far past the bound: an adapter that dropped it would fail.
+    assert np.abs(truth[rows] - uncapped[rows]).max() > 100 * result.bound
+
+
+@pytest.mark.parametrize("dropped", ["sliding_window", "k_scale", "v_scale"])
+def test_a_kernel_that_ignores_a_parameter_fails(dropped):
+    def ignoring(*args, **kwargs):
+        kwargs.pop(dropped)
+        return ragged_reference.ragged_paged_attention(*args, **kwargs)
+
+    (subject,) = run_case(WINDOWED, [dropin(ignoring, name=f"ignores_{dropped}")], grads=False).subjects
+    # A wrong answer, not an error: the adapter really passed the parameter it is dropping here.
+    assert subject.error is None and not subject.comparisons[0].passed, subject
+
+
+def test_windows_outside_the_sliding_form_are_violations():
+    rows = Lengths(q=(3, 8), kv=(12, 16))  # the first sequence's queries one key off the window's diagonal
+    shifted = WINDOWED.replace(mask=Mask(causal="bottom_right", window=WINDOWED.mask.window, lengths=rows))
+    assert any("not a sliding window" in v for v in RAGGED.violations(shifted))

@@ -6,10 +6,17 @@ import pytest
 
 pytest.importorskip("tokamax")
 
-from harness import compat, contract  # noqa: E402
+import numpy as np  # noqa: E402
+import tokamax  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+
+from harness import compat, contract, paging  # noqa: E402
 from harness.case import Case  # noqa: E402
-from harness.masks import Lengths, Mask  # noqa: E402
+from harness.compare import compare, tolerance  # noqa: E402
+from harness.inputs import make_inputs  # noqa: E402
+from harness.masks import Chunk, Lengths, Mask, Window  # noqa: E402
 from harness.runner import run_case  # noqa: E402
+from harness.strategies import cases  # noqa: E402
 from kernels import _tokamax  # noqa: E402
 
 
@@ -32,3 +39,65 @@ def test_padded_rows_causal_bias_and_gqa_pass(name):
     assert result.passed, result.subjects[0].failure
     notes = [c.note for c in result.subjects[0].comparisons if c.quantity == "out[empty]"]
     assert notes and "declared uniform" in notes[0]
+
+
+def _window_case(q_len: int, window: Window, **kw) -> Case:
+    return Case(batch=1, q_heads=2, kv_heads=1, q_len=q_len, kv_len=64, head_dim=32, mask=Mask(window=window), **kw)
+
+
+@pytest.mark.parametrize(
+    ("case", "local", "array"),
+    [
+        pytest.param(_window_case(64, Window(3, None)), (3, 64), False, id="aligned-unbounded-right"),
+        pytest.param(_window_case(64, Window(None, 0)), (64, 0), False, id="causal-offset-0"),
+        pytest.param(_window_case(64, Window(3, 2, offset=5)), None, True, id="shifted"),
+        # q_len != kv_len: tokamax's local_window_size fails (docs/findings/tokamax_local_window_unequal_lengths.md).
+        pytest.param(_window_case(16, Window(3, 2)), None, True, id="unequal-lengths"),
+        pytest.param(_window_case(64, None).replace(mask=Mask(chunk=Chunk(8))), None, True, id="chunk"),
+        pytest.param(_window_case(64, None).replace(mask=Mask(causal="top_left")), None, False, id="is-causal"),
+    ],
+)
+def test_windows_go_in_natively_where_tokamax_computes_them_and_as_the_mask_otherwise(case, local, array):
+    got_local, got_array = _tokamax._split_mask(case)
+    assert got_local == local and (got_array is not None) == array
+    if array:
+        np.testing.assert_array_equal(got_array, make_inputs(case).visible)
+
+
+def test_native_window_and_highest_precision_pass():
+    case = _window_case(64, Window(5, 1), dtype="bfloat16", blocks={_tokamax.PRECISION: 1})
+    assert _tokamax._split_mask(case)[0] == (5, 1)
+    result = run_case(case, [contract.resolve("tokamax_xla_chunked")], grads=False)
+    assert result.passed, result.subjects[0].failure
+
+
+def test_soft_cap_is_passed_natively(monkeypatch):
+    # Against paging.attend's capped truth: the dense reference has no soft cap on this branch.
+    case = _window_case(64, None, regime="large")
+    inputs = make_inputs(case)
+    monkeypatch.setattr(paging, "soft_cap", lambda c: 5.0)
+    got = contract.resolve("tokamax_xla_chunked").run(case, inputs, grads=False).out
+    visible = inputs.visible[:, 0]
+    truth, uncapped = (
+        paging.attend(
+            *(a.astype(np.float64) for a in (inputs.q, inputs.k, inputs.v)), visible, scale=case.sm_scale, cap=c
+        )
+        for c in (5.0, None)
+    )
+    ruler = paging.attend(inputs.q, inputs.k, inputs.v, visible, scale=case.sm_scale, cap=5.0)
+    result = compare("out", got, truth, ruler, tolerance(case.dtype, "out"))
+    assert result.passed, result
+    assert np.abs(truth - uncapped).max() > 100 * result.bound
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(cases(contract.resolve("tokamax_xla")))
+def test_every_drawn_case_is_inside_the_contract(case):
+    assert contract.resolve("tokamax_xla").violations(case) == []
+
+
+def test_soft_cap_support_is_probed_from_the_implementation():
+    # jax_nn (tokamax's cudnn path) raises NotImplementedError("`logits_soft_cap` not supported.")
+    # before touching a GPU; xla_chunked computes it.
+    assert _tokamax._takes_soft_cap(tokamax.dot_product_attention, "xla_chunked")
+    assert not _tokamax._takes_soft_cap(tokamax.dot_product_attention, "cudnn")

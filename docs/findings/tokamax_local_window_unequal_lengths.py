@@ -1,0 +1,33 @@
+"""tokamax.dot_product_attention(local_window_size=...) with q_len != kv_len: errors, or a silent pass.
+
+Run: JAX_PLATFORMS=cpu python docs/findings/tokamax_local_window_unequal_lengths.py
+Imports jax, numpy and tokamax. For each (q_len, kv_len) and implementation, prints the largest
+difference from jax.nn.dot_product_attention with the same local_window_size, or the error.
+Exits 1 when any unequal-length call fails, 0 when all agree.
+"""
+
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tokamax
+from absl import flags
+
+flags.FLAGS.mark_as_parsed()  # tokamax reads absl flags; this script has none
+
+rng = np.random.default_rng(0)
+failed = False
+for q_len, kv_len in [(64, 64), (64, 128), (128, 64), (1, 128)]:
+    q = jnp.asarray(rng.standard_normal((1, q_len, 2, 32)), jnp.float32)
+    k = jnp.asarray(rng.standard_normal((1, kv_len, 2, 32)), jnp.float32)
+    v = jnp.asarray(rng.standard_normal((1, kv_len, 2, 32)), jnp.float32)
+    want = jax.nn.dot_product_attention(q, k, v, local_window_size=(3, 2))
+    for impl in ("xla", "xla_chunked"):
+        try:
+            got = tokamax.dot_product_attention(q, k, v, local_window_size=(3, 2), implementation=impl)
+            print(f"{q_len=:4} {kv_len=:4} {impl:12} max |tokamax - jax.nn| = {float(jnp.abs(got - want).max()):.2e}")
+        except Exception as e:  # noqa: BLE001 - the error is the finding
+            failed |= q_len != kv_len
+            print(f"{q_len=:4} {kv_len=:4} {impl:12} {type(e).__name__}: {str(e).splitlines()[0][:110]}")
+sys.exit(1 if failed else 0)
