@@ -1,7 +1,9 @@
 """Results records: versioned JSON, one file per result, written atomically.
 
 Layout: STORE/records/<run_id>/<name>.json, plus STORE/records/<run_id>/run.json for the
-run's metadata (kind "run": versions, machine, command, profile, status). run_id embeds
+run's metadata (kind "run": versions, machine, command, profile, status, and api_parameters:
+per implementation and wrapped API, which declared parameters the installed library has,
+harness.coverage). run_id embeds
 host, time and a random suffix, so stores from several machines merge by copying
 directories. Every record has "schema" (RECORD_SCHEMA), "kind" and "run_id"; the
 versions and machine of a record are those of its run.json.
@@ -106,6 +108,14 @@ def atomic_write_json(path: Path, data: Any) -> None:
         raise
 
 
+def api_parameters() -> dict[str, dict[str, dict[str, Any]]]:
+    """Which parameters of each registered implementation's wrapped API exist in the installed libraries
+    (harness.coverage.api_parameters): implementation -> API -> installed, present, absent, undeclared."""
+    from harness import contract, coverage  # the kernels import jax; reading records must not
+
+    return coverage.api_parameters(contract.registry().values())
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
@@ -166,6 +176,7 @@ class RunStore:
             "run_id": self.run_id,
             "versions": compat.library_versions(),
             "machine": machine(),
+            "api_parameters": api_parameters(),
         }
         atomic_write_json(self.dir / "run.json", {**base, **meta})
 

@@ -67,6 +67,17 @@ def run_record(
         ],
         "placement": {"references": "cpu:0", "pallas_flash": "cpu:0", "torch_sdpa": "cpu"},
         "cannot_run": {},
+        # What each wrapped API has where the run ran (harness.coverage.Api.presence).
+        "api_parameters": {
+            "pallas_flash": {
+                "flash_attention.flash_attention": {
+                    "installed": True,
+                    "present": ["q", "k", "v", "ab", "segment_ids", "causal", "sm_scale", "block_sizes", "debug"],
+                    "absent": [],
+                    "undeclared": [],
+                }
+            }
+        },
         "status": "finished",
         **extra,
     }

@@ -216,7 +216,7 @@ def test_compose_needs_a_candidate_when_everything_is_baseline(tmp_path: Path) -
 # (the report then reads the registry: test_conventions_come_from_runs_or_else_the_registry).
 # Where a failure's errors sit ("located") is kept on the shrunk failure only.
 OPTIONAL = {"case": {"shrunk", "failure_file", "located"}, "run": {"conventions"}}
-KEYED_BY_NAME = {"placement", "conventions"}
+KEYED_BY_NAME = {"placement", "conventions", "api_parameters"}
 
 
 @pytest.fixture(scope="session")
