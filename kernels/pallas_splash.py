@@ -34,7 +34,7 @@ from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
-from harness.masks import MASK_COMPONENTS, Mask
+from harness.masks import LENGTH_COMPONENTS, MASK_COMPONENTS, Mask
 
 # Every tile is whole multiples of the 128 TPU lanes: the kernel raises "bkv_compute=...
 # must be a multiple of 128" and "block_q must be a multiple of 128" (with segment ids,
@@ -189,8 +189,9 @@ class PallasSplash(Implementation):
         dtypes=("float32", "bfloat16"),
         head_dims=(64, 128, 32, 256),
         seq_lens=(128, 256, 384, 512),
-        # Every mask component: splash's mask family covers each (no additive bias).
-        mask_components=MASK_COMPONENTS,
+        # Every mask component splash's mask family covers (no additive bias); not per-row valid lengths,
+        # which no splash mask class expresses (one mask serves every batch row) and the adapter ignores.
+        mask_components=MASK_COMPONENTS - set(LENGTH_COMPONENTS),
         dbias=False,
     )
     conventions = Conventions(
