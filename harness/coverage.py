@@ -91,17 +91,19 @@ class Api:
         return (self.read or parameters)(obj)
 
     def presence(self) -> dict[str, Any]:
-        """What exists here, as run.json records it: declared parameters present and absent, and any
-        parameter the library has that no declaration names ("undeclared": a release added it)."""
+        """What exists here, as run.json records it: the declared parameters drawn, present and absent,
+        and any parameter the library has that no declaration names ("undeclared": a release added it)."""
         declared = [p.name for p in self.params]
+        drawn = [p.name for p in self.params if p.is_drawn]
         try:
             have = self.installed()
         except ValueError as e:  # no readable signature: recorded, never a crash of the run writing it
-            return {"installed": True, "present": [], "absent": [], "undeclared": [], "error": str(e)}
+            return {"installed": True, "drawn": drawn, "present": [], "absent": [], "undeclared": [], "error": str(e)}
         if have is None:
-            return {"installed": False, "present": [], "absent": declared, "undeclared": []}
+            return {"installed": False, "drawn": drawn, "present": [], "absent": declared, "undeclared": []}
         return {
             "installed": True,
+            "drawn": drawn,
             "present": [n for n in declared if n in have],
             "absent": [n for n in declared if n not in have],
             "undeclared": [n for n in have if n not in declared],
@@ -237,6 +239,12 @@ class Row:
         return dataclasses.asdict(self)
 
 
+def exercised(impl: Implementation, case: Case) -> list[str]:
+    """The drawn parameters `case` exercised, as "API.param": a case record's "exercised", so that readers
+    of records (the report) count coverage without importing any kernel."""
+    return [f"{api.name}.{p.name}" for api in apis_of(impl) for p in api.params if p.exercised and p.exercised(case)]
+
+
 def rows(impl: Implementation, cases: Iterable[Case]) -> list[Row]:
     """Per declared parameter, how many of `cases` (distinct) exercised it."""
     distinct = list(dict.fromkeys(cases))
@@ -300,17 +308,12 @@ def _summary_name(row: dict[str, Any]) -> str:
     return str(row.get("kernel", "")).removesuffix(" (oracle)")
 
 
-def cell_rows(
-    runs: dict[str, dict[str, Any]],
-    cases: list[dict[str, Any]],
-    declared: Callable[[str], Implementation | None],
-    parse: Callable[[dict[str, Any]], Case],
-) -> list[CellRow]:
+def cell_rows(runs: dict[str, dict[str, Any]], cases: list[dict[str, Any]]) -> list[CellRow]:
     """One row per (cell, implementation) that a run's summary or a case record names, in cell then
     implementation order: a kernel that cannot run in a cell has a row with no cases.
 
-    runs: run_id -> run.json; cases: case records; declared(name): the implementation whose
-    declarations apply, or None; parse(record): its Case.
+    From records alone (runs: run_id -> run.json; cases: case records): the drawn parameters are those
+    run.json's api_parameters declares drawn and present, the exercised ones those the case records list.
     """
     records: dict[tuple[str, str], list[dict[str, Any]]] = {}
     run_ids: dict[tuple[str, str], set[str]] = {}
@@ -327,28 +330,23 @@ def cell_rows(
         recs = records.get((cell, name), [])
         mine = [runs[i] for i in sorted(ids_of_runs) if i in runs]
         summaries = [s for run in mine for s in (run.get("summary") or []) if _summary_name(s) == name]
-        impl = declared(name)
         presence: dict[str, dict[str, Any]] = {}
         for run in mine:
             presence.update(((run.get("api_parameters") or {}).get(declaring_name(name))) or {})
-        distinct = {r["case_id"]: r for r in recs}
-        parsed = [parse(r) for r in distinct.values()]
-        params = [
-            p
-            for api in (apis_of(impl) if impl is not None else ())
-            for p in api.params
-            if p.exercised is not None and p.name not in (presence.get(api.name) or {}).get("absent", ())
-        ]
-        ids = tuple(sorted(distinct))
+        drawn = {
+            f"{api}.{p}" for api, info in presence.items() for p in info.get("drawn", ()) if p not in info["absent"]
+        }
+        done = {p for r in recs for p in r.get("exercised") or ()}
+        ids = tuple(sorted({r["case_id"] for r in recs}))
         same = first_seen.setdefault((name, ids), cell) if ids else cell
         out.append(
             CellRow(
                 cell=cell,
                 implementation=name,
                 verdict=_verdict(recs, summaries, mine),
-                cases=len(distinct),
-                exercised=sum(1 for p in params if any(p.exercised(c) for c in parsed)),
-                drawn=len(params),
+                cases=len(ids),
+                exercised=len(done & drawn),
+                drawn=len(drawn),
                 absent=tuple(f"{a}.{n}" for a, info in sorted(presence.items()) for n in info.get("absent", ())),
                 undeclared=tuple(
                     f"{a}.{n}" for a, info in sorted(presence.items()) for n in info.get("undeclared", ())

@@ -12,7 +12,8 @@ kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, i
                role, backend, device (where it computed, harness.placement), empty_rows, passed,
                error, comparisons, seconds, native (on an accelerator: harness.native timings
                and device memory, else null), digest (a hash of the returned arrays, to the
-               bit; null when it raised), tolerance_version; "shrunk": true and
+               bit; null when it raised), tolerance_version, exercised (the drawn API
+               parameters the case exercised, "API.param": harness.coverage); "shrunk": true and
                "failure_file" on a minimal failure, with "located" (harness.locate.Located
                JSON): where its errors sit.
 kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
@@ -116,6 +117,20 @@ def api_parameters() -> dict[str, dict[str, dict[str, Any]]]:
     return coverage.api_parameters(contract.registry().values())
 
 
+def _exercised(implementation: str, case: Case) -> list[str]:
+    """The drawn API parameters `case` exercised in `implementation` (harness.coverage.exercised); [] for
+    one that declares no API or is not loaded in this process."""
+    from harness import contract, coverage  # the kernels import jax; reading records must not
+
+    impl = contract.registry().get(implementation)
+    if impl is None:
+        try:
+            impl = contract.resolve(implementation)
+        except Exception:  # noqa: BLE001 - a name this process cannot load: nothing to count
+            return []
+    return coverage.exercised(impl, case)
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
@@ -143,6 +158,7 @@ def subject_record(
         "comparisons": [c.to_json() for c in subject.comparisons],
         "seconds": subject.seconds,
         "tolerance_version": TOLERANCE_VERSION,
+        "exercised": _exercised(subject.implementation, case),
     }
     rec.update(extra or {})
     # Where the errors sit (a few KB) on the failures the report draws: the shrunk one and any

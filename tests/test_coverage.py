@@ -79,6 +79,7 @@ def test_a_parameter_the_library_adds_is_undeclared_and_one_it_lacks_is_absent()
     # soft_cap is in the function and in no declaration; window is declared but not in this "release".
     assert DECLARED.presence() == {
         "installed": True,
+        "drawn": ["q", "k", "v", "bias", "scale"],
         "present": ["q", "k", "v", "bias", "scale"],
         "absent": ["window"],
         "undeclared": ["soft_cap"],
@@ -173,7 +174,8 @@ CELL_OLD = "20261130T000000Z-c-000003"
 
 def _store(tmp_path: Path) -> Path:
     cases = [_case(seed=s, bias=bool(s % 2)) for s in range(3)]
-    presence = cov.api_parameters([contract.resolve("pallas_flash")])
+    flash = contract.resolve("pallas_flash")
+    presence = cov.api_parameters([flash])
     old = json.loads(json.dumps(presence))
     call = old["pallas_flash"]["flash_attention.flash_attention"]
     call["present"].remove("debug")
@@ -190,7 +192,10 @@ def _store(tmp_path: Path) -> Path:
         )
         drawn = cases if jax != "0.7.0" else cases[:2]
         fail = "out" if jax == "0.9.2" else None
-        recs += [rb.case_record(run_id, c, fail_quantity=fail if c.seed == 1 else None) for c in drawn]
+        recs += [
+            rb.case_record(run_id, c, fail_quantity=fail if c.seed == 1 else None, exercised=cov.exercised(flash, c))
+            for c in drawn
+        ]
     return rb.write_store(tmp_path / "store", recs)
 
 
@@ -213,8 +218,13 @@ def test_coverage_prints_each_parameter_and_each_cell(tmp_path: Path, capsys) ->
 def test_coverage_with_every_drawn_parameter_exercised_exits_0(tmp_path: Path, capsys) -> None:
     segs = Segments(q=(((0, 128),),), kv=(((0, 128),),))
     full = _case(bias=True, scale=0.5, mask=Mask(causal="top_left", segments=segs), blocks=cov_blocks())
-    store = rb.write_store(tmp_path / "s", [rb.run_record(CELL_A), rb.case_record(CELL_A, full)])
-    assert main(["coverage", "--store", str(store), "--implementation", "pallas_flash"]) == 0, capsys.readouterr().out
+    run = rb.run_record(CELL_A, api_parameters=cov.api_parameters([contract.resolve("pallas_flash")]))
+    rec = rb.case_record(CELL_A, full)
+    del rec["exercised"]  # written before records listed it: counted from the declarations
+    store = rb.write_store(tmp_path / "s", [run, rec])
+    assert main(["coverage", "--store", str(store), "--implementation", "pallas_flash"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("py3.11-jax0.10.2")]
+    assert line.split()[2:5] == ["PASS", "1", "19/19"], line
 
 
 def cov_blocks() -> dict[str, int]:

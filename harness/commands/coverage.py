@@ -133,7 +133,13 @@ def main(args: argparse.Namespace) -> int:
         print(parameter_table(impl, rows, cases=len(stored)).replace(f"== {impl.name}:", f"== {name}:", 1) + "\n")
         if stored:
             gaps += [f"{name}: {r.api} {r.param}" for r in rows if r.cases == 0]
-    cells = coverage.cell_rows(recs.runs, recs.cases, _declared, _parse)
+    for rec in recs.cases:
+        if "exercised" not in rec:  # written before records listed it: counted from the declarations here
+            impl = _declared(rec["implementation"])
+            rec["exercised"] = (
+                [] if impl is None else coverage.exercised(impl, cases_of[rec["implementation"]][rec["case_id"]])
+            )
+    cells = coverage.cell_rows(recs.runs, recs.cases)
     if wanted:
         cells = [c for c in cells if c.implementation in wanted]
     print("== per cell: the verdict, and the drawn parameters its cases exercised")
