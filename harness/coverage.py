@@ -304,13 +304,18 @@ def _verdict(records: list[dict[str, Any]], summaries: list[dict[str, Any]], run
     return "PASS" if records else "no cases"
 
 
+def _natural(text: str) -> tuple[Any, ...]:
+    """A sort key that orders version numbers by value: jax0.9.2 before jax0.10.2."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
 def _summary_name(row: dict[str, Any]) -> str:
     return str(row.get("kernel", "")).removesuffix(" (oracle)")
 
 
 def cell_rows(runs: dict[str, dict[str, Any]], cases: list[dict[str, Any]]) -> list[CellRow]:
-    """One row per (cell, implementation) that a run's summary or a case record names, in cell then
-    implementation order: a kernel that cannot run in a cell has a row with no cases.
+    """One row per (cell, implementation) that a run's summary or a case record names, cells in version
+    order, then implementations: a kernel that cannot run in a cell has a row with no cases.
 
     From records alone (runs: run_id -> run.json; cases: case records): the drawn parameters are those
     run.json's api_parameters declares drawn and present, the exercised ones those the case records list.
@@ -326,7 +331,7 @@ def cell_rows(runs: dict[str, dict[str, Any]], cases: list[dict[str, Any]]) -> l
             run_ids.setdefault((cell_name(run), _summary_name(row)), set()).add(run_id)
     first_seen: dict[tuple[str, tuple[str, ...]], str] = {}
     out = []
-    for (cell, name), ids_of_runs in sorted(run_ids.items()):
+    for (cell, name), ids_of_runs in sorted(run_ids.items(), key=lambda kv: (_natural(kv[0][0]), kv[0][1])):
         recs = records.get((cell, name), [])
         mine = [runs[i] for i in sorted(ids_of_runs) if i in runs]
         summaries = [s for run in mine for s in (run.get("summary") or []) if _summary_name(s) == name]

@@ -209,7 +209,9 @@ def test_coverage_prints_each_parameter_and_each_cell(tmp_path: Path, capsys) ->
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("py3.11-jax")}
     assert lines["py3.11-jax0.10.2-torch2.13.0"].split()[2:5] == ["PASS", "3", "4/19"]
     assert "FAIL" in lines["py3.11-jax0.9.2-torch2.13.0"]
-    assert "same cases as py3.11-jax0.10.2-torch2.13.0" in lines["py3.11-jax0.9.2-torch2.13.0"]
+    # Cells in version order: 0.10.2 ran exactly 0.9.2's cases.
+    assert "same cases as py3.11-jax0.9.2-torch2.13.0" in lines["py3.11-jax0.10.2-torch2.13.0"]
+    assert list(lines) == [f"py3.11-jax{v}-torch2.13.0" for v in ("0.7.0", "0.9.2", "0.10.2")]
     assert "absent here: flash_attention.flash_attention.debug" in lines["py3.11-jax0.7.0-torch2.13.0"]
     assert "same cases" not in lines["py3.11-jax0.7.0-torch2.13.0"]
     assert "flash_attention.flash_attention segment_ids" in out.split("exercised by no stored case:")[1]
