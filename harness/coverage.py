@@ -273,7 +273,9 @@ def cell_name(run: dict[str, Any] | None) -> str:
     if not versions.get("jax"):
         return "unknown"
     python = ".".join(str(versions.get("python") or "?").split(".")[:2])
-    return f"py{python}-jax{versions['jax']}-torch{versions.get('torch') or 'none'}"
+    # A local version label ("2.13.0+cpu") is the build, not the release the matrix pins.
+    torch = str(versions.get("torch") or "none").split("+")[0]
+    return f"py{python}-jax{versions['jax']}-torch{torch}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

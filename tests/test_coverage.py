@@ -260,3 +260,14 @@ def _bad_case(d: Path) -> Path:
     rec = rb.case_record(CELL_A, _case())
     rec["case"]["head_dim"] = -1
     return rb.write_store(d / "s", [rb.run_record(CELL_A), rec])
+
+
+def test_a_runs_cell_is_named_as_the_matrix_names_it() -> None:
+    from harness import matrix
+
+    run = {"versions": {"python": "3.11.7", "jax": "0.10.2", "torch": "2.13.0+cpu"}}
+    assert cov.cell_name(run) in {c.name for c in matrix.CELLS}
+    assert cov.cell_name({"versions": {"python": "3.12.1", "jax": "0.11.2", "torch": None}}) in {
+        c.name for c in matrix.CELLS
+    }
+    assert cov.cell_name(None) == "unknown"

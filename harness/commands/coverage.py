@@ -67,9 +67,9 @@ def _declared(name: str) -> contract.Implementation | None:
         return None
 
 
-def parameter_table(impl: contract.Implementation, rows: list[coverage.Row], *, cases: int) -> str:
+def parameter_table(name: str, rows: list[coverage.Row], *, cases: int) -> str:
     """One implementation's declared parameters, the values drawn, and the cases that exercised each."""
-    head = f"== {impl.name}: {cases} case{'s' * (cases != 1)} in the store"
+    head = f"== {name}: {cases} case{'s' * (cases != 1)} in the store"
     if not rows:
         return f"{head}\n  no API declared"
     width = max(len(r.param) for r in rows) + 2
@@ -130,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"== {name}: {len(stored)} cases in the store; it does not load here, so no declarations to read\n")
             continue
         rows = coverage.rows(impl, stored)
-        print(parameter_table(impl, rows, cases=len(stored)).replace(f"== {impl.name}:", f"== {name}:", 1) + "\n")
+        print(parameter_table(name, rows, cases=len(stored)) + "\n")
         if stored:
             gaps += [f"{name}: {r.api} {r.param}" for r in rows if r.cases == 0]
     for rec in recs.cases:
@@ -139,6 +139,12 @@ def main(args: argparse.Namespace) -> int:
             rec["exercised"] = (
                 [] if impl is None else coverage.exercised(impl, cases_of[rec["implementation"]][rec["case_id"]])
             )
+    for run in recs.runs.values():
+        for name, apis in (run.get("api_parameters") or {}).items():
+            impl = _declared(name)
+            for api in impl.api if impl is not None else ():
+                if api.name in apis and "drawn" not in apis[api.name]:  # recorded before run.json listed them
+                    apis[api.name]["drawn"] = [p.name for p in api.params if p.is_drawn]
     cells = coverage.cell_rows(recs.runs, recs.cases)
     if wanted:
         cells = [c for c in cells if c.implementation in wanted]
