@@ -330,7 +330,8 @@ def cell_rows(runs: dict[str, dict[str, Any]], cases: list[dict[str, Any]]) -> l
         run_ids.setdefault(key, set()).add(rec["run_id"])
     for run_id, run in runs.items():
         for row in run.get("summary") or []:
-            run_ids.setdefault((cell_name(run), _summary_name(row)), set()).add(run_id)
+            if isinstance(row, dict) and row.get("kernel"):  # a bench or compile run's rows name no kernel
+                run_ids.setdefault((cell_name(run), _summary_name(row)), set()).add(run_id)
     first_seen: dict[tuple[str, tuple[str, ...]], str] = {}
     out = []
     for (cell, name), ids_of_runs in sorted(run_ids.items(), key=lambda kv: (_natural(kv[0][0]), kv[0][1])):

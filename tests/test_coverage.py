@@ -17,6 +17,7 @@ from harness import coverage as cov
 from harness.case import Case
 from harness.cli import main
 from harness.masks import Lengths, Mask, Segments
+from harness.report.records import load as load_store
 from kernels import _tokamax, torch_sdpa_backends, xla_attention
 from tests import record_builders as rb
 
@@ -190,6 +191,8 @@ def _store(tmp_path: Path) -> Path:
                 kernels=["pallas_flash"],
             )
         )
+        # A bench run's summary rows name no kernel: no row of their own.
+        recs.append(rb.run_record(f"{run_id}b", versions={"jax": jax}, summary=[{"benchmark": "x", "status": "ok"}]))
         drawn = cases if jax != "0.7.0" else cases[:2]
         fail = "out" if jax == "0.9.2" else None
         recs += [
@@ -212,6 +215,8 @@ def test_coverage_prints_each_parameter_and_each_cell(tmp_path: Path, capsys) ->
     # Cells in version order: 0.10.2 ran exactly 0.9.2's cases.
     assert "same cases as py3.11-jax0.9.2-torch2.13.0" in lines["py3.11-jax0.10.2-torch2.13.0"]
     assert list(lines) == [f"py3.11-jax{v}-torch2.13.0" for v in ("0.7.0", "0.9.2", "0.10.2")]
+    recs = load_store([store])
+    assert {r.implementation for r in cov.cell_rows(recs.runs, recs.cases)} == {"pallas_flash"}
     assert "absent here: flash_attention.flash_attention.debug" in lines["py3.11-jax0.7.0-torch2.13.0"]
     assert "same cases" not in lines["py3.11-jax0.7.0-torch2.13.0"]
     assert "flash_attention.flash_attention segment_ids" in out.split("exercised by no stored case:")[1]
