@@ -164,10 +164,25 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "harness", "bench", *session.posargs)
 
 
+# Prints the kernels that register in an environment after this marker (one line, space-separated):
+# jax may write warnings to the same output.
+KERNELS_MARKER = "kernels:"
+LIST_KERNELS = f"from harness import contract; print({KERNELS_MARKER!r}, *contract.names('kernel'))"
+
+
+def _kernels(session: nox.Session) -> list[str]:
+    """The kernels that register in the session's environment (harness.contract decides)."""
+    out = str(session.run("python", "-c", LIST_KERNELS, silent=True, log=False))
+    lines = [ln for ln in out.splitlines() if ln.startswith(KERNELS_MARKER)]
+    if not lines:
+        session.error(f"listing the kernels printed no {KERNELS_MARKER!r} line:\n{out[-2000:]}")
+    return lines[-1].split()[1:]
+
+
 @nox.session
 @nox.parametrize(["python", "cell"], [nox.param(interpreter(c.python), c, id=c.name) for c in MATRIX.CELLS])
 def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matrix.Cell
-    """One library-version cell: the suite (ci profile), the compile checks and the benchmarks."""
+    """One library-version cell: every kernel that installs there (ci profile), the compile checks, the benchmarks."""
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text(cell.constraints((ROOT / DEFAULT_CONSTRAINTS).read_text()))
     # --no-deps for the project: a cell without torch must not pull it in as a dependency.
@@ -179,21 +194,13 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matr
     # 4: a kernel that cannot run in this cell (recorded with its error, harness.cli.EXIT_CANNOT_RUN).
     ok = [0, RECORDED_FAILURE, CANNOT_RUN]
     harness = ("python", "-c", HARNESS)
-    session.run(
-        *harness,
-        "run",
-        "--profile",
-        "ci",
-        "--examples",
-        "3",
-        "--no-database",
-        "--out",
-        STORE,
-        *session.posargs,
-        success_codes=ok,
-    )
+    # Every kernel that registers here, derandomized, with its case budget (harness.matrix.EXAMPLES).
+    for argv in MATRIX.run_steps(_kernels(session)):
+        session.run(*harness, *argv, "--out", STORE, *session.posargs, success_codes=ok)
     session.run(*harness, "compile", "--out", STORE, success_codes=ok)
     session.run(*harness, "bench", "--out", STORE, success_codes=ok)
+    # Per cell so far and kernel: the verdict and the API coverage (1: a drawn parameter no case exercised).
+    session.run(*harness, "coverage", "--store", STORE, success_codes=[0, RECORDED_FAILURE])
 
 
 @nox.session(python=PYTHON)

@@ -20,6 +20,7 @@ from harness.case import Case
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
+    from harness.coverage import Api
     from harness.inputs import Inputs
 
 Role = Literal["kernel", "oracle"]
@@ -120,6 +121,8 @@ class Implementation(abc.ABC):
     capabilities: Capabilities
     conventions: Conventions
     description: str = ""
+    # Every parameter of the public functions it wraps (harness.coverage), each drawn or said why not.
+    api: tuple[Api, ...] = ()
 
     @abc.abstractmethod
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:

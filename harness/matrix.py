@@ -1,8 +1,10 @@
 """The library-version matrix: one line per cell. `nox -s matrix` runs every cell.
 
-Each cell is a virtualenv with these exact versions, in which the suite (ci profile), the
-TPU compile checks and the benchmarks run, all recording into one store; each run's
-run.json holds the versions it ran with (harness.compat.library_versions).
+Each cell is a virtualenv with these exact versions, in which the suite (ci profile: every
+kernel that installs there, EXAMPLES cases each), the TPU compile checks and the benchmarks
+run, all recording into one store; each run's run.json holds the versions it ran with
+(harness.compat.library_versions) and which parameters of each wrapped API exist there
+(api_parameters, harness.coverage).
 
 Adding a version is adding a line. A release whose API moved is handled in
 harness/compat.py, never here or elsewhere.
@@ -42,6 +44,41 @@ MATRIX = """
 COMMON = ("numpy", "ml_dtypes", "hypothesis", "jinja2", "pytest", "pytest-benchmark", "absl-py")
 COLUMNS = ("python", "jax", "libtpu", "torch")
 OPTIONAL_COLUMNS = ("tokamax",)
+
+
+# Cases per kernel in every cell. Derandomized (ci), so every cell where a kernel has the same
+# capabilities draws the same cases and cells compare case by case (`python -m harness coverage`
+# says which did). Chosen from measured CPU seconds per case (benchmarks/matrix_budget.py,
+# benchmarks/results/matrix_budget.json) so that a cell's runs fit RUN_BUDGET_S on 2 cores;
+# tests/test_matrix.py holds the sum to that budget. Every kernel the code defines has a line,
+# those registered only on a GPU or TPU too (they run in no CPU cell).
+EXAMPLES: dict[str, int] = {
+    # Measured CPU seconds per case (mean of the first three; jax 0.10.2, tests venv) in comments.
+    "jax_xla": 6,  # 5.5
+    "pallas_flash": 6,  # 6.5
+    "pallas_splash": 5,  # 7.4
+    "pallas_gpu": 7,  # 4.6
+    "pallas_gpu_decode": 10,  # 2.5
+    "pallas_paged": 8,  # 3.3
+    "pallas_ragged_paged": 6,  # cannot run under the interpreter (jax 0.10.2): its probe only
+    "tokamax_xla": 7,  # 4.9
+    "tokamax_xla_chunked": 6,  # 6.4
+    # Only on a GPU or TPU, natively: milliseconds a case, so the count of a CPU kernel.
+    "jax_cudnn": 8,
+    "torch_flash": 8,
+    "torch_efficient": 8,
+    "torch_cudnn": 8,
+    "tokamax_mosaic": 8,
+    "tokamax_triton": 8,
+    "tokamax_cudnn": 8,
+}
+# Shrink candidates per failing kernel: a failure found in a cell is shrunk a little (its failure
+# file replays it), without letting one failing kernel take the cell's whole budget.
+MAX_SHRINKS = 8
+# `nox -s matrix` within about an hour on 2 cores: per cell, the seconds its kernel runs may take
+# (installs, the compile checks and the benchmarks take the rest; see the README's version matrix).
+MATRIX_BUDGET_S = 3600
+RUN_BUDGET_S = 300
 
 
 class MatrixError(ValueError):
@@ -98,3 +135,28 @@ def parse(text: str = MATRIX) -> list[Cell]:
 
 
 CELLS: list[Cell] = parse()
+
+
+def run_steps(kernels: list[str]) -> list[list[str]]:
+    """The `python -m harness run` arguments that run every kernel in `kernels` (those registered in
+    a cell) with its EXAMPLES cases, derandomized: one step per distinct budget, kernels in order."""
+    missing = sorted(k for k in kernels if k not in EXAMPLES)
+    if missing:
+        raise MatrixError(f"kernels {missing} have no case budget: add them to harness.matrix.EXAMPLES")
+    steps = []
+    for n in sorted({EXAMPLES[k] for k in kernels}, reverse=True):
+        chosen = [arg for k in kernels if EXAMPLES[k] == n for arg in ("--kernel", k)]
+        steps.append(
+            [
+                "run",
+                "--profile",
+                "ci",
+                "--no-database",
+                "--examples",
+                str(n),
+                "--max-shrinks",
+                str(MAX_SHRINKS),
+                *chosen,
+            ]
+        )
+    return steps

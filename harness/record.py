@@ -1,7 +1,9 @@
 """Results records: versioned JSON, one file per result, written atomically.
 
 Layout: STORE/records/<run_id>/<name>.json, plus STORE/records/<run_id>/run.json for the
-run's metadata (kind "run": versions, machine, command, profile, status). run_id embeds
+run's metadata (kind "run": versions, machine, command, profile, status, and api_parameters:
+per implementation and wrapped API, which declared parameters the installed library has,
+harness.coverage). run_id embeds
 host, time and a random suffix, so stores from several machines merge by copying
 directories. Every record has "schema" (RECORD_SCHEMA), "kind" and "run_id"; the
 versions and machine of a record are those of its run.json.
@@ -10,7 +12,8 @@ kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, i
                role, backend, device (where it computed, harness.placement), empty_rows, passed,
                error, comparisons, seconds, native (on an accelerator: harness.native timings
                and device memory, else null), digest (a hash of the returned arrays, to the
-               bit; null when it raised), tolerance_version; "shrunk": true and
+               bit; null when it raised), tolerance_version, exercised (the drawn API
+               parameters the case exercised, "API.param": harness.coverage); "shrunk": true and
                "failure_file" on a minimal failure, with "located" (harness.locate.Located
                JSON): where its errors sit.
 kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
@@ -106,6 +109,28 @@ def atomic_write_json(path: Path, data: Any) -> None:
         raise
 
 
+def api_parameters() -> dict[str, dict[str, dict[str, Any]]]:
+    """Which parameters of each registered implementation's wrapped API exist in the installed libraries
+    (harness.coverage.api_parameters): implementation -> API -> installed, present, absent, undeclared."""
+    from harness import contract, coverage  # the kernels import jax; reading records must not
+
+    return coverage.api_parameters(contract.registry().values())
+
+
+def _exercised(implementation: str, case: Case) -> list[str]:
+    """The drawn API parameters `case` exercised in `implementation` (harness.coverage.exercised); [] for
+    one that declares no API or is not loaded in this process."""
+    from harness import contract, coverage  # the kernels import jax; reading records must not
+
+    impl = contract.registry().get(implementation)
+    if impl is None:
+        try:
+            impl = contract.resolve(implementation)
+        except Exception:  # noqa: BLE001 - a name this process cannot load: nothing to count
+            return []
+    return coverage.exercised(impl, case)
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
@@ -133,6 +158,7 @@ def subject_record(
         "comparisons": [c.to_json() for c in subject.comparisons],
         "seconds": subject.seconds,
         "tolerance_version": TOLERANCE_VERSION,
+        "exercised": _exercised(subject.implementation, case),
     }
     rec.update(extra or {})
     # Where the errors sit (a few KB) on the failures the report draws: the shrunk one and any
@@ -166,6 +192,7 @@ class RunStore:
             "run_id": self.run_id,
             "versions": compat.library_versions(),
             "machine": machine(),
+            "api_parameters": api_parameters(),
         }
         atomic_write_json(self.dir / "run.json", {**base, **meta})
 

@@ -47,6 +47,7 @@ from absl import flags
 from hypothesis import strategies as st
 
 from harness import compat, paging, placement
+from harness import coverage as cov
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs
 from harness.inputs import Inputs
@@ -103,6 +104,46 @@ def dtypes() -> tuple[str, ...]:
     return DTYPES if compat.jax_platform() != "cpu" else tuple(d for d in DTYPES if d != "float16")
 
 
+def api(implementation: str) -> cov.Api:
+    """Every parameter of tokamax.dot_product_attention, as this adapter drives it."""
+    return cov.Api(
+        name="tokamax.dot_product_attention",
+        locate=lambda: tokamax.dot_product_attention,
+        params=(
+            cov.Param(name="query", drawn="[B, T, N, H] in the case dtype", exercised=cov.always),
+            cov.Param(name="key", drawn="[B, S, K, H]; K divides N (GQA, MQA)", exercised=cov.always),
+            cov.Param(name="value", drawn="[B, S, K, H]", exercised=cov.always),
+            cov.Param(name="bias", drawn="float [B, N, T, S], or None", exercised=cov.has_bias),
+            cov.Param(
+                name="mask",
+                drawn="boolean [B, N, T, S]: other windows, chunk, block-sparse, segments, per-head masks",
+                exercised=lambda case: _split_mask(case)[1] is not None,
+            ),
+            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.Param(name="is_causal", drawn="True, False", exercised=cov.causal_top_left),
+            cov.Param(
+                name="query_seq_lengths", drawn="per-row query lengths, or None", exercised=cov.component("q_lengths")
+            ),
+            cov.Param(
+                name="key_value_seq_lengths",
+                drawn="per-row key lengths, or None",
+                exercised=cov.component("kv_lengths"),
+            ),
+            cov.Param(
+                name="local_window_size",
+                drawn="(left, right) for windows at offset 0 when q_len == kv_len",
+                exercised=lambda case: _split_mask(case)[0] is not None,
+            ),
+            cov.Param(name="logits_soft_cap", why=cov.NO_SOFT_CAP),
+            cov.Param(
+                name="precision", drawn="None, HIGHEST (block flag precision_highest)", exercised=cov.block(PRECISION)
+            ),
+            cov.Param(name="implementation", drawn=f'"{implementation}"', exercised=cov.always, why="one per kernel"),
+            cov.Param(name="q_sharding", why=cov.SHARDING),
+        ),
+    )
+
+
 class TokamaxAttention(Implementation):
     role = "kernel"
     framework = "jax"
@@ -130,6 +171,7 @@ class TokamaxAttention(Implementation):
     def __init__(self, implementation: str, fn: Callable[..., Any] | None = None, name: str | None = None) -> None:
         self.capabilities = dataclasses.replace(self.capabilities, dtypes=dtypes())
         self.implementation = implementation
+        self.api = (api(implementation),)
         self.fn = fn or tokamax.dot_product_attention
         self.name = name or f"tokamax_{implementation}"
         self.description = f'tokamax.dot_product_attention(implementation="{implementation}")' + (

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
 from harness import compat, placement
+from harness import coverage as cov
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -73,6 +74,35 @@ def _flash_blocks(draw: Any, case: Case) -> dict[str, int]:
     return blocks
 
 
+API = (
+    cov.Api(
+        name="flash_attention.flash_attention",
+        locate=lambda: upstream.flash_attention,
+        params=(
+            cov.Param(name="q", drawn="[B, N, T, H] in the case dtype", exercised=cov.always),
+            cov.Param(name="k", drawn="[B, N, S, H] (k/v heads repeated for GQA)", exercised=cov.always),
+            cov.Param(name="v", drawn="[B, N, S, H]", exercised=cov.always),
+            cov.Param(name="ab", drawn="float32 bias / scale, or None", exercised=cov.has_bias),
+            cov.Param(
+                name="segment_ids", drawn="SegmentIds(q, kv), orphan ids included", exercised=cov.component("segments")
+            ),
+            cov.Param(name="causal", drawn="True, False", exercised=cov.causal_top_left),
+            cov.Param(name="sm_scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.Param(name="block_sizes", drawn="every field drawn, or the defaults", exercised=cov.tiled),
+            cov.Param(name="debug", why=cov.DEBUG),
+        ),
+    ),
+    cov.Api(
+        name="flash_attention.BlockSizes",
+        locate=lambda: upstream.BlockSizes,
+        params=tuple(
+            cov.Param(name=name, drawn="lane-aligned tiles dividing their axis", exercised=cov.block(name))
+            for name in FORWARD_BLOCKS + BACKWARD_BLOCKS
+        ),
+    ),
+)
+
+
 class PallasFlash(Implementation):
     role = "kernel"
     framework = "jax"
@@ -95,6 +125,7 @@ class PallasFlash(Implementation):
             "the diagonal, which depends on block sizes"
         ),
     )
+    api = API
 
     def __init__(self, fn: Callable[..., Any] = upstream.flash_attention, name: str = "pallas_flash") -> None:
         self.fn = fn

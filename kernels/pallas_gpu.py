@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import attention as upstream
 
 from harness import compat, placement
+from harness import coverage as cov
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -56,6 +57,45 @@ def _gpu_blocks(draw: Any, case: Case) -> dict[str, int]:
     return blocks
 
 
+API = (
+    cov.Api(
+        name="gpu.attention.mha",
+        locate=lambda: upstream.mha,
+        params=(
+            cov.Param(name="q", drawn="[B, T, N, H] in the case dtype", exercised=cov.always),
+            cov.Param(name="k", drawn="[B, S, N, H] (k/v heads repeated for GQA)", exercised=cov.always),
+            cov.Param(name="v", drawn="[B, S, N, H]", exercised=cov.always),
+            cov.Param(
+                name="segment_ids", drawn="one [B, T] array for q and kv (T == S)", exercised=cov.component("segments")
+            ),
+            cov.Param(name="sm_scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.Param(name="causal", drawn="True (T <= S), False", exercised=cov.causal_top_left),
+            cov.Param(name="block_sizes", drawn="every field drawn", exercised=cov.tiled),
+            cov.Param(name="backward_pass_impl", why="the default Triton backward only, not yet drawn (issue 11)"),
+            cov.Param(name="num_warps", why=cov.LAUNCH),
+            cov.Param(name="num_stages", why=cov.LAUNCH),
+            cov.Param(name="grid", why="the kernel's own grid from the shapes; a custom grid is a launch choice"),
+            cov.Param(
+                name="interpret",
+                drawn="True off a GPU, False on one",
+                exercised=cov.always,
+                why="set by the platform, never drawn",
+            ),
+            cov.Param(name="debug", why=cov.DEBUG),
+            cov.Param(name="return_residuals", why=cov.NO_RESIDUALS),
+        ),
+    ),
+    cov.Api(
+        name="gpu.attention.BlockSizes",
+        locate=lambda: upstream.BlockSizes,
+        params=tuple(
+            cov.Param(name=name, drawn=f"{', '.join(map(str, TILES))} dividing {seq}", exercised=cov.block(name))
+            for name, seq in BLOCKS.items()
+        ),
+    ),
+)
+
+
 class PallasGpu(Implementation):
     role = "kernel"
     framework = "jax"
@@ -84,6 +124,7 @@ class PallasGpu(Implementation):
             "and top-left causal no such row exists"
         ),
     )
+    api = API
 
     def __init__(self, fn: Callable[..., Any] = upstream.mha, name: str = "pallas_gpu") -> None:
         self.fn = fn

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import decode_attention as upstream
 
 from harness import compat, placement
+from harness import coverage as cov
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -49,6 +50,54 @@ def _decode_blocks(draw: Any, case: Case) -> dict[str, int]:
     block_k = draw(st.sampled_from([b for b in (16, 32, 64, 128) if b <= split and split % b == 0]))
     # block_h: query heads per program; past the group size the extra rows are masked loads.
     return {"block_h": draw(st.sampled_from((16, 8, 32))), "block_k": block_k, "k_splits": k_splits}
+
+
+def _entry_api(name: str) -> cov.Api:
+    """gqa or mqa: the same parameters; the adapter calls mqa for one kv head."""
+    called = cov.mqa if name == "mqa" else (lambda case: not cov.mqa(case))
+    k_shape = "[B, S, H]" if name == "mqa" else "[B, S, K, H]"
+    return cov.Api(
+        name=f"gpu.decode_attention.{name}",
+        locate=lambda: getattr(upstream, name),
+        params=(
+            cov.Param(name="q", drawn="[B, N, H] in the case dtype", exercised=called),
+            cov.Param(name="k", drawn=k_shape, exercised=called),
+            cov.Param(name="v", drawn=k_shape, exercised=called),
+            cov.Param(
+                name="start_idx",
+                drawn="per-row key starts (0, 1, aligned, any), or None",
+                exercised=lambda c: called(c) and cov.component("kv_starts")(c),
+            ),
+            cov.Param(
+                name="kv_seq_len",
+                drawn="per-row key lengths (0, 1, aligned, any), or None",
+                exercised=lambda c: called(c) and cov.component("kv_lengths")(c),
+            ),
+            cov.Param(
+                name="sm_scale",
+                drawn="1/sqrt(H), 1.0, 0.25, 0.03",
+                exercised=lambda c: called(c) and cov.explicit_scale(c),
+            ),
+            *(
+                cov.Param(
+                    name=b, drawn="valid tiles and splits", exercised=lambda c, b=b: called(c) and cov.block(b)(c)
+                )
+                for b in BLOCKS
+            ),
+            cov.Param(name="num_warps", why=cov.LAUNCH),
+            cov.Param(name="num_stages", why=cov.LAUNCH),
+            cov.Param(name="grid", why="the kernel's own grid from the shapes; a custom grid is a launch choice"),
+            cov.Param(
+                name="interpret", drawn="True off a GPU, False on one", exercised=called, why="set by the platform"
+            ),
+            cov.Param(name="debug", why=cov.DEBUG),
+            cov.Param(name="return_residuals", why=cov.NO_RESIDUALS),
+            cov.Param(name="normalize_output", why="the default True: the adapter compares the normalised output"),
+        ),
+    )
+
+
+API = (_entry_api("gqa"), _entry_api("mqa"))
 
 
 class PallasGpuDecode(Implementation):
@@ -76,6 +125,7 @@ class PallasGpuDecode(Implementation):
             "0 by the denominator plus eps: 0. Forward only (no VJP upstream)"
         ),
     )
+    api = API
 
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_gpu_decode") -> None:
         self.fn = fn

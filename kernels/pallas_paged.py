@@ -32,6 +32,7 @@ from jax.experimental.pallas.ops.tpu import paged_attention as upstream
 from jax.experimental.pallas.ops.tpu.paged_attention import quantization_utils
 
 from harness import compat, paging, placement
+from harness import coverage as cov
 from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs, int8_grid
@@ -81,6 +82,47 @@ def _default_layout(case: Case) -> dict[str, int]:
     return {"page_size": 16, "pages_per_compute_block": 1, "spare_pages": 1}
 
 
+API = (
+    cov.Api(
+        name="paged_attention.paged_attention",
+        locate=lambda: upstream.paged_attention,
+        params=(
+            cov.Param(name="q", drawn="[B, N, H], scaled by the adapter", exercised=cov.always),
+            cov.Param(
+                name="k_pages",
+                drawn="[K, pool, page_size, H] pages in the case dtype, or int8 QuantizedTensor pages",
+                exercised=cov.kv_format("int8"),
+                why="counted: cases with int8 pages; every other case passes plain pages",
+            ),
+            cov.Param(name="v_pages", drawn="as k_pages", exercised=cov.kv_format("int8"), why="counted as k_pages"),
+            cov.Param(name="lengths", drawn="per-row key lengths (0, 1, page-aligned, any)", exercised=cov.always),
+            cov.Param(name="page_indices", drawn="a seeded non-identity page table", exercised=cov.always),
+            cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
+            cov.Param(name="attn_logits_soft_cap", why=cov.NO_SOFT_CAP),
+            cov.Param(
+                name="pages_per_compute_block",
+                drawn="divisors of the pages per sequence",
+                exercised=cov.block("pages_per_compute_block"),
+            ),
+            cov.Param(
+                name="megacore_mode",
+                drawn='None, "kv_head", "batch"',
+                exercised=lambda c: any(f in c.block_dict for f in MEGACORE),
+                why="counted: cases with a megacore mode",
+            )
+            if _megacore_runs()
+            else cov.Param(
+                name="megacore_mode",
+                why="None only: a megacore mode hangs under the Pallas TPU interpreter; drawn on a TPU",
+            ),
+            cov.Param(
+                name="inline_seq_dim", drawn="True, False", exercised=cov.block(SPLIT), why="counted: cases with False"
+            ),
+        ),
+    ),
+)
+
+
 class PallasPaged(Implementation):
     role = "kernel"
     framework = "jax"
@@ -115,6 +157,7 @@ class PallasPaged(Implementation):
             "on a TPU): declared unwritten, not checked. Forward only (no VJP upstream)"
         ),
     )
+    api = API
 
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_paged") -> None:
         self.fn = fn or upstream.paged_attention

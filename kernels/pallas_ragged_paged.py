@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import ragged_paged_attention as upstream
 
 from harness import compat, paging, placement
+from harness import coverage as cov
 from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs, make_inputs
@@ -68,6 +69,50 @@ def _layout(draw: Any, case: Case) -> dict[str, int]:
         if draw(st.booleans()):
             layout[name] = draw(st.integers(1, 4))
     return layout
+
+
+API = (
+    cov.Api(
+        name="ragged_paged_attention.ragged_paged_attention",
+        locate=lambda: upstream.ragged_paged_attention,
+        params=(
+            cov.Param(name="q", drawn="[tokens, N, H]: the real queries of every row, packed", exercised=cov.always),
+            cov.Param(name="kv_pages", drawn="[pool, page_size, 2K, H], k and v interleaved", exercised=cov.always),
+            cov.Param(name="kv_lens", drawn="per-row key lengths (0, 1, page-aligned, any)", exercised=cov.always),
+            cov.Param(name="page_indices", drawn="a seeded non-identity page table", exercised=cov.always),
+            cov.Param(
+                name="cu_q_lens",
+                drawn="cumulative per-row query lengths (0 to kv_lens)",
+                exercised=cov.component("q_lengths"),
+                why="counted: cases with per-row query lengths",
+            ),
+            cov.Param(name="num_seqs", drawn="the batch", exercised=cov.always),
+            cov.Param(name="sm_scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.Param(
+                name="sliding_window", drawn="w keys up to each query's diagonal", exercised=cov.component("window")
+            ),
+            cov.Param(name="soft_cap", why=cov.NO_SOFT_CAP),
+            cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
+            cov.Param(
+                name="k_scale",
+                drawn="2**e (block k_scale_exp; pages hold K * 2**-e)",
+                exercised=cov.block("k_scale_exp"),
+            ),
+            cov.Param(
+                name="v_scale",
+                drawn="2**e (block v_scale_exp; pages hold V * 2**-e)",
+                exercised=cov.block("v_scale_exp"),
+            ),
+            cov.Param(
+                name="num_kv_pages_per_block",
+                drawn="1 to the pages per sequence",
+                exercised=cov.block("num_kv_pages_per_block"),
+            ),
+            cov.Param(name="num_queries_per_block", drawn="8, 16, 32", exercised=cov.block("num_queries_per_block")),
+            cov.Param(name="vmem_limit_bytes", why="a TPU on-chip memory budget; no numerical effect"),
+        ),
+    ),
+)
 
 
 class PallasRaggedPaged(Implementation):
@@ -102,6 +147,7 @@ class PallasRaggedPaged(Implementation):
             "the adapter returns them as NaN (declared). Forward only (no VJP upstream)"
         ),
     )
+    api = API
 
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_ragged_paged") -> None:
         self.fn = fn or upstream.ragged_paged_attention

@@ -29,11 +29,12 @@ from jax.experimental.pallas.ops.tpu import splash_attention as upstream
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
 
 from harness import compat, placement
+from harness import coverage as cov
 from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
-from harness.masks import MASK_COMPONENTS, Mask
+from harness.masks import LENGTH_COMPONENTS, MASK_COMPONENTS, Mask
 
 # Every tile is whole multiples of the 128 TPU lanes: the kernel raises "bkv_compute=...
 # must be a multiple of 128" and "block_q must be a multiple of 128" (with segment ids,
@@ -105,6 +106,74 @@ def splash_mask(mask: Mask, *, heads: int, q_len: int, kv_len: int) -> mask_lib.
     return mask_lib.MultiHeadMask(per_head)
 
 
+def _factory(name: str, *, mqa: bool) -> cov.Api:
+    """make_splash_mha or make_splash_mqa: the same parameters, is_mqa bound by each."""
+    return cov.Api(
+        name=f"splash_attention.{name}",
+        locate=lambda: getattr(upstream, name),
+        params=(
+            cov.Param(
+                name="mask",
+                drawn="MultiHeadMask of CausalMask, LocalMask, ChunkedCausalMask, NumpyMask (block-sparse), "
+                "FullMask, combined with & and per head",
+                exercised=cov.always,
+            ),
+            cov.Param(name="block_sizes", drawn="every field drawn, or the defaults", exercised=cov.tiled),
+            cov.Param(
+                name="is_mqa",
+                drawn=f"{mqa} (bound by {name}; the adapter calls make_splash_mqa when kv_heads == 1)",
+                exercised=cov.mqa if mqa else (lambda case: not cov.mqa(case)),
+            ),
+            cov.Param(name="save_residuals", why=cov.NO_RESIDUALS),
+            cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
+            cov.Param(name="attn_logits_soft_cap", why=cov.NO_SOFT_CAP),
+            cov.Param(name="downcast_smem_data", why="how mask metadata is stored; no numerical effect"),
+            cov.Param(name="head_shards", drawn="1", exercised=cov.always, why=cov.SHARDING),
+            cov.Param(name="q_seq_shards", drawn="1", exercised=cov.always, why=cov.SHARDING),
+            cov.Param(name="residual_checkpoint_name", why="a name for rematerialisation; no numerical effect"),
+            cov.Param(name="interpret", why=cov.INTERPRET_FORCED),
+        ),
+    )
+
+
+API = (
+    _factory("make_splash_mha", mqa=False),
+    _factory("make_splash_mqa", mqa=True),
+    cov.Api(
+        # The kernel object's call forwards *args to _splash_attention after its three mask infos.
+        name="splash_attention.SplashAttentionKernel.__call__",
+        locate=lambda: upstream.splash_attention_kernel._splash_attention,
+        read=cov.positional("fwd_mask_info", "dq_mask_info", "dkv_mask_info"),
+        params=(
+            cov.Param(name="q", drawn="[N, T, H], scaled by the adapter", exercised=cov.always),
+            cov.Param(name="k", drawn="[K, S, H], or [S, H] under MQA", exercised=cov.always),
+            cov.Param(name="v", drawn="[K, S, H], or [S, H] under MQA", exercised=cov.always),
+            cov.Param(
+                name="segment_ids", drawn="SegmentIds(q, kv), orphan ids included", exercised=cov.component("segments")
+            ),
+            cov.Param(name="sinks", why=cov.NO_SINKS),
+        ),
+    ),
+    cov.Api(
+        name="splash_attention.BlockSizes",
+        locate=lambda: upstream.BlockSizes,
+        params=(
+            *(
+                cov.Param(name=name, drawn="lane-aligned tiles dividing their axis", exercised=cov.block(name))
+                for name in FORWARD_BLOCKS + DKV_BLOCKS + DQ_BLOCKS
+            ),
+            cov.Param(name=FUSED, drawn="True, False", exercised=cov.block(FUSED)),
+            *(
+                cov.Param(
+                    name=f"{x}_layout", why="the default HEAD_DIM_MINOR: the adapter's arrays are [heads, seq, dim]"
+                )
+                for x in "qkv"
+            ),
+        ),
+    ),
+)
+
+
 def _takes_is_mqa(fn: Callable[..., Any]) -> bool:
     try:
         return "is_mqa" in inspect.signature(fn).parameters
@@ -120,8 +189,9 @@ class PallasSplash(Implementation):
         dtypes=("float32", "bfloat16"),
         head_dims=(64, 128, 32, 256),
         seq_lens=(128, 256, 384, 512),
-        # Every mask component: splash's mask family covers each (no additive bias).
-        mask_components=MASK_COMPONENTS,
+        # Every mask component splash's mask family covers (no additive bias); not per-row valid lengths,
+        # which no splash mask class expresses (one mask serves every batch row) and the adapter ignores.
+        mask_components=MASK_COMPONENTS - set(LENGTH_COMPONENTS),
         dbias=False,
     )
     conventions = Conventions(
@@ -135,6 +205,7 @@ class PallasSplash(Implementation):
             "tile (0/0), else an average of the visited tiles' values; checked as declared, row by row"
         ),
     )
+    api = API
 
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_splash") -> None:
         self.fn = fn

@@ -12,10 +12,34 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from harness import coverage as cov
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.torchvjp import repeat_kv, torch_outputs
+
+
+def api(*, bias: bool) -> cov.Api:
+    """Every parameter of F.scaled_dot_product_attention, as a fused GPU backend is driven."""
+    attn_mask = (
+        cov.Param(name="attn_mask", drawn="float bias (causal folded in), or None", exercised=cov.has_bias)
+        if bias
+        else cov.Param(name="attn_mask", why="this backend takes no attn_mask")
+    )
+    return cov.Api(
+        name="torch.nn.functional.scaled_dot_product_attention",
+        locate=lambda: F.scaled_dot_product_attention,
+        params=(
+            cov.Param(name="query", drawn="[B, N, T, H] on CUDA", exercised=cov.always),
+            cov.Param(name="key", drawn="[B, N, S, H] (k/v heads repeated for GQA)", exercised=cov.always),
+            cov.Param(name="value", drawn="[B, N, S, H]", exercised=cov.always),
+            attn_mask,
+            cov.Param(name="dropout_p", why="random: no deterministic truth to compare with"),
+            cov.Param(name="is_causal", drawn="True, False", exercised=cov.causal_top_left),
+            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.Param(name="enable_gqa", why="the adapter repeats k/v heads (a torch >= 2.5 flag), not yet drawn"),
+        ),
+    )
 
 
 class TorchSDPABackend(Implementation):
@@ -26,6 +50,7 @@ class TorchSDPABackend(Implementation):
         self.name = name
         self.backend_name = backend_name
         self.capabilities = capabilities
+        self.api = (api(bias="bias" in capabilities.mask_components),)
         self.conventions = Conventions(
             bias="QK^T * scale + attn_mask (float mask)",
             causal="is_causal is top-left",

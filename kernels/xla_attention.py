@@ -14,10 +14,45 @@ import jax
 import jax.numpy as jnp
 
 from harness import compat, placement
+from harness import coverage as cov
 from harness.case import DTYPES, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
+
+
+def api(implementation: Literal["xla", "cudnn"]) -> cov.Api:
+    """Every parameter of jax.nn.dot_product_attention, as this adapter drives it."""
+    segments = implementation == "xla"  # cuDNN is declared without segments
+    return cov.Api(
+        name="jax.nn.dot_product_attention",
+        locate=lambda: jax.nn.dot_product_attention,
+        params=(
+            cov.Param(name="query", drawn="[B, T, N, H] in the case dtype", exercised=cov.always),
+            cov.Param(name="key", drawn="[B, S, K, H]; K divides N (GQA, MQA)", exercised=cov.always),
+            cov.Param(name="value", drawn="[B, S, K, H]", exercised=cov.always),
+            cov.Param(name="bias", drawn="float [B, N, T, S], or None", exercised=cov.has_bias),
+            cov.Param(name="mask", drawn="boolean [B, 1, T, S] from segment ids", exercised=cov.component("segments"))
+            if segments
+            else cov.Param(name="mask", why="cuDNN is declared without segment ids, the only boolean mask drawn"),
+            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.Param(name="is_causal", drawn="True, False", exercised=cov.causal_top_left),
+            cov.Param(
+                name="query_seq_lengths",
+                why="not passed yet: valid query lengths are not in this kernel's capabilities (issue 11)",
+            ),
+            cov.Param(
+                name="key_value_seq_lengths",
+                why="not passed yet: valid key lengths are not in this kernel's capabilities (issue 11)",
+            ),
+            cov.Param(
+                name="local_window_size",
+                why="not passed yet: the case's windows (offsets, unbounded sides) are given to no native window",
+            ),
+            cov.Param(name="implementation", drawn=f'"{implementation}"', exercised=cov.always, why="one per kernel"),
+            cov.Param(name="return_residual", why=cov.NO_RESIDUALS),
+        ),
+    )
 
 
 class DotProductAttention(Implementation):
@@ -31,6 +66,7 @@ class DotProductAttention(Implementation):
         self.name = name
         self.capabilities = capabilities
         self.conventions = conventions
+        self.api = (api(implementation),)
         self.description = f'jax.nn.dot_product_attention(implementation="{implementation}")'
 
     def backend(self) -> str:
@@ -85,25 +121,24 @@ XLA = DotProductAttention(
 )
 register(XLA)
 
+CUDNN = DotProductAttention(
+    "cudnn",
+    "jax_cudnn",
+    Capabilities(
+        # cuDNN's fused attention takes 16-bit inputs and head dims up to 128 (multiples of 8).
+        dtypes=("bfloat16", "float16"),
+        head_dims=(64, 128),
+        seq_lens=(64, 128, 256),
+        mask_components=frozenset({"causal_top_left", "bias"}),
+        dbias=False,
+    ),
+    Conventions(
+        bias="QK^T * scale + bias",
+        causal="top-left",
+        gqa="native",
+        empty_rows="uniform",
+        notes="declared masks leave no row without a visible key, so the empty-row value is never checked",
+    ),
+)
 if compat.jax_platform() == "gpu":  # pragma: no cover - needs a GPU; untested on the CPU hosts
-    register(
-        DotProductAttention(
-            "cudnn",
-            "jax_cudnn",
-            Capabilities(
-                # cuDNN's fused attention takes 16-bit inputs and head dims up to 128 (multiples of 8).
-                dtypes=("bfloat16", "float16"),
-                head_dims=(64, 128),
-                seq_lens=(64, 128, 256),
-                mask_components=frozenset({"causal_top_left", "bias"}),
-                dbias=False,
-            ),
-            Conventions(
-                bias="QK^T * scale + bias",
-                causal="top-left",
-                gqa="native",
-                empty_rows="uniform",
-                notes="declared masks leave no row without a visible key, so the empty-row value is never checked",
-            ),
-        )
-    )
+    register(CUDNN)

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from harness import compat, placement
+from harness import coverage as cov
 from harness.case import DTYPES, KV_FORMATS, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
@@ -58,6 +59,26 @@ def truth(case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         return run_reference(case, inputs, grads=grads, dtype=jnp.float64)
 
 
+API = (
+    cov.Api(
+        name="oracles.jax_reference.attention",
+        locate=lambda: attention,
+        params=(
+            cov.Param(name="q", drawn="[B, N, T, H] in the case dtype (float64 for the truth)", exercised=cov.always),
+            cov.Param(name="k", drawn="[B, K, S, H]", exercised=cov.always),
+            cov.Param(name="v", drawn="[B, K, S, H]", exercised=cov.always),
+            cov.Param(name="bias", drawn="float [B, N, T, S], or None", exercised=cov.has_bias),
+            cov.Param(
+                name="visible",
+                drawn="the dense mask of every component (harness.masks.dense_mask)",
+                exercised=lambda case: bool(case.mask.components),
+            ),
+            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+        ),
+    ),
+)
+
+
 class JaxReference(Implementation):
     name = "jax_reference"
     role = "oracle"
@@ -78,6 +99,7 @@ class JaxReference(Implementation):
         gqa="repeats k/v heads",
         empty_rows="zeros",
     )
+    api = API
 
     def violations(self, case: Case) -> list[str]:
         return [p for p in super().violations(case) if not p.startswith("head_dim")]

@@ -9,11 +9,33 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from harness import coverage as cov
 from harness.case import DTYPES, KV_FORMATS, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.masks import MASK_COMPONENTS
 from harness.torchvjp import repeat_kv, torch_outputs
+
+API = (
+    cov.Api(
+        name="torch.nn.functional.scaled_dot_product_attention",
+        locate=lambda: F.scaled_dot_product_attention,
+        params=(
+            cov.Param(name="query", drawn="[B, N, T, H] in the case dtype, on CPU", exercised=cov.always),
+            cov.Param(name="key", drawn="[B, N, S, H] (k/v heads repeated)", exercised=cov.always),
+            cov.Param(name="value", drawn="[B, N, S, H]", exercised=cov.always),
+            cov.Param(
+                name="attn_mask",
+                drawn="the dense boolean mask, or the bias with -inf where masked",
+                exercised=lambda case: case.bias or bool(case.mask.components),
+            ),
+            cov.Param(name="dropout_p", why="random: no deterministic truth to compare with"),
+            cov.Param(name="is_causal", why="the adapter passes the dense mask instead: one path for every component"),
+            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.Param(name="enable_gqa", why="the adapter repeats k/v heads (enable_gqa is torch >= 2.5 only)"),
+        ),
+    ),
+)
 
 
 class TorchSDPA(Implementation):
@@ -37,6 +59,7 @@ class TorchSDPA(Implementation):
         empty_rows="zeros",
         notes="a fully masked row gives 0 output and 0 gradient (torch>=2.5 safe softmax)",
     )
+    api = API
 
     def violations(self, case: Case) -> list[str]:
         return [p for p in super().violations(case) if not p.startswith("head_dim")]

@@ -67,6 +67,18 @@ def run_record(
         ],
         "placement": {"references": "cpu:0", "pallas_flash": "cpu:0", "torch_sdpa": "cpu"},
         "cannot_run": {},
+        # What each wrapped API has where the run ran (harness.coverage.Api.presence).
+        "api_parameters": {
+            "pallas_flash": {
+                "flash_attention.flash_attention": {
+                    "installed": True,
+                    "drawn": ["q", "k", "v", "ab", "segment_ids", "causal", "sm_scale", "block_sizes"],
+                    "present": ["q", "k", "v", "ab", "segment_ids", "causal", "sm_scale", "block_sizes", "debug"],
+                    "absent": [],
+                    "undeclared": [],
+                }
+            }
+        },
         "status": "finished",
         **extra,
     }
@@ -129,6 +141,8 @@ def case_record(
         "comparisons": comps,
         "seconds": 2.5,
         "tolerance_version": 1,
+        # The drawn API parameters the case exercised (harness.coverage.exercised), "API.param".
+        "exercised": [f"flash_attention.flash_attention.{p}" for p in ("q", "k", "v")] if role == "kernel" else [],
         **extra,
     }
 

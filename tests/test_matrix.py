@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness import matrix
@@ -50,3 +56,78 @@ def test_cell_constraints_replace_the_default_pins() -> None:
 def test_bad_lines_name_the_problem(line: str, message: str) -> None:
     with pytest.raises(matrix.MatrixError, match=message):
         matrix.parse(line)
+
+
+def test_run_steps_run_every_kernel_once_with_its_budget_derandomized() -> None:
+    kernels = ["jax_xla", "pallas_flash", "pallas_paged"]
+    steps = matrix.run_steps(kernels)
+    named = [b for step in steps for a, b in zip(step, step[1:], strict=False) if a == "--kernel"]
+    assert sorted(named) == sorted(kernels)
+    for step in steps:
+        assert step[:3] == ["run", "--profile", "ci"] and "--no-database" in step
+        budget = int(step[step.index("--examples") + 1])
+        assert all(matrix.EXAMPLES[k] == budget for k in step[step.index("--max-shrinks") + 3 :: 2])
+
+
+def test_a_kernel_without_a_budget_is_named() -> None:
+    with pytest.raises(matrix.MatrixError, match=r"\['new_kernel'\] have no case budget"):
+        matrix.run_steps(["jax_xla", "new_kernel"])
+
+
+def test_every_kernel_the_code_defines_has_a_budget() -> None:
+    from tests.test_coverage import every_implementation
+
+    kernels = {i.name for i in every_implementation() if i.role == "kernel"}
+    assert kernels == set(matrix.EXAMPLES)
+
+
+MEASURED = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "matrix_budget.json"
+
+
+def _cost(cpu_s: list[float], n: int) -> float:
+    """CPU seconds of a kernel's first n ci cases: measured ones as measured, the rest at their mean."""
+    mean = sum(cpu_s) / len(cpu_s)
+    return sum(cpu_s[:n]) + max(0, n - len(cpu_s)) * mean
+
+
+def test_a_cells_runs_fit_the_budget_at_the_measured_cost_per_case() -> None:
+    measured = json.loads(MEASURED.read_text())
+    kernels = measured["kernels"]
+    runnable = {k: v["cpu_s"] for k, v in kernels.items() if v["cpu_s"]}
+    steps = matrix.run_steps(sorted(kernels))
+    total = len(steps) * measured["startup_cpu_s"] + sum(_cost(c, matrix.EXAMPLES[k]) for k, c in runnable.items())
+    assert total <= matrix.RUN_BUDGET_S, f"{total:.0f} CPU s of runs per cell > {matrix.RUN_BUDGET_S}"
+    assert matrix.RUN_BUDGET_S * len(matrix.CELLS) < matrix.MATRIX_BUDGET_S
+
+
+# Draws each kernel's first cases as `python -m harness run --profile ci` does (harness.search), without
+# running them, and prints their ids.
+DRAW = """
+from hypothesis import given, settings
+from harness import contract, profiles, strategies
+for name in contract.names("kernel"):
+    kernel, ids = contract.resolve(name), []
+    test = settings(profiles.get("ci"), max_examples=3, database=None)(given(strategies.cases(kernel))(
+        lambda case: ids.append(case.case_id)))
+    test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
+    test()
+    print(name, *ids)
+"""
+
+
+def test_cells_with_the_same_capabilities_draw_the_same_cases() -> None:
+    # Two processes stand in for two cells: the draw must depend on nothing but the kernel's name and
+    # capabilities (the hash seed orders frozensets, such as declared mask components, differently).
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    root = Path(__file__).resolve().parent.parent
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", DRAW], env={**env, "PYTHONHASHSEED": seed}, cwd=root, capture_output=True, text=True
+        )
+        for seed in ("1", "2")
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    lines = runs[0].stdout.splitlines()
+    assert len(lines) >= 2 and all(len(ln.split()) == 4 for ln in lines), runs[0].stdout  # name and 3 ids
+    assert runs[0].stdout == runs[1].stdout

@@ -7,7 +7,7 @@ import pytest
 
 from harness import contract
 from harness.case import Case
-from harness.masks import BlockSparse, Chunk, Mask, Segments, Window, dense_mask
+from harness.masks import BlockSparse, Chunk, Lengths, Mask, Segments, Window, dense_mask
 from harness.runner import run_case
 from kernels.pallas_splash import FUSED, PallasSplash, splash_mask
 
@@ -72,6 +72,8 @@ BLOCKS = {
         ),
         pytest.param({"blocks": {**BLOCKS, FUSED: 1}}, "unknown ['block_kv_dq', 'block_q_dq']", id="fused-with-dq"),
         pytest.param({"blocks": {"block_q": 128}}, "missing", id="partial"),
+        # The adapter builds no mask from per-row valid lengths: splash would see every key.
+        pytest.param({"mask": Mask(lengths=Lengths(kv=(5,)))}, "['kv_lengths']", id="lengths"),
     ],
 )
 def test_violations_name_the_value_and_limit(changes: dict, message: str) -> None:

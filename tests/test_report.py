@@ -216,7 +216,7 @@ def test_compose_needs_a_candidate_when_everything_is_baseline(tmp_path: Path) -
 # (the report then reads the registry: test_conventions_come_from_runs_or_else_the_registry).
 # Where a failure's errors sit ("located") is kept on the shrunk failure only.
 OPTIONAL = {"case": {"shrunk", "failure_file", "located"}, "run": {"conventions"}}
-KEYED_BY_NAME = {"placement", "conventions"}
+KEYED_BY_NAME = {"placement", "conventions", "api_parameters"}
 
 
 @pytest.fixture(scope="session")
@@ -275,3 +275,20 @@ def test_report_of_a_store_written_by_run_compile_and_bench(capsys, tmp_path: Pa
     assert any(r.group.startswith("v5e") for r in report.memory)
     html = out_html.read_text()
     assert "tests._fakes:CORRECT" in html and "torch_sdpa" in html
+
+
+def test_each_cell_and_kernel_shows_its_verdict_and_api_coverage(tmp_path: Path) -> None:
+    old = rb.environment("20261120T000000Z-old-1", versions={"jax": "0.9.2"}, fail_seed=2)
+    new = rb.environment("20261121T000000Z-new-1", versions={"jax": "0.10.2"})
+    recs = load([rb.write_store(tmp_path / "s", old + new)])
+    report = _build(recs)
+    rows = {(r.cell, r.implementation): r for r in report.cells}
+    old_flash = rows[("py3.11-jax0.9.2-torch2.13.0", "pallas_flash")]
+    new_flash = rows[("py3.11-jax0.10.2-torch2.13.0", "pallas_flash")]
+    assert (old_flash.verdict, new_flash.verdict) == ("FAIL", "PASS")
+    # The builders' records exercise q, k and v of the 8 parameters run.json declares drawn.
+    assert (new_flash.cases, new_flash.exercised, new_flash.drawn) == (12, 3, 8)
+    # Cells in version order; the later one ran exactly the earlier one's cases.
+    assert (old_flash.same_cases_as, new_flash.same_cases_as) == (None, "py3.11-jax0.9.2-torch2.13.0")
+    html = render.render(report)
+    assert "Per matrix cell: verdict and API coverage" in html and "3/8" in html

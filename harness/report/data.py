@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from harness.case import DTYPES
+from harness.coverage import CellRow, cell_rows
 from harness.gate import GateResult
 from harness.locate import Located, where
 from harness.report.conventions import ConventionRow
@@ -407,6 +408,8 @@ class Report:
     problems: list[str]
     thresholds: Thresholds
     leaks: list[LeakRow] = dataclasses.field(default_factory=list)
+    # Per matrix cell and implementation: the verdict and the API coverage (harness.coverage.cell_rows).
+    cells: list[CellRow] = dataclasses.field(default_factory=list)
 
 
 def verdict(current: Records, gate: GateResult | None) -> Verdict:
@@ -494,4 +497,5 @@ def build(
         problems=records.problems,
         thresholds=thresholds,
         leaks=leak_rows(records.leaks),
+        cells=cell_rows(records.runs, records.cases),
     )
