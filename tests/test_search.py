@@ -14,6 +14,7 @@ import types
 
 import pytest
 from hypothesis import settings
+from hypothesis import strategies as st
 
 from harness import profiles
 from harness import runner as harness_runner
@@ -295,3 +296,24 @@ def test_freed_memory_is_released_after_every_case(stand_in, monkeypatch):
     assert trims == [0, 0, 0]
     monkeypatch.setattr(search_module, "_libc", lambda: ctypes.CDLL("no-such-library.so"))
     assert search(_fakes.CORRECT, [], examples=1, seed=1, profile="dev").passed  # no libc: a no-op
+
+
+class _Drifting(_fakes.FakeKernel):
+    """Fails every case, and its block strategy draws another kind of value after the first call,
+    so Hypothesis cannot replay the failure it found (a strategy that depends on outside state)."""
+
+    def __init__(self) -> None:
+        super().__init__("tests._fakes:drifting", broken=lambda case: True)
+        self.strategies = 0
+
+    def block_strategy(self, case: Case):
+        self.strategies += 1
+        drawn = st.integers(1, 9) if self.strategies == 1 else st.booleans().map(int)
+        return st.fixed_dictionaries({"block": drawn})
+
+
+def test_a_failure_that_cannot_be_replayed_is_reported_flaky_with_the_failure_kept(stand_in):
+    outcome = search(_Drifting(), [], examples=5, seed=1, profile="dev")
+    assert outcome.error.startswith("flaky failure (did not reproduce on replay): Inconsistent")
+    assert "\n" not in outcome.error  # the first line of Hypothesis's message only
+    assert outcome.shrunk is outcome.results[0] and not outcome.shrunk.passed and not outcome.passed
