@@ -21,6 +21,7 @@ def test_every_drawn_flash_case_is_inside_its_contract(case):
     assert case.q_heads % case.kv_heads == 0
 
 
+@pytest.mark.no_mutation
 @settings(max_examples=2, deadline=None, database=None, derandomize=True)
 @given(cases(FLASH, dtypes=("float32",)))
 def test_drawn_cases_run_through_the_kernel(case):
