@@ -333,3 +333,48 @@ def test_a_missing_or_misshapen_result_fails_in_every_field(got, note):
     c = compare("dq", got, TRUTH, TRUTH, TOL)
     assert (c.quantity, c.max_abs, c.max_rel, c.ratio, c.passed, c.note) == ("dq", np.inf, np.inf, np.inf, False, note)
     assert c.passed is False and np.isnan(c.oracle_abs) and np.isnan(c.bound)
+
+
+def test_a_declared_implementation_factor_replaces_only_the_factor():
+    sdpa = tolerance("float32", "out", "torch_sdpa")
+    assert sdpa == Tolerance(factor=32.0, floor=TOLERANCES[("float32", "out")].floor)
+    assert tolerance("float32", "out[empty]", "torch_sdpa") == sdpa  # a part of the output: the same tolerance
+    for other in (("float32", "out", None), ("float32", "out", "pallas_flash"), ("float32", "dq", "torch_sdpa")):
+        assert tolerance(*other) == TOLERANCES[other[:2]], other  # no entry: the table's tolerance
+
+
+def test_a_non_finite_result_fails_in_full():
+    got = TRUTH.copy()
+    got[0, 0, 0, 0] = np.nan
+    c = compare("dk", got, TRUTH, TRUTH + 1e-3, TOL)
+    want = Comparison("dk", np.inf, np.inf, 1e-3, np.inf, TOL.bound(1e-3, np.abs(TRUTH).max()), False, "")
+    _assert_same(dataclasses.replace(c, note=""), want)
+    assert c.passed is False and c.note == "1 non-finite values where the truth is finite"
+
+
+@pytest.mark.parametrize(("error", "ratio"), [(0.0, 0.0), (1.0, np.inf), (1e-9, np.inf)])
+def test_against_an_exact_oracle_only_an_exact_result_has_a_finite_ratio(error, ratio):
+    zero = np.zeros((2, 3))
+    c = compare("out", zero + error, zero, zero, TOL)
+    assert c.quantity == "out" and c.oracle_abs == 0.0 and c.ratio == ratio and c.max_abs == error
+
+
+def test_the_relative_error_divides_by_a_truth_smaller_than_one():
+    truth = np.full((2, 2), 0.5)
+    c = compare("out", truth + 0.25, truth, truth, TOL)
+    assert c.max_rel == 0.5
+
+
+def test_an_error_exactly_at_the_bound_passes():
+    # The rule is "at most factor x the oracle's error": equality passes (all values exact in binary).
+    zero = np.zeros((2, 2))
+    c = compare("out", zero + 0.5, zero, zero + 0.25, Tolerance(factor=2.0, floor=0.0))
+    assert c.max_abs == c.bound == 0.5 and c.passed
+
+
+def test_unwritten_rows_are_recorded_and_never_judged():
+    for row in ([np.nan, 7.0], [1e30, -1e30]):  # whatever the buffer held
+        c = check_empty_rows("unwritten", out_with(row), VALUES, EMPTY, "float32")
+        _assert_same(
+            c, Comparison("out[empty]", 0.0, 0.0, 0.0, 0.0, 0.0, True, "1 rows, declared unwritten (not checked)")
+        )

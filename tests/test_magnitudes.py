@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
 
 from harness.case import Case
-from harness.inputs import make_inputs
+from harness.inputs import Inputs, make_inputs
 from harness.magnitudes import term_magnitudes
 from harness.masks import Mask
 from oracles import jax_reference
 
 
-def brute_force(case: Case) -> dict[str, float]:
+def brute_force(case: Case, x: Inputs | None = None) -> dict[str, float]:
     """term_magnitudes written out index by index from the attention sums, in float64.
 
     out[i,d] = sum_j p_ij v_jd; dv[j,d] = sum_(h in group, i) p_ij dout_id;
@@ -22,7 +23,7 @@ def brute_force(case: Case) -> dict[str, float]:
     dq[i,d] = scale sum_j ds_ij k_jd; dk[j,d] = scale sum_(h in group, i) ds_ij q_id; dbias = ds.
     Each sum's terms are bounded by their absolute values, ds by p (|dp| + |di|).
     """
-    x = make_inputs(case)
+    x = make_inputs(case) if x is None else x
     q, k, v, dout = (a.astype(np.float64) for a in (x.q, x.k, x.v, x.dout))
     group = case.q_heads // case.kv_heads
     mags = dict.fromkeys(("out", "dq", "dk", "dv", "dbias"), 0.0)
@@ -99,3 +100,17 @@ def test_one_visible_key_cancels_dq_but_not_its_magnitude():
     truth = jax_reference.truth(case, inputs, grads=True)
     assert np.abs(truth.dq[0, 0, 0]).max() < 1e-15
     assert term_magnitudes(case, inputs)["dq"] > 0.1
+
+
+def test_each_row_is_stabilised_by_its_own_largest_logit():
+    # Logits near +1000 in one batch row and -1000 in the other: exp overflows without the
+    # max subtracted, and the second row underflows to 0/0 if the largest logit of the whole
+    # array is subtracted instead of the row's own. Its values are the larger, so it sets
+    # the "out" magnitude, which must stay that of the row-wise softmax.
+    case = Case(batch=2, q_heads=1, kv_heads=1, q_len=2, kv_len=3, head_dim=2, bias=True, seed=4)
+    x = make_inputs(case)
+    bias = x.bias + np.array([1000.0, -1000.0], np.float32)[:, None, None, None]
+    x = dataclasses.replace(x, bias=bias, v=x.v * np.array([1, 100], np.float32)[:, None, None, None])
+    got, want = term_magnitudes(case, x), brute_force(case, x)
+    for quantity in want:
+        assert got[quantity] == pytest.approx(want[quantity], rel=1e-12), quantity

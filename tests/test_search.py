@@ -1,17 +1,34 @@
-"""The Hypothesis loop: shrinking within a budget, each case run once, the example database."""
+"""The Hypothesis loop: shrinking within a budget, each case run once, the example database.
+
+Most tests run `search` on a stand-in runner (no JAX), so that each takes about a second and
+`nox -s mutation` can run them for every mutant of harness/search.py; the few marked
+`no_mutation` run the real runner end to end.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
 import time
+import types
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from harness import profiles
+from harness import runner as harness_runner
+from harness import search as search_module
+from harness.case import Case
+from harness.runner import CaseResult, SubjectResult
 from harness.search import search
 from tests import _fakes
 
+# --- end to end, on the real runner (JAX computes the reference for every case) ---
 
-def test_a_failure_is_shrunk_to_the_known_minimal_case():
+
+@pytest.mark.no_mutation
+def test_on_the_real_runner_a_failure_is_shrunk_to_the_known_minimal_case():
     outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=10)
     assert outcome.shrunk is not None and not outcome.shrunk.passed
     first = next(r for r in outcome.results if not r.passed)
@@ -23,90 +40,7 @@ def test_a_failure_is_shrunk_to_the_known_minimal_case():
     assert 0 < outcome.shrink_runs <= 10 and not outcome.shrink_exhausted
 
 
-def test_shrinking_stops_at_the_budget_and_keeps_the_first_failure():
-    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=0)
-    first = next(r for r in outcome.results if not r.passed)
-    assert outcome.shrink_runs == 0 and outcome.shrink_exhausted
-    assert outcome.shrunk.case == first.case
-
-
-def test_each_case_runs_once():
-    kernel = _fakes.FakeKernel("tests._fakes:counting", broken=_fakes.BROKEN.broken)
-    search(kernel, [], examples=10, seed=5, profile="dev", grads=False, shrink_runs=5)
-    assert len(kernel.calls) == len(set(kernel.calls))
-
-
-def test_a_failure_found_once_is_tried_first_next_time(tmp_path):
-    # Unseeded dev runs use the database (a seeded or derandomized draw does not).
-    db = tmp_path / ".hypothesis"
-    kernel = _fakes.FakeKernel("tests._fakes:long_keys", broken=lambda c: c.kv_len >= 32)
-    first = search(kernel, [], examples=15, profile="dev", database=db, grads=False, shrink_runs=5)
-    assert first.shrunk is not None
-    again = search(kernel, [], examples=15, profile="dev", database=db, grads=False, shrink_runs=0)
-    assert again.results[0].case == first.shrunk.case
-    assert not again.results[0].passed
-
-
-def test_derandomized_ci_ignores_the_database(tmp_path):
-    db = tmp_path / ".hypothesis"
-    a = search(_fakes.CORRECT, [], examples=4, profile="ci", database=db, grads=False)
-    b = search(_fakes.CORRECT, [], examples=4, profile="ci", database=db, grads=False)
-    assert [r.case for r in a.results] == [r.case for r in b.results]
-    assert not db.exists()
-    # Nor does it save a failure there.
-    assert search(_fakes.BROKEN, [], examples=10, profile="ci", database=db, grads=False, shrink_runs=2).shrunk
-    assert not db.exists()
-
-
-def test_interrupt_keeps_the_best_failure_so_far():
-    calls = {"n": 0}
-
-    def broken(case):
-        calls["n"] += 1
-        if calls["n"] > 1 and case.head_dim == 64:
-            return True
-        return False
-
-    def interrupt_after_failure(result):
-        if not result.passed:
-            raise KeyboardInterrupt
-
-    kernel = _fakes.FakeKernel("tests._fakes:interrupted", broken=broken)
-    outcome = search(kernel, [], examples=10, seed=3, profile="dev", grads=False, on_result=interrupt_after_failure)
-    assert outcome.interrupted
-    assert outcome.shrunk is not None and not outcome.shrunk.passed
-
-
-def test_a_seeded_search_neither_reads_nor_saves_the_database(tmp_path):
-    # README: "ci (derandomized) and --seed runs do not use it". Hypothesis skips the database
-    # under @seed; a seeded search that found a failure leaves nothing behind.
-    db = tmp_path / ".hypothesis"
-    kernel = _fakes.FakeKernel("tests._fakes:seeded", broken=lambda c: c.kv_len >= 32)
-    outcome = search(kernel, [], examples=15, seed=1, profile="dev", database=db, grads=False, shrink_runs=3)
-    assert outcome.shrunk is not None
-    assert not db.exists() or not any(p.is_file() for p in db.rglob("*"))
-
-
-@pytest.mark.parametrize(
-    ("budget", "runs"),
-    [
-        (profiles.ShrinkBudget(runs=2, seconds=600), 2),  # the profile's run budget
-        (profiles.ShrinkBudget(runs=60, seconds=0.0), 0),  # its time budget, spent at the first failure
-    ],
-)
-def test_the_profiles_shrink_budget_applies(monkeypatch, budget, runs):
-    monkeypatch.setitem(profiles.SHRINK_BUDGETS, "dev", budget)
-    started = time.perf_counter()
-    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
-    elapsed = time.perf_counter() - started
-    first = next(r for r in outcome.results if not r.passed)
-    assert outcome.shrink_runs == runs and outcome.shrink_exhausted
-    assert outcome.shrunk.case != _fakes.small_case()  # stopped before the minimal case
-    assert (outcome.shrunk.case == first.case) is (runs == 0)
-    assert outcome.kernel == _fakes.BROKEN.name and not outcome.passed
-    assert 0 <= outcome.first_failure_s <= elapsed
-
-
+@pytest.mark.no_mutation
 def test_a_passing_search_reports_every_case_once_and_computes_gradients_by_default(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     seen = []
@@ -118,15 +52,7 @@ def test_a_passing_search_reports_every_case_once_and_computes_gradients_by_defa
     assert {"out", "dq", "dk", "dv"} <= quantities
 
 
-def test_an_interrupt_before_any_failure_keeps_nothing():
-    def interrupt(result):
-        raise KeyboardInterrupt
-
-    outcome = search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", grads=False, on_result=interrupt)
-    assert outcome.interrupted and outcome.shrunk is None and len(outcome.results) == 1
-    assert [c.quantity for c in outcome.results[0].subjects[0].comparisons] == ["out"]  # grads=False
-
-
+@pytest.mark.no_mutation
 def test_under_a_time_limit_each_case_runs_in_the_worker():
     # The worker resolves the kernel by name in its own process, so this process's fake sees no call.
     before = len(_fakes.CORRECT.calls)
@@ -135,14 +61,7 @@ def test_under_a_time_limit_each_case_runs_in_the_worker():
     assert len(_fakes.CORRECT.calls) == before
 
 
-def test_the_seed_chooses_the_draw():
-    draw = lambda seed: [
-        r.case for r in search(_fakes.CORRECT, [], examples=3, seed=seed, profile="ci", grads=False).results
-    ]  # noqa: E731
-    first = draw(1)
-    assert draw(1) == first and draw(2) != first
-
-
+@pytest.mark.no_mutation
 def test_a_store_error_while_searching_is_raised_as_itself_not_a_flaky_failure():
     written = []
 
@@ -153,3 +72,248 @@ def test_a_store_error_while_searching_is_raised_as_itself_not_a_flaky_failure()
 
     with pytest.raises(OSError, match="No space left on device"):
         search(_fakes.CORRECT, [], examples=5, seed=1, grads=False, on_result=full_disk)
+
+
+# --- search's own logic, on a stand-in runner: no JAX, so each test runs in about a second ---
+# The runner is the seam: `search` hands each case to runner.run_case and steers Hypothesis by
+# the verdict it returns. A stand-in that judges by the fake kernel's `broken` predicate gives
+# the verdicts a real run would (the fakes compute the reference, broken or not) without
+# compiling anything, so these tests also serve `nox -s mutation`, which runs them per mutant.
+
+
+class StandInRunner:
+    """runner.run_case for fake kernels: the verdict of `broken`, and a log of every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Case, bool, float | None]] = []
+
+    def run_case(
+        self, case: Case, subjects: list, *, grads: bool = True, time_limit: float | None = None
+    ) -> CaseResult:
+        self.calls.append((case, grads, time_limit))
+        kernel = subjects[0]
+        passed = not kernel.broken(case)
+        return CaseResult(case, [SubjectResult(kernel.name, kernel.role, "cpu", "zeros", passed, [])])
+
+    @property
+    def cases(self) -> list[Case]:
+        return [c for c, _, _ in self.calls]
+
+
+@pytest.fixture
+def stand_in(monkeypatch) -> StandInRunner:
+    runner = StandInRunner()
+    monkeypatch.setattr(harness_runner, "run_case", runner.run_case)
+    return runner
+
+
+def test_a_failure_is_shrunk_to_the_known_minimal_case(stand_in):
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=60)
+    first = next(r for r in outcome.results if not r.passed)
+    minimal = _fakes.small_case()
+    assert first.case != minimal  # so a shrinker that does nothing fails the next line
+    assert outcome.shrunk.case == minimal, f"shrunk to {outcome.shrunk.case}, not {minimal}"
+    assert not outcome.shrink_exhausted and not outcome.passed and outcome.error is None
+    # Every case run after the first failure is a shrink run, and none of them is a result.
+    generated = stand_in.cases[: stand_in.cases.index(first.case) + 1]
+    assert [r.case for r in outcome.results] == generated
+    assert outcome.shrink_runs == len(stand_in.calls) - len(generated) > 0
+
+
+def test_each_case_runs_once_and_every_generated_case_is_reported(stand_in):
+    seen = []
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=5, profile="dev", grads=False, on_result=seen.append)
+    assert len(stand_in.cases) == len(set(stand_in.cases))
+    assert seen == outcome.results
+    assert not outcome.results[-1].passed and all(r.passed for r in outcome.results[:-1])
+
+
+@pytest.mark.parametrize("runs", [0, 1, 3])
+def test_the_shrink_run_budget_is_exact(stand_in, runs):
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=runs)
+    first = next(r for r in outcome.results if not r.passed)
+    assert outcome.shrink_runs == runs == len(stand_in.calls) - len(outcome.results)
+    assert outcome.shrink_exhausted
+    assert (outcome.shrunk.case == first.case) is (runs == 0)
+    assert not outcome.shrunk.passed  # the best failure, never a candidate that was not run
+
+
+@pytest.mark.parametrize(
+    ("budget", "runs"),
+    [
+        (profiles.ShrinkBudget(runs=2, seconds=600), 2),  # the profile's run budget
+        (profiles.ShrinkBudget(runs=60, seconds=0.0), 0),  # its time budget, spent at the first failure
+    ],
+)
+def test_the_profiles_shrink_budget_applies(stand_in, monkeypatch, budget, runs):
+    monkeypatch.setitem(profiles.SHRINK_BUDGETS, "dev", budget)
+    started = time.perf_counter()
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
+    elapsed = time.perf_counter() - started
+    assert outcome.shrink_runs == runs and outcome.shrink_exhausted
+    assert outcome.kernel == _fakes.BROKEN.name and not outcome.passed
+    assert 0 < outcome.first_failure_s <= elapsed
+
+
+def test_the_time_budget_counts_from_the_first_failure_and_stops_past_it(stand_in, monkeypatch):
+    # A clock that reads 10 s later at every look: the search starts at 0, fails first at 10;
+    # candidates looked at 20 and 30 are within 20 s of it, 40 is past it.
+    monkeypatch.setitem(profiles.SHRINK_BUDGETS, "dev", profiles.ShrinkBudget(runs=60, seconds=20.0))
+    readings = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(search_module, "time", types.SimpleNamespace(perf_counter=lambda: float(next(readings))))
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
+    assert outcome.first_failure_s == 10.0
+    assert outcome.shrink_runs == 2 and outcome.shrink_exhausted
+
+
+def test_arguments_reach_the_runner(stand_in):
+    search(_fakes.CORRECT, [], examples=2, seed=1, profile="dev")
+    search(_fakes.CORRECT, [], examples=2, seed=1, profile="dev", grads=False, time_limit=7.5)
+    assert [(g, t) for _, g, t in stand_in.calls] == [(True, None)] * 2 + [(False, 7.5)] * 2
+
+
+def test_examples_and_profile_set_the_number_of_cases(stand_in, monkeypatch):
+    assert len(search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev").results) == 3
+    monkeypatch.setitem(profiles.PROFILES, "dev", settings(profiles.PROFILES["dev"], max_examples=4))
+    outcome = search(_fakes.CORRECT, [], seed=1, profile="dev")
+    assert len(outcome.results) == 4 and outcome.passed and outcome.shrunk is None
+    assert outcome.first_failure_s is None and outcome.shrink_runs == 0 and not outcome.shrink_exhausted
+
+
+def test_the_oracles_follow_the_kernel(stand_in, monkeypatch):
+    subjects = []
+    monkeypatch.setattr(
+        harness_runner,
+        "run_case",
+        lambda case, subj, **kw: subjects.append(subj) or stand_in.run_case(case, subj, **kw),
+    )
+    search(_fakes.CORRECT, [_fakes.NAN, _fakes.RAISES], examples=1, seed=1, profile="dev")
+    assert subjects == [[_fakes.CORRECT, _fakes.NAN, _fakes.RAISES]]
+
+
+def test_a_failure_is_saved_and_replayed_first_from_the_database(stand_in, tmp_path):
+    db = tmp_path / ".hypothesis"
+    kernel = _fakes.FakeKernel("tests._fakes:long_keys_fast", broken=lambda c: c.kv_len >= 32)
+    first = search(kernel, [], examples=15, profile="dev", database=db, grads=False, shrink_runs=5)
+    assert first.shrunk is not None and any(p.is_file() for p in db.rglob("*"))
+    again = search(kernel, [], examples=15, profile="dev", database=db, grads=False, shrink_runs=0)
+    assert again.results[0].case == first.shrunk.case and not again.results[0].passed
+
+
+@pytest.mark.parametrize("kw", [{"profile": "ci"}, {"profile": "dev", "seed": 4}], ids=["derandomized", "seeded"])
+def test_no_database_under_a_fixed_draw(stand_in, tmp_path, kw):
+    db = tmp_path / ".hypothesis"
+    assert search(_fakes.BROKEN, [], examples=10, database=db, grads=False, shrink_runs=2, **kw).shrunk
+    assert not db.exists() or not any(p.is_file() for p in db.rglob("*"))
+
+
+def test_the_database_is_per_kernel(stand_in, tmp_path):
+    db = tmp_path / ".hypothesis"
+    broken = _fakes.FakeKernel("tests._fakes:a", broken=lambda c: c.kv_len >= 32 and c.head_dim == 64)
+    search(broken, [], examples=15, profile="dev", database=db, grads=False, shrink_runs=5)
+    other = _fakes.FakeKernel("tests._fakes:b")
+    again = search(other, [], examples=1, profile="dev", database=db, grads=False)
+    assert again.results[0].case != _fakes.small_case()  # a's failure is not replayed for b
+
+
+def test_the_seed_chooses_the_draw_and_the_kernel_its_digest(stand_in):
+    def draw(kernel, seed):
+        return [r.case for r in search(kernel, [], examples=3, seed=seed, profile="ci", grads=False).results]
+
+    first = draw(_fakes.CORRECT, 1)
+    assert draw(_fakes.CORRECT, 1) == first and draw(_fakes.CORRECT, 2) != first
+    ci = lambda kernel: [r.case for r in search(kernel, [], examples=3, profile="ci").results]  # noqa: E731
+    assert ci(_fakes.CORRECT) == ci(_fakes.CORRECT) != ci(_fakes.FakeKernel("tests._fakes:other"))
+
+
+def test_an_interrupt_keeps_the_best_failure_so_far(stand_in):
+    def interrupt_after_failure(result):
+        if not result.passed:
+            raise KeyboardInterrupt
+
+    outcome = search(
+        _fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, on_result=interrupt_after_failure
+    )
+    assert outcome.interrupted and outcome.error is None
+    assert outcome.shrunk is outcome.results[-1] and not outcome.shrunk.passed
+
+
+def test_an_interrupt_in_the_runner_is_an_interrupt(stand_in, monkeypatch):
+    def interrupted(case, subjects, **kw):
+        raise RuntimeError("INTERNAL: CpuCallback error: KeyboardInterrupt")
+
+    monkeypatch.setattr(harness_runner, "run_case", interrupted)
+    outcome = search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev")
+    assert outcome.interrupted and outcome.shrunk is None and outcome.results == []
+
+
+def test_an_interrupt_before_any_failure_keeps_nothing(stand_in):
+    def interrupt(result):
+        raise KeyboardInterrupt
+
+    outcome = search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", on_result=interrupt)
+    assert outcome.interrupted and outcome.shrunk is None and len(outcome.results) == 1
+
+
+@pytest.mark.parametrize("where", ["runner", "on_result"])
+def test_a_harness_error_is_raised_as_itself(stand_in, monkeypatch, where):
+    def fail(*args, **kw):
+        raise OSError(28, "No space left on device")
+
+    if where == "runner":
+        monkeypatch.setattr(harness_runner, "run_case", fail)
+    with pytest.raises(OSError, match="No space left on device") as raised:
+        search(
+            _fakes.CORRECT,
+            [],
+            examples=5,
+            seed=1,
+            profile="dev",
+            on_result=fail if where == "on_result" else lambda r: None,
+        )
+    assert isinstance(raised.value, OSError)
+
+
+def test_jax_caches_are_cleared_only_when_the_shapes_change(stand_in, monkeypatch):
+    cleared = []
+    monkeypatch.setattr(search_module.jax, "clear_caches", lambda: cleared.append(len(stand_in.calls)))
+    search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
+    shapes = [dataclasses.replace(c, seed=0, regime="normal") for c in stand_in.cases]
+    changes = [i for i, s in enumerate(shapes) if i == 0 or s != shapes[i - 1]]
+    assert cleared == changes and len(changes) < len(shapes)  # some cases differ only in seed or regime
+
+
+def test_freed_memory_is_released_after_every_case(stand_in, monkeypatch):
+    trims = []
+
+    class Libc:
+        def malloc_trim(self, pad: int) -> int:
+            trims.append(pad)
+            return 1
+
+    monkeypatch.setattr(search_module, "_libc", Libc)
+    search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev")
+    assert trims == [0, 0, 0]
+    monkeypatch.setattr(search_module, "_libc", lambda: ctypes.CDLL("no-such-library.so"))
+    assert search(_fakes.CORRECT, [], examples=1, seed=1, profile="dev").passed  # no libc: a no-op
+
+
+class _Drifting(_fakes.FakeKernel):
+    """Fails every case, and its block strategy draws another kind of value after the first call,
+    so Hypothesis cannot replay the failure it found (a strategy that depends on outside state)."""
+
+    def __init__(self) -> None:
+        super().__init__("tests._fakes:drifting", broken=lambda case: True)
+        self.strategies = 0
+
+    def block_strategy(self, case: Case):
+        self.strategies += 1
+        drawn = st.integers(1, 9) if self.strategies == 1 else st.booleans().map(int)
+        return st.fixed_dictionaries({"block": drawn})
+
+
+def test_a_failure_that_cannot_be_replayed_is_reported_flaky_with_the_failure_kept(stand_in):
+    outcome = search(_Drifting(), [], examples=5, seed=1, profile="dev")
+    assert outcome.error.startswith("flaky failure (did not reproduce on replay): Inconsistent")
+    assert "\n" not in outcome.error  # the first line of Hypothesis's message only
+    assert outcome.shrunk is outcome.results[0] and not outcome.shrunk.passed and not outcome.passed

@@ -8,7 +8,7 @@ from harness.contract import resolve
 from harness.inputs import make_inputs
 from harness.masks import LENGTHS_Q_LE_KV, Mask, dense_mask, empty_rows
 from harness.runner import run_case
-from harness.strategies import cases, lengths, segment_runs, segments, valid_lengths
+from harness.strategies import cases, lengths, segment_runs, segments, valid_lengths, windows
 
 FLASH = resolve("pallas_flash")
 
@@ -21,6 +21,7 @@ def test_every_drawn_flash_case_is_inside_its_contract(case):
     assert case.q_heads % case.kv_heads == 0
 
 
+@pytest.mark.no_mutation
 @settings(max_examples=2, deadline=None, database=None, derandomize=True)
 @given(cases(FLASH, dtypes=("float32",)))
 def test_drawn_cases_run_through_the_kernel(case):
@@ -101,3 +102,39 @@ def test_lengths_q_le_kv_keeps_queries_within_keys(data):
     components = frozenset({"q_lengths", "kv_lengths", LENGTHS_Q_LE_KV})
     got = data.draw(lengths(components=components, batch=3, q_len=16, kv_len=64))
     assert all(q <= k for q, k in zip(got.q, got.kv, strict=True))
+
+
+# Windows on Lq=16, Lk=48: offsets run from -16 (every row sees nothing) to 48 (every row sees
+# everything); 0 is top-left and 32 bottom-right alignment; a side is None (unbounded) or 0..48.
+WQ, WK = 16, 48
+
+
+@settings(max_examples=200, database=None)
+@given(windows(q_len=WQ, kv_len=WK, causal=True))
+def test_causal_windows_are_causal_with_an_offset_in_range(w):
+    assert w.left is None and w.right == 0 and w.is_causal
+    assert -WQ <= w.offset <= WK
+
+
+@settings(max_examples=200, database=None)
+@given(windows(q_len=WQ, kv_len=WK))
+def test_windows_are_bands_with_sides_and_offset_in_range(w):
+    assert (w.left, w.right) not in ((None, None), (None, 0))  # no mask, or the causal kind
+    assert all(side is None or 0 <= side <= WK for side in (w.left, w.right))
+    assert -WQ <= w.offset <= WK
+
+
+@pytest.mark.parametrize("offset", [-WQ, 0, WK - WQ, WK], ids=["nothing", "top-left", "bottom-right", "everything"])
+def test_every_causal_offset_corner_is_reachable(offset):
+    find(windows(q_len=WQ, kv_len=WK, causal=True), lambda w: w.offset == offset, settings=settings(database=None))
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        pytest.param(lambda w: w.right == 0 and w.left is not None, id="right-0"),
+        pytest.param(lambda w: w.left == 0, id="left-0"),
+    ],
+)
+def test_a_window_side_of_zero_is_reachable(condition):
+    find(windows(q_len=WQ, kv_len=WK), condition, settings=settings(database=None))
