@@ -36,7 +36,8 @@ Role = Literal["kernel", "oracle"]
 #            the Pallas TPU interpreter's NaN fill the adapter declares "nan" instead.
 EmptyRows = Literal["zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten"]
 EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten")
-QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias")
+QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias", "lse")
+GRADIENTS: tuple[str, ...] = ("dq", "dk", "dv", "dbias")
 
 
 class ContractError(ValueError):
@@ -55,6 +56,8 @@ class Capabilities:
     seq_lens and head_dims are the values a strategy draws from (all valid); q_lens, when
     given, are the query lengths drawn instead of seq_lens (a decode kernel's 1).
     kv_formats: K/V storage formats besides the case dtype (harness.case.KV_FORMATS).
+    soft_cap, sinks, residuals: whether it takes a logits soft cap, attention sinks, and can
+    return the logsumexp residual (harness.case.Case); strategies draw them only where True.
     `Implementation.violations` is the authoritative check.
     """
 
@@ -70,6 +73,9 @@ class Capabilities:
     dbias: bool = True
     q_lens: tuple[int, ...] = ()
     kv_formats: tuple[str, ...] = ()
+    soft_cap: bool = False
+    sinks: bool = False
+    residuals: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,13 +98,18 @@ class Conventions:
 
 @dataclasses.dataclass
 class Outputs:
-    """Forward output and gradients as float64 numpy arrays (None where not computed)."""
+    """Forward output and gradients as float64 numpy arrays (None where not computed).
+
+    lse: the natural-log logsumexp of each query row's logits (sinks included),
+    [batch, q_heads, q_len], when the case asks for residuals.
+    """
 
     out: np.ndarray
     dq: np.ndarray | None = None
     dk: np.ndarray | None = None
     dv: np.ndarray | None = None
     dbias: np.ndarray | None = None
+    lse: np.ndarray | None = None
 
     def get(self, quantity: str) -> np.ndarray | None:
         return getattr(self, quantity)
@@ -135,6 +146,11 @@ class Implementation(abc.ABC):
         """The declared behaviour on rows with no visible key, for this case."""
         return self.conventions.empty_rows
 
+    def padded_rows(self, case: Case) -> EmptyRows:
+        """The declared behaviour on padded query rows (at or past the row's valid query length,
+        harness.masks.Lengths.q), for this case; by default the same as any row with no visible key."""
+        return self.empty_rows(case)
+
     def jax_fn(self, case: Case) -> Callable[..., Any] | None:
         """A JAX function of the case's arrays (q, k, v[, bias]) returning the output, in the SDPA
         convention, for ahead-of-time compilation and timing; None when there is none (e.g. torch).
@@ -170,6 +186,10 @@ class Implementation(abc.ABC):
             out.append(f"q_len={case.q_len} not in {caps.q_lens}")
         if case.kv_format is not None and case.kv_format not in caps.kv_formats:
             out.append(f"kv_format={case.kv_format} not in {caps.kv_formats or '(none)'}")
+        # residuals are not a violation: an implementation that returns none is simply not checked on them.
+        for name in ("soft_cap", "sinks"):
+            if getattr(case, name) not in (None, False) and not getattr(caps, name):
+                out.append(f"{name}={getattr(case, name)} is not supported (Capabilities.{name} is False)")
         return out
 
     def check(self, case: Case) -> None:

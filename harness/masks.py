@@ -46,7 +46,10 @@ MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "seg
 #     kernel's queries are the last positions of their sequence), so both are drawn together.
 #   shape_required: every mask has one of the declared shape components (a kernel that is
 #     always causal, like ragged paged attention, declares only causal_bottom_right).
+#   window_aligned: windows only at offset 0 with both sides bounded (jax.nn.dot_product_attention's
+#     local_window_size=(left, right) has neither an offset nor an unbounded side).
 SEGMENTS_SHARED = "segments_shared"
+WINDOW_ALIGNED = "window_aligned"
 CAUSAL_Q_LE_KV = "causal_q_le_kv"
 LENGTHS_Q_LE_KV = "lengths_q_le_kv"
 SHAPE_REQUIRED = "shape_required"

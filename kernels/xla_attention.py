@@ -4,20 +4,75 @@
 The XLA path materialises the logits and masks them with a finite large negative
 number; cuDNN runs a fused flash-attention kernel. Both take the BTNH layout
 ([batch, seq, heads, head_dim]) and grouped k/v heads natively.
+
+Every mask goes in through the API's own parameter: `is_causal`, `local_window_size`,
+`query_seq_lengths`, `key_value_seq_lengths`; segment ids as the boolean `mask`. Cases whose
+blocks hold `mask_arg=1` take the other path the API offers for the same thing: causal, window
+and lengths as a boolean `mask` the adapter builds from the positions (both are API).
+`dropin(fn)` tests a function with the signature of jax.nn.dot_product_attention as this kernel.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import contextlib
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
+from hypothesis import strategies as st
 
-from harness import compat, placement
-from harness.case import DTYPES, Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness import compat, extended, placement
+from harness.case import DTYPES, FLOAT64, Case
+from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
+from harness.masks import WINDOW_ALIGNED, Mask
+
+# Present (value 1) in a case's blocks: causal, window and lengths go in as the boolean `mask`
+# argument instead of their own parameters. Never changes the mathematics, as blocks never do.
+MASK_ARG = "mask_arg"
+
+
+def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
+    try:
+        return frozenset(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return frozenset()
+
+
+# What the installed jax.nn.dot_product_attention takes, read from its signature, not its
+# version: jax 0.4.31 added query_seq_lengths / key_value_seq_lengths, later local_window_size
+# and return_residual; a matrix cell without one draws no case that needs it.
+PARAMETERS = _parameters(jax.nn.dot_product_attention)
+NATIVE_COMPONENTS = frozenset(
+    ({"window", WINDOW_ALIGNED} if "local_window_size" in PARAMETERS else set())
+    | ({"q_lengths"} if "query_seq_lengths" in PARAMETERS else set())
+    | ({"kv_lengths"} if "key_value_seq_lengths" in PARAMETERS else set())
+)
+
+
+def mask_argument(mask: Mask, *, batch: int, q_len: int, kv_len: int, segments: bool) -> jax.Array | None:
+    """The case's causal, window and length (and, with `segments`, segment) masks as one boolean
+    [batch, 1, q_len, kv_len] array built from positions, as a user of the `mask` argument would."""
+    q_pos = jnp.arange(q_len)[:, None]
+    k_pos = jnp.arange(kv_len)[None, :]
+    out = jnp.ones((batch, 1, q_len, kv_len), bool)
+    if mask.causal == "top_left":
+        out &= k_pos <= q_pos
+    if mask.window is not None:
+        out &= (k_pos >= q_pos - mask.window.left) & (k_pos <= q_pos + mask.window.right)
+    lengths = mask.lengths
+    if lengths is not None and lengths.q is not None:
+        out &= (jnp.arange(q_len)[None, :, None] < jnp.asarray(lengths.q)[:, None, None])[:, None]
+    if lengths is not None and lengths.kv is not None:
+        out &= (jnp.arange(kv_len)[None, None, :] < jnp.asarray(lengths.kv)[:, None, None])[:, None]
+    if segments and mask.segments is not None:
+        q_ids, kv_ids = jnp.asarray(mask.segments.ids("q")), jnp.asarray(mask.segments.ids("kv"))
+        out &= (q_ids[:, :, None] == kv_ids[:, None, :])[:, None]
+    return out
 
 
 class DotProductAttention(Implementation):
@@ -25,65 +80,122 @@ class DotProductAttention(Implementation):
     framework = "jax"
 
     def __init__(
-        self, implementation: Literal["xla", "cudnn"], name: str, capabilities: Capabilities, conventions: Conventions
+        self,
+        implementation: Literal["xla", "cudnn"],
+        name: str,
+        capabilities: Capabilities,
+        conventions: Conventions,
+        fn: Callable[..., Any] | None = None,
     ) -> None:
         self.implementation = implementation
         self.name = name
         self.capabilities = capabilities
         self.conventions = conventions
-        self.description = f'jax.nn.dot_product_attention(implementation="{implementation}")'
+        self.fn = fn
+        self.description = f'jax.nn.dot_product_attention(implementation="{implementation}")' + (
+            "" if fn is None else f" drop-in {name}"
+        )
 
     def backend(self) -> str:
         return compat.jax_platform()
 
-    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        mask = None
-        if inputs.q_segment_ids is not None:
-            # Segment ids go in as the boolean mask argument, [batch, 1, q_len, kv_len],
-            # built here from the ids, not from the oracles' dense mask.
-            q_ids, kv_ids = jnp.asarray(inputs.q_segment_ids), jnp.asarray(inputs.kv_segment_ids)
-            mask = (q_ids[:, :, None] == kv_ids[:, None, :])[:, None]
-        causal = case.mask.causal == "top_left"
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]] | None:
+        if self.implementation != "xla":
+            return None
+        # Both paths for the same mask: its own parameters (no blocks) or the boolean mask argument.
+        return st.sampled_from(({}, {MASK_ARG: 1}))
+
+    def padded_rows(self, case: Case) -> EmptyRows:
+        # Through query_seq_lengths the output of padded query rows is multiplied by 0
+        # (_dot_product_attention_core); through the mask argument they are rows with no visible key.
+        return "uniform" if MASK_ARG in case.block_dict else "zeros"
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        for m in (case.mask, *(case.mask.heads or ())):
+            w = m.window
+            if w is not None and (w.offset != 0 or w.left is None or w.right is None):
+                out.append(f"{w!r}: local_window_size=(left, right) needs offset 0 and both sides bounded")
+        if set(case.block_dict) - {MASK_ARG} or case.block_dict.get(MASK_ARG, 1) != 1:
+            out.append(f"blocks={case.block_dict} may only hold {MASK_ARG}=1 (the boolean mask path)")
+        return out
+
+    def _call(self, case: Case, *, residual: bool) -> Callable[..., Any]:
+        """f(q, k, v[, bias]) in the SDPA layout: the output, or with `residual` the logsumexp [B, Hq, Lq]."""
+        m = case.mask
+        via_mask = MASK_ARG in case.block_dict
+        kw: dict[str, Any] = {"scale": case.sm_scale, "implementation": self.implementation}
+        if via_mask:
+            kw["mask"] = mask_argument(m, batch=case.batch, q_len=case.q_len, kv_len=case.kv_len, segments=True)
+        else:
+            kw["is_causal"] = m.causal == "top_left"
+            if m.segments is not None:
+                # Segment ids have no parameter of their own: the boolean mask is their API.
+                kw["mask"] = mask_argument(
+                    Mask(segments=m.segments), batch=case.batch, q_len=case.q_len, kv_len=case.kv_len, segments=True
+                )
+            if m.window is not None:
+                kw["local_window_size"] = (m.window.left, m.window.right)
+            if m.lengths is not None and m.lengths.q is not None:
+                kw["query_seq_lengths"] = jnp.asarray(m.lengths.q, jnp.int32)
+            if m.lengths is not None and m.lengths.kv is not None:
+                kw["key_value_seq_lengths"] = jnp.asarray(m.lengths.kv, jnp.int32)
+        if residual:
+            kw["return_residual"] = True
+        fn = self.fn or jax.nn.dot_product_attention
 
         def f(q, k, v, *bias):
             q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))  # BNTH -> BTNH
-            out = jax.nn.dot_product_attention(
-                q,
-                k,
-                v,
-                bias=bias[0] if bias else None,
-                mask=mask,
-                scale=case.sm_scale,
-                is_causal=causal,
-                implementation=self.implementation,
-            )
-            return jnp.swapaxes(out, 1, 2)
+            got = fn(q, k, v, bias[0] if bias else None, **kw)
+            # The residual is [B, T, N]; the output [B, T, N, H].
+            return jnp.swapaxes(got[1], 1, 2) if residual else jnp.swapaxes(got, 1, 2)
 
-        return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+        return f
+
+    def jax_fn(self, case: Case) -> Callable[..., Any]:
+        return self._call(case, residual=False)
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        # float64 only around the call (harness.compat.enable_x64); every other dtype without it.
+        wide = compat.enable_x64() if case.dtype == FLOAT64 else contextlib.nullcontext()
+        with wide:
+            got = jax_outputs(self._call(case, residual=False), inputs, grads=grads, device=placement.kernel_device())
+            if case.residuals:
+                # A separate forward call: return_residual's output is not meant to be differentiated.
+                lse = jax_outputs(self._call(case, residual=True), inputs, grads=False, device=placement.kernel_device())
+                got = dataclasses.replace(got, lse=lse.out)
+        return got
 
 
-XLA = DotProductAttention(
-    "xla",
-    "jax_xla",
-    Capabilities(
-        dtypes=DTYPES,
-        head_dims=(64, 32, 80, 128, 256),
-        # No tiles: lengths that are no multiple of anything, too.
-        seq_lens=(16, 100, 128, 256),
-        # is_causal is top-left (a tril mask); local_window_size has no offset and no
-        # unbounded side, so the harness's windows are not declared.
-        mask_components=frozenset({"causal_top_left", "segments", "bias"}),
-        max_group=4,
-    ),
-    Conventions(
-        bias="QK^T * scale + bias (logits in float32 for 16-bit inputs)",
-        causal="top-left (is_causal builds tril(ones(T, S)))",
-        gqa="native: key heads may divide query heads",
-        empty_rows="uniform",
-        notes="masked logits become a finite large negative number, so a row with no visible key averages all values",
+XLA_CAPABILITIES = Capabilities(
+    # float64 where a truth more precise than float64 exists (harness.extended).
+    dtypes=DTYPES + ((FLOAT64,) if extended.EXTENDED is not None else ()),
+    head_dims=(64, 32, 80, 128, 256),
+    # No tiles: lengths that are no multiple of anything, too.
+    seq_lens=(16, 100, 128, 256),
+    # is_causal is top-left (a tril mask); local_window_size=(left, right) has no offset and
+    # no unbounded side (WINDOW_ALIGNED); the valid lengths have no start index (kv_starts).
+    mask_components=frozenset({"causal_top_left", "segments", "bias"}) | NATIVE_COMPONENTS,
+    max_group=4,
+    residuals="return_residual" in PARAMETERS,
+)
+XLA_CONVENTIONS = Conventions(
+    bias="QK^T * scale + bias (logits in float32 for 16-bit inputs)",
+    causal="top-left (is_causal builds tril(ones(T, S)))",
+    gqa="native: key heads may divide query heads",
+    empty_rows="uniform",
+    notes=(
+        "masked logits become a finite large negative number, so a row with no visible key averages all values; "
+        "query rows past query_seq_lengths are set to 0; return_residual's logsumexp is rounded to the input dtype"
     ),
 )
+XLA = DotProductAttention("xla", "jax_xla", XLA_CAPABILITIES, XLA_CONVENTIONS)
 register(XLA)
+
+
+def dropin(fn: Callable[..., Any], *, name: str) -> DotProductAttention:
+    """Test `fn`, a function with the signature of jax.nn.dot_product_attention, as jax_xla."""
+    return DotProductAttention("xla", name, XLA_CAPABILITIES, XLA_CONVENTIONS, fn=fn)
 
 if compat.jax_platform() == "gpu":  # pragma: no cover - needs a GPU; untested on the CPU hosts
     register(
