@@ -158,11 +158,12 @@ class DotProductAttention(Implementation):
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         # float64 only around the call (harness.compat.enable_x64); every other dtype without it.
         wide = compat.enable_x64() if case.dtype == FLOAT64 else contextlib.nullcontext()
+        device = placement.kernel_device()
         with wide:
-            got = jax_outputs(self._call(case, residual=False), inputs, grads=grads, device=placement.kernel_device())
+            got = jax_outputs(self._call(case, residual=False), inputs, grads=grads, device=device)
             if case.residuals:
                 # A separate forward call: return_residual's output is not meant to be differentiated.
-                lse = jax_outputs(self._call(case, residual=True), inputs, grads=False, device=placement.kernel_device())
+                lse = jax_outputs(self._call(case, residual=True), inputs, grads=False, device=device)
                 got = dataclasses.replace(got, lse=lse.out)
         return got
 
