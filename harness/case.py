@@ -133,11 +133,7 @@ class Case:
     def to_json(self) -> dict[str, Any]:
         # Fields added after schema 1 only when set: cases written before they existed keep
         # their JSON and ids.
-        extra = {
-            name: getattr(self, name)
-            for name, default in _LATER_FIELDS.items()
-            if getattr(self, name) != default
-        }
+        extra = {name: getattr(self, name) for name, default in _LATER_FIELDS.items() if getattr(self, name) != default}
         return extra | {
             "schema": CASE_SCHEMA,
             "batch": self.batch,

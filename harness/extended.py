@@ -21,9 +21,7 @@ from harness.contract import Outputs
 from harness.inputs import Inputs
 
 # The widest float numpy has here, or None when it is no wider than float64.
-EXTENDED: type[np.floating] | None = (
-    np.longdouble if np.finfo(np.longdouble).eps < np.finfo(np.float64).eps else None
-)
+EXTENDED: type[np.floating] | None = np.longdouble if np.finfo(np.longdouble).eps < np.finfo(np.float64).eps else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -198,6 +198,7 @@ def dropin(fn: Callable[..., Any], *, name: str) -> DotProductAttention:
     """Test `fn`, a function with the signature of jax.nn.dot_product_attention, as jax_xla."""
     return DotProductAttention("xla", name, XLA_CAPABILITIES, XLA_CONVENTIONS, fn=fn)
 
+
 if compat.jax_platform() == "gpu":  # pragma: no cover - needs a GPU; untested on the CPU hosts
     register(
         DotProductAttention(

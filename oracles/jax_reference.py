@@ -109,7 +109,7 @@ class JaxReference(Implementation):
     name = "jax_reference"
     role = "oracle"
     framework = "jax"
-    description = "pure-JAX softmax(cap(QK^T*scale+bias))V, sinks in the denominator, on the dense mask, in the case dtype"
+    description = "pure-JAX softmax(cap(QK^T*scale+bias))V with sinks, on the dense mask, in the case dtype"
     capabilities = Capabilities(
         # float64 where a truth more precise than float64 exists (harness.extended).
         dtypes=DTYPES + ((FLOAT64,) if extended.EXTENDED is not None else ()),
