@@ -12,10 +12,16 @@ or, when it takes `is_mqa`, that of the private factory both public ones wrap,
     _make_splash_attention(mask, *, block_sizes, is_mqa, head_shards, q_seq_shards) -> kernel,
 where kernel(q, k, v, segment_ids) takes q [q_heads, q_len, head_dim] and k, v
 [kv_heads, kv_len, head_dim] ([kv_len, head_dim] under is_mqa) for one batch row.
+A drop-in that takes `attn_logits_soft_cap` and `save_residuals` gets them; `sinks` go to the kernel.
+
+The soft cap, sinks and residuals go through splash's own parameters: the factory's
+attn_logits_soft_cap and save_residuals, the kernel's sinks [q_heads] (each where the
+installed splash has it, read from its signatures).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import operator
@@ -30,7 +36,7 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ma
 
 from harness import compat, placement
 from harness.case import Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
 from harness.masks import MASK_COMPONENTS, Mask
@@ -105,11 +111,22 @@ def splash_mask(mask: Mask, *, heads: int, q_len: int, kv_len: int) -> mask_lib.
     return mask_lib.MultiHeadMask(per_head)
 
 
-def _takes_is_mqa(fn: Callable[..., Any]) -> bool:
+def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
     try:
-        return "is_mqa" in inspect.signature(fn).parameters
+        return frozenset(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
-        return False
+        return frozenset()
+
+
+def _takes_is_mqa(fn: Callable[..., Any]) -> bool:
+    return "is_mqa" in _parameters(fn)
+
+
+# What the installed splash takes, from its signatures rather than its version.
+FACTORY_PARAMETERS = _parameters(upstream.make_splash_mha)
+SOFT_CAP = "attn_logits_soft_cap" in FACTORY_PARAMETERS
+RESIDUALS = "save_residuals" in FACTORY_PARAMETERS
+SINKS = "sinks" in _parameters(getattr(upstream.splash_attention_kernel, "_splash_attention", lambda: None))
 
 
 class PallasSplash(Implementation):
@@ -123,16 +140,21 @@ class PallasSplash(Implementation):
         # Every mask component: splash's mask family covers each (no additive bias).
         mask_components=MASK_COMPONENTS,
         dbias=False,
+        soft_cap=SOFT_CAP,
+        sinks=SINKS,
+        residuals=RESIDUALS,
     )
     conventions = Conventions(
-        bias="none: splash takes no additive bias (only a logit soft cap, not used)",
+        bias="none: splash takes no additive bias; attn_logits_soft_cap caps the logits before the mask",
         causal="CausalMask(offset): keys j <= i + offset; the adapter passes 0 (top-left) or kv_len - q_len",
         gqa="native: make_splash_mha takes kv_heads dividing q_heads; make_splash_mqa when kv_heads == 1",
         empty_rows="nan_or_convex",
         notes=(
             "no sm_scale argument: the adapter multiplies q by the scale (in the case dtype). "
             "Rows with no visible key are undefined upstream: NaN when the row's query tile visits no key "
-            "tile (0/0), else an average of the visited tiles' values; checked as declared, row by row"
+            "tile (0/0), else an average of the visited tiles' values; checked as declared, row by row. "
+            "With sinks the running max and sum start at the sink, so such rows are 0. "
+            "Sinks get no gradient here: the adapter closes over them (dsinks is not checked)"
         ),
     )
 
@@ -147,7 +169,11 @@ class PallasSplash(Implementation):
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _splash_blocks(case)
 
-    def violations(self, case: Case) -> list[str]:
+    def empty_rows(self, case: Case) -> EmptyRows:
+        # With sinks every row starts from the sink's max and a sum of 1, and adds nothing.
+        return "zeros" if case.sinks else self.conventions.empty_rows
+
+    def _shape_violations(self, case: Case) -> list[str]:
         out = super().violations(case)
         for name, length in (("q_len", case.q_len), ("kv_len", case.kv_len)):
             if length % LANES:
@@ -184,10 +210,14 @@ class PallasSplash(Implementation):
         fused = bool(blocks.pop(FUSED, 0))
         return upstream.BlockSizes(**blocks, use_fused_bwd_kernel=fused)
 
-    def _kernel(self, case: Case) -> tuple[Any, bool]:
+    def _kernel(self, case: Case, *, residuals: bool = False) -> tuple[Any, bool]:
         """The splash kernel for this case, and whether it takes MQA-shaped k/v."""
         mask = splash_mask(case.mask, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
-        kw = {"block_sizes": self._block_sizes(case), "head_shards": 1, "q_seq_shards": 1}
+        kw: dict[str, Any] = {"block_sizes": self._block_sizes(case), "head_shards": 1, "q_seq_shards": 1}
+        if case.soft_cap is not None:
+            kw["attn_logits_soft_cap"] = case.soft_cap
+        if residuals:
+            kw["save_residuals"] = True
         mqa = case.kv_heads == 1
         if self.fn is None:
             make = upstream.make_splash_mqa if mqa else upstream.make_splash_mha
@@ -196,12 +226,24 @@ class PallasSplash(Implementation):
             return self.fn(mask, is_mqa=mqa, **kw), mqa
         return self.fn(mask, **kw), False
 
-    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+    def violations(self, case: Case) -> list[str]:
+        out = self._shape_violations(case)
+        if self.fn is not None:
+            # A drop-in factory that lacks a parameter cannot be given the case.
+            takes = _parameters(self.fn)
+            for name, wanted in (("attn_logits_soft_cap", case.soft_cap is not None),):
+                if wanted and name not in takes:
+                    out.append(f"{self.name} takes no {name}")
+        return out
+
+    def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
+        """f(q, k, v) over the batch: the output [B, Hq, Lq, D], or with `residuals` the logsumexp [B, Hq, Lq]."""
         scale = case.sm_scale
-        kernel, mqa = self._kernel(case)
+        kernel, mqa = self._kernel(case, residuals=residuals)
         seg = None
         if inputs.q_segment_ids is not None:
             seg = (jnp.asarray(inputs.q_segment_ids), jnp.asarray(inputs.kv_segment_ids))
+        sinks = None if inputs.sinks is None else jnp.asarray(inputs.sinks)
 
         def f(q, k, v):
             # Splash applies no softmax scale; scaling q first is how its users apply one.
@@ -210,11 +252,23 @@ class PallasSplash(Implementation):
             for b in range(case.batch):  # splash kernels take one batch row
                 kb, vb = (k[b, 0], v[b, 0]) if mqa else (k[b], v[b])
                 ids = None if seg is None else upstream.SegmentIds(q=seg[0][b], kv=seg[1][b])
-                outs.append(kernel(q[b], kb, vb, segment_ids=ids))
+                extra = {} if sinks is None else {"sinks": sinks}
+                got = kernel(q[b], kb, vb, segment_ids=ids, **extra)
+                # save_residuals: (out, (logsumexp [q_heads, q_len],)).
+                outs.append(got[1][0] if residuals else got)
             return jnp.stack(outs)
 
+        return f
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        device = placement.kernel_device()
         with compat.tpu_kernel_context():
-            return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+            got = jax_outputs(self._call(case, inputs, residuals=False), inputs, grads=grads, device=device)
+            if case.residuals:
+                # A separate forward call: splash's residual-saving forward has no VJP of its own.
+                lse = jax_outputs(self._call(case, inputs, residuals=True), inputs, grads=False, device=device)
+                got = dataclasses.replace(got, lse=lse.out)
+        return got
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasSplash:
