@@ -5,10 +5,16 @@ generic Pallas interpreter on CPU. `dropin(fn)` wraps any function with the upst
 signature, so a fork is tested exactly like the upstream kernel:
     mha(q, k, v, segment_ids, sm_scale=1.0, causal=False, block_sizes=..., interpret=False)
 with q, k, v in [batch, seq_len, heads, head_dim] and segment_ids [batch, seq_len].
+On residual cases a second forward call passes return_residuals=True (where the installed mha
+takes it, read from its signature): the kernel's lse is in base 2 (m + log2(l) of logits
+scaled by log2(e)), converted to the natural log before it is checked.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +94,11 @@ class PallasGpu(Implementation):
     def __init__(self, fn: Callable[..., Any] = upstream.mha, name: str = "pallas_gpu") -> None:
         self.fn = fn
         self.name = name
+        try:
+            takes = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            takes = {}
+        self.capabilities = dataclasses.replace(self.capabilities, residuals="return_residuals" in takes)
         self.description = "Pallas GPU flash attention" + ("" if fn is upstream.mha else f" drop-in {name}")
 
     def backend(self) -> str:
@@ -129,23 +140,36 @@ class PallasGpu(Implementation):
             )
         return out
 
-    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+    def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
+        """f(q, k, v): the output [B, Hq, Lq, D], or with `residuals` the natural-log logsumexp [B, Hq, Lq]."""
         group = case.q_heads // case.kv_heads
         block_sizes = upstream.BlockSizes(**case.block_dict) if case.blocks else upstream.BlockSizes.get_default()
         seg = None if inputs.q_segment_ids is None else jnp.asarray(inputs.q_segment_ids)
         interpret = compat.jax_platform() != "gpu"
         causal = case.mask.causal == "top_left"
+        extra = {"return_residuals": True} if residuals else {}
 
         def f(q, k, v):
             # The kernel's layout is [batch, seq, heads, head_dim]; its sm_scale defaults to 1.0.
             k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
             q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))
-            out = self.fn(
-                q, k, v, seg, sm_scale=case.sm_scale, causal=causal, block_sizes=block_sizes, interpret=interpret
-            )
-            return jnp.swapaxes(out, 1, 2)
+            kw = {"sm_scale": case.sm_scale, "causal": causal, "block_sizes": block_sizes, "interpret": interpret}
+            got = self.fn(q, k, v, seg, **kw, **extra)
+            if residuals:
+                # (out, lse): lse [batch, heads, q_len] in base 2.
+                return got[1] / math.log2(math.e)
+            return jnp.swapaxes(got, 1, 2)
 
-        return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+        return f
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        device = placement.kernel_device()
+        got = jax_outputs(self._call(case, inputs, residuals=False), inputs, grads=grads, device=device)
+        if case.residuals and self.capabilities.residuals:
+            # A separate forward call: mha does not differentiate with return_residuals=True.
+            lse = jax_outputs(self._call(case, inputs, residuals=True), inputs, grads=False, device=device)
+            got = dataclasses.replace(got, lse=lse.out)
+        return got
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasGpu:
