@@ -111,3 +111,13 @@ def test_planted_window_off_by_one_is_caught_and_upstream_passes_the_same_case()
     assert upstream.passed, upstream.failure
     assert not bug.passed
     assert bug.comparisons[0].quantity == "out" and not bug.comparisons[0].passed
+
+
+def test_planted_soft_cap_after_mask_is_caught_and_upstream_passes_the_same_case() -> None:
+    # A cap of 1 leaves masked keys a weight of exp(-1 - max) under the bug: far past any bound.
+    case = _case(mask=Mask(causal="top_left")).replace(soft_cap=1.0, sinks=True, residuals=True)
+    planted = contract.resolve("pallas_splash=tests.planted.splash_soft_cap_after_mask:make_splash")
+    upstream, bug = run_case(case, [contract.resolve("pallas_splash"), planted], grads=False).subjects
+    assert upstream.passed, upstream.failure
+    assert {c.quantity for c in upstream.comparisons} >= {"out", "lse"}
+    assert not bug.passed and bug.comparisons[0].quantity == "out"

@@ -89,7 +89,9 @@ def test_planted_dropins_are_caught_and_upstream_passes_the_same_case(module: st
 def test_float64_is_computed_with_a_float32_softmax() -> None:
     # docs/findings/jax_xla_float64_softmax_in_float32.md: a real divergence, kept visible.
     case = Case(batch=1, q_heads=1, kv_heads=1, q_len=16, kv_len=16, head_dim=32, dtype="float64")
-    got, torch_sdpa = run_case(case, [contract.resolve("jax_xla"), contract.resolve("torch_sdpa")], grads=False).subjects
+    got, torch_sdpa = run_case(
+        case, [contract.resolve("jax_xla"), contract.resolve("torch_sdpa")], grads=False
+    ).subjects
     assert torch_sdpa.passed, torch_sdpa.failure
     (out,) = [c for c in got.comparisons if c.quantity == "out"]
     assert not out.passed and out.max_abs > 1e-9
