@@ -4,7 +4,9 @@ Native on a TPU, otherwise the same kernel code under the Pallas TPU interpreter
 Splash takes its mask as objects (CausalMask, LocalMask, ChunkedCausalMask, NumpyMask,
 combined with `&` and per head with MultiHeadMask); the adapter builds them from the
 case's mask description with splash's own classes, so splash's mask code is under test
-and the oracles' dense mask (harness.masks.dense_mask) stays independent of it.
+and the oracles' dense mask (harness.masks.dense_mask) stays independent of it. Valid
+lengths (harness.masks.Lengths) go in as segment ids, as splash's users mask padding:
+padded queries and keys get ids of their own (PAD_Q, PAD_KV) that nothing else has.
 
 `dropin(fn)` tests a replacement for the upstream kernel factory. Its signature is
     make_splash_mha(mask, *, block_sizes, head_shards, q_seq_shards) -> kernel
@@ -77,13 +79,22 @@ def _splash_blocks(draw: Any, case: Case) -> dict[str, int]:
     return blocks
 
 
-def _parts(mask: Mask, shape: tuple[int, int]) -> list[mask_lib.Mask]:
-    """Splash's own mask objects for the components shared by every batch row."""
+# Segment ids the adapter gives padding (harness.masks.Lengths): query rows past a batch row's
+# valid length, and keys outside its [kv_start, kv_end). Negative, so no drawn id (>= 0) meets them,
+# and different, so padding never sees padding.
+PAD_Q, PAD_KV = -1, -2
+
+
+def _parts(mask: Mask, shape: tuple[int, int], diagonal: int | None = None) -> list[mask_lib.Mask]:
+    """Splash's own mask objects for the components shared by every batch row.
+
+    diagonal: the bottom-right causal offset (default kv_len - q_len; with lengths, the row's own)."""
     q_len, kv_len = shape
     out: list[mask_lib.Mask] = []
     if mask.causal is not None:
         # CausalMask sees keys j <= i + offset: offset 0 is top-left, kv_len - q_len bottom-right.
-        out.append(mask_lib.CausalMask(shape, offset=0 if mask.causal == "top_left" else kv_len - q_len))
+        bottom_right = kv_len - q_len if diagonal is None else diagonal
+        out.append(mask_lib.CausalMask(shape, offset=0 if mask.causal == "top_left" else bottom_right))
     if mask.window is not None:
         w = mask.window
         if w.is_causal:
@@ -100,15 +111,39 @@ def _parts(mask: Mask, shape: tuple[int, int]) -> list[mask_lib.Mask]:
     return out
 
 
-def splash_mask(mask: Mask, *, heads: int, q_len: int, kv_len: int) -> mask_lib.MultiHeadMask:
-    """The case's mask (without segment ids, which splash takes separately) as splash masks."""
+def splash_mask(
+    mask: Mask, *, heads: int, q_len: int, kv_len: int, diagonal: int | None = None
+) -> mask_lib.MultiHeadMask:
+    """The case's mask (without segment ids and lengths, which go in as segment ids) as splash masks.
+
+    diagonal: the bottom-right causal offset of one batch row (see _parts)."""
     shape = (q_len, kv_len)
-    shared = _parts(mask, shape)
+    shared = _parts(mask, shape, diagonal)
     per_head = []
     for h in range(heads):
-        parts = shared + (_parts(mask.heads[h], shape) if mask.heads is not None else [])
+        parts = shared + (_parts(mask.heads[h], shape, diagonal) if mask.heads is not None else [])
         per_head.append(functools.reduce(operator.and_, parts) if parts else mask_lib.FullMask(shape))
     return mask_lib.MultiHeadMask(per_head)
+
+
+def segment_ids(case: Case) -> tuple[np.ndarray, np.ndarray] | None:
+    """(q ids [batch, q_len], kv ids [batch, kv_len]): the case's segment ids, with padding
+    (harness.masks.Lengths) given ids of its own, as splash's users mask padding; None when neither."""
+    m = case.mask
+    if m.segments is None and m.lengths is None:
+        return None
+    if m.segments is not None:
+        q_ids, kv_ids = m.segments.ids("q").copy(), m.segments.ids("kv").copy()
+    else:
+        q_ids = np.zeros((case.batch, case.q_len), np.int32)
+        kv_ids = np.zeros((case.batch, case.kv_len), np.int32)
+    if m.lengths is not None:
+        for b in range(case.batch):
+            q, start, end = m.lengths.valid(b, case.q_len, case.kv_len)
+            q_ids[b, q:] = PAD_Q
+            kv_ids[b, :start] = PAD_KV
+            kv_ids[b, end:] = PAD_KV
+    return q_ids, kv_ids
 
 
 def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
@@ -210,9 +245,9 @@ class PallasSplash(Implementation):
         fused = bool(blocks.pop(FUSED, 0))
         return upstream.BlockSizes(**blocks, use_fused_bwd_kernel=fused)
 
-    def _kernel(self, case: Case, *, residuals: bool = False) -> tuple[Any, bool]:
-        """The splash kernel for this case, and whether it takes MQA-shaped k/v."""
-        mask = splash_mask(case.mask, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
+    def _kernel(self, case: Case, *, residuals: bool = False, diagonal: int | None = None) -> tuple[Any, bool]:
+        """The splash kernel for this case (for a bottom-right diagonal), and whether it takes MQA-shaped k/v."""
+        mask = splash_mask(case.mask, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len, diagonal=diagonal)
         kw: dict[str, Any] = {"block_sizes": self._block_sizes(case), "head_shards": 1, "q_seq_shards": 1}
         if case.soft_cap is not None:
             kw["attn_logits_soft_cap"] = case.soft_cap
@@ -239,10 +274,16 @@ class PallasSplash(Implementation):
     def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
         """f(q, k, v) over the batch: the output [B, Hq, Lq, D], or with `residuals` the logsumexp [B, Hq, Lq]."""
         scale = case.sm_scale
-        kernel, mqa = self._kernel(case, residuals=residuals)
-        seg = None
-        if inputs.q_segment_ids is not None:
-            seg = (jnp.asarray(inputs.q_segment_ids), jnp.asarray(inputs.kv_segment_ids))
+        lengths = case.mask.lengths
+        # Bottom-right causal with lengths sits at each row's own diagonal: one kernel per diagonal.
+        diagonals = [None] * case.batch
+        if lengths is not None and case.mask.causal == "bottom_right":
+            diagonals = [
+                end - q for q, _, end in (lengths.valid(b, case.q_len, case.kv_len) for b in range(case.batch))
+            ]
+        kernels = {d: self._kernel(case, residuals=residuals, diagonal=d) for d in set(diagonals)}
+        ids = segment_ids(case)
+        seg = None if ids is None else (jnp.asarray(ids[0]), jnp.asarray(ids[1]))
         sinks = None if inputs.sinks is None else jnp.asarray(inputs.sinks)
 
         def f(q, k, v):
@@ -250,10 +291,11 @@ class PallasSplash(Implementation):
             q = q * jnp.asarray(scale, q.dtype)
             outs = []
             for b in range(case.batch):  # splash kernels take one batch row
+                kernel, mqa = kernels[diagonals[b]]
                 kb, vb = (k[b, 0], v[b, 0]) if mqa else (k[b], v[b])
-                ids = None if seg is None else upstream.SegmentIds(q=seg[0][b], kv=seg[1][b])
+                row_ids = None if seg is None else upstream.SegmentIds(q=seg[0][b], kv=seg[1][b])
                 extra = {} if sinks is None else {"sinks": sinks}
-                got = kernel(q[b], kb, vb, segment_ids=ids, **extra)
+                got = kernel(q[b], kb, vb, segment_ids=row_ids, **extra)
                 # save_residuals: (out, (logsumexp [q_heads, q_len],)).
                 outs.append(got[1][0] if residuals else got)
             return jnp.stack(outs)

@@ -7,7 +7,7 @@ import pytest
 
 from harness import contract
 from harness.case import Case
-from harness.masks import BlockSparse, Chunk, Mask, Segments, Window, dense_mask
+from harness.masks import BlockSparse, Chunk, Lengths, Mask, Segments, Window, dense_mask
 from harness.runner import run_case
 from kernels.pallas_splash import FUSED, PallasSplash, splash_mask
 
@@ -121,3 +121,19 @@ def test_planted_soft_cap_after_mask_is_caught_and_upstream_passes_the_same_case
     assert upstream.passed, upstream.failure
     assert {c.quantity for c in upstream.comparisons} >= {"out", "lse"}
     assert not bug.passed and bug.comparisons[0].quantity == "out"
+
+
+def test_valid_lengths_go_in_as_segment_ids_and_bottom_right_causal_sits_at_each_rows_diagonal() -> None:
+    # Before lengths reached the kernel, splash saw every key of every row here and failed.
+    lengths = Lengths(q=(100, 3), kv=(200, 40), kv_starts=(0, 9))
+    case = Case(
+        batch=2,
+        q_heads=2,
+        kv_heads=1,
+        q_len=128,
+        kv_len=256,
+        head_dim=64,
+        mask=Mask(causal="bottom_right", lengths=lengths),
+    )
+    result = run_case(case, [contract.resolve("pallas_splash")], grads=False)
+    assert result.passed, result.subjects[0].failure
