@@ -101,3 +101,36 @@ def test_lengths_q_le_kv_keeps_queries_within_keys(data):
     components = frozenset({"q_lengths", "kv_lengths", LENGTHS_Q_LE_KV})
     got = data.draw(lengths(components=components, batch=3, q_len=16, kv_len=64))
     assert all(q <= k for q, k in zip(got.q, got.kv, strict=True))
+
+
+XLA, SPLASH, TORCH = resolve("jax_xla"), resolve("pallas_splash"), resolve("torch_sdpa")
+
+
+@pytest.mark.parametrize(
+    ("impl", "condition"),
+    [
+        pytest.param(SPLASH, lambda c: c.soft_cap is not None, id="splash-soft_cap"),
+        pytest.param(SPLASH, lambda c: c.sinks, id="splash-sinks"),
+        pytest.param(SPLASH, lambda c: c.residuals, id="splash-residuals"),
+        pytest.param(XLA, lambda c: c.dtype == "float64", id="xla-float64"),
+        pytest.param(XLA, lambda c: c.mask.window is not None, id="xla-window"),
+        pytest.param(XLA, lambda c: "mask_arg" in c.block_dict and c.mask.lengths is not None, id="xla-mask-arg"),
+        pytest.param(XLA, lambda c: c.residuals, id="xla-residuals"),
+    ],
+)
+def test_new_case_features_are_reachable_where_declared(impl, condition):
+    case = find(cases(impl), condition, settings=settings(max_examples=500, database=None))
+    assert impl.violations(case) == []
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(cases(FLASH) | cases(TORCH) | cases(XLA))
+def test_soft_cap_and_sinks_are_never_drawn_where_undeclared(case):
+    assert case.soft_cap is None and not case.sinks
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(cases(XLA))
+def test_every_drawn_xla_case_is_inside_its_contract(case):
+    # Windows only at offset 0 with both sides bounded: what local_window_size can say.
+    assert XLA.violations(case) == []
