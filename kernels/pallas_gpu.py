@@ -44,6 +44,15 @@ BLOCKS = {
 }
 
 
+# mha's other arguments that never change the mathematics, carried in blocks beside the tiles
+# (each optional; absent means mha's default): the Triton launch parameters num_warps and
+# num_stages (ignored by the interpreter, compiled on a GPU), and BACKWARD_XLA=1 for
+# backward_pass_impl="xla" (the VJP of mha_reference instead of the Triton backward kernels).
+# `grid` and `debug` are not drawn: a grid other than mha's own computes a different problem.
+BACKWARD_XLA = "backward_xla"
+OPTIONS = {"num_warps": (2, 4, 8), "num_stages": (1, 2, 3), BACKWARD_XLA: (1,)}
+
+
 def _tiles(length: int) -> list[int]:
     return [t for t in TILES if length % t == 0]
 
@@ -59,6 +68,12 @@ def _gpu_blocks(draw: Any, case: Case) -> dict[str, int]:
     counts = sorted({case.q_len // t for t in q_tiles} & {case.kv_len // t for t in k_tiles})
     n = draw(st.sampled_from(counts))
     blocks["block_q_dq"], blocks["block_kv_dkv"] = case.q_len // n, case.kv_len // n
+    for name, values in OPTIONS.items():
+        if name == BACKWARD_XLA and case.dtype != "float32":
+            continue  # the xla backward raises for 16-bit inputs (see violations)
+        value = draw(st.none() | st.sampled_from(values))
+        if value is not None:
+            blocks[name] = value
     return blocks
 
 
@@ -122,12 +137,22 @@ class PallasGpu(Implementation):
                 "(upstream loop bound; see docs/divergences/pallas_gpu_causal_q_longer_than_kv.json)"
             )
         blocks = case.block_dict
+        if BACKWARD_XLA in blocks and case.dtype != "float32":
+            out.append(
+                f"backward_xla with dtype={case.dtype}: mha's xla backward raises for 16-bit inputs "
+                "(docs/findings/pallas_gpu_xla_backward_16bit.md)"
+            )
+        for name, values in OPTIONS.items():
+            if name in blocks and blocks.pop(name) not in values:
+                out.append(f"{name}={case.block_dict[name]} must be one of {values} (or absent: mha's default)")
         if not blocks:
             # The defaults, clamped to the sequence as mha() clamps them.
             default = upstream.BlockSizes.get_default()
             blocks = {name: min(getattr(default, name), getattr(case, seq)) for name, seq in BLOCKS.items()}
         if set(blocks) != set(BLOCKS):
-            out.append(f"blocks must name exactly {sorted(BLOCKS)}; got {sorted(blocks)}")
+            out.append(
+                f"blocks must name exactly {sorted(BLOCKS)} (and optionally {sorted(OPTIONS)}); got {sorted(blocks)}"
+            )
             return out
         for name, seq in BLOCKS.items():
             length = getattr(case, seq)
@@ -143,7 +168,11 @@ class PallasGpu(Implementation):
     def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
         """f(q, k, v): the output [B, Hq, Lq, D], or with `residuals` the natural-log logsumexp [B, Hq, Lq]."""
         group = case.q_heads // case.kv_heads
-        block_sizes = upstream.BlockSizes(**case.block_dict) if case.blocks else upstream.BlockSizes.get_default()
+        tiles = {k: v for k, v in case.block_dict.items() if k in BLOCKS}
+        block_sizes = upstream.BlockSizes(**tiles) if tiles else upstream.BlockSizes.get_default()
+        launch = {k: v for k, v in case.block_dict.items() if k in ("num_warps", "num_stages")}
+        if BACKWARD_XLA in case.block_dict:
+            launch["backward_pass_impl"] = "xla"
         seg = None if inputs.q_segment_ids is None else jnp.asarray(inputs.q_segment_ids)
         interpret = compat.jax_platform() != "gpu"
         causal = case.mask.causal == "top_left"
@@ -154,7 +183,7 @@ class PallasGpu(Implementation):
             k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
             q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))
             kw = {"sm_scale": case.sm_scale, "causal": causal, "block_sizes": block_sizes, "interpret": interpret}
-            got = self.fn(q, k, v, seg, **kw, **extra)
+            got = self.fn(q, k, v, seg, **kw, **launch, **extra)
             if residuals:
                 # (out, lse): lse [batch, heads, q_len] in base 2.
                 return got[1] / math.log2(math.e)
