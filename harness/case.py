@@ -13,6 +13,10 @@ from harness.masks import Mask
 
 CASE_SCHEMA = 1
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+# float64 is a case dtype only where an implementation declares it (jax.nn.dot_product_attention,
+# the oracles): DTYPES stays the dtypes every kernel takes, so `dtypes=DTYPES` never draws it.
+FLOAT64 = "float64"
+CASE_DTYPES: tuple[str, ...] = (*DTYPES, FLOAT64)
 # normal: unit-normal q, k, v. large: q and k scaled so logits reach tens to hundreds,
 # where an exp without max-subtraction overflows. ties: every key in a row identical,
 # so each query's logits are all equal (softmax must be exactly uniform).
@@ -31,6 +35,13 @@ class CaseError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One attention problem, in the SDPA convention: softmax(Q K^T * scale + bias) V.
+
+    With soft_cap c, the logits s = Q K^T * scale + bias become c * tanh(s / c) before the mask
+    (splash's and paged attention's attn_logits_soft_cap, Gemma 2's logit capping). With sinks,
+    each query head h has one extra logit sinks[h] (harness.inputs) that joins every row's
+    softmax denominator and carries no value: out = sum_j exp(s_j - m) v_j / (exp(sink - m) +
+    sum_j exp(s_j - m)); it is neither scaled nor capped. residuals: the kernel also returns the
+    logsumexp of each query row (sinks included), checked against the truth's.
 
     q: [batch, q_heads, q_len, head_dim]; k, v: [batch, kv_heads, kv_len, head_dim].
     q_heads must be a multiple of kv_heads (MHA: equal, GQA: a divisor, MQA: 1).
@@ -53,6 +64,9 @@ class Case:
     regime: str = "normal"
     seed: int = 0
     kv_format: str | None = None
+    soft_cap: float | None = None
+    sinks: bool = False
+    residuals: bool = False
 
     def __post_init__(self) -> None:
         for name in ("batch", "q_heads", "kv_heads", "q_len", "kv_len", "head_dim"):
@@ -63,12 +77,19 @@ class Case:
             raise CaseError(
                 f"q_heads={self.q_heads} must be a multiple of kv_heads={self.kv_heads} (GQA groups query heads)"
             )
-        if self.dtype not in DTYPES:
-            raise CaseError(f"dtype={self.dtype!r} is not one of {DTYPES}")
+        if self.dtype not in CASE_DTYPES:
+            raise CaseError(f"dtype={self.dtype!r} is not one of {CASE_DTYPES}")
         if self.regime not in REGIMES:
             raise CaseError(f"regime={self.regime!r} is not one of {REGIMES}")
         if self.scale is not None and not (math.isfinite(self.scale) and self.scale > 0):
             raise CaseError(f"scale={self.scale!r} must be a positive finite number or None")
+        if self.soft_cap is not None and (
+            isinstance(self.soft_cap, bool) or not (math.isfinite(self.soft_cap) and self.soft_cap > 0)
+        ):
+            raise CaseError(f"soft_cap={self.soft_cap!r} must be a positive finite number or None")
+        for name in ("sinks", "residuals"):
+            if not isinstance(getattr(self, name), bool):
+                raise CaseError(f"{name}={getattr(self, name)!r} must be true or false")
         if not isinstance(self.mask, Mask):
             raise CaseError(f"mask must be a harness.masks.Mask, got {type(self.mask).__name__}")
         if self.kv_format is not None and self.kv_format not in KV_FORMATS:
@@ -110,8 +131,9 @@ class Case:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        # kv_format only when set: cases written before it existed keep their JSON and ids.
-        extra = {} if self.kv_format is None else {"kv_format": self.kv_format}
+        # Fields added after schema 1 only when set: cases written before they existed keep
+        # their JSON and ids.
+        extra = {name: getattr(self, name) for name, default in _LATER_FIELDS.items() if getattr(self, name) != default}
         return extra | {
             "schema": CASE_SCHEMA,
             "batch": self.batch,
@@ -164,7 +186,13 @@ class Case:
         blocks = " blocks=" + ",".join(f"{k}={v}" for k, v in self.blocks) if self.blocks else ""
         scale = "" if self.scale is None else f" scale={self.scale:g}"
         kv = "" if self.kv_format is None else f" kv={self.kv_format}"
+        cap = "" if self.soft_cap is None else f" soft_cap={self.soft_cap:g}"
+        flags = "".join(f" {name}" for name in ("sinks", "residuals") if getattr(self, name))
         return (
             f"B={self.batch} {heads} {lens} D={self.head_dim} {self.dtype}{kv} mask={self.mask_label}"
-            f" {self.regime}{scale} seed={self.seed}{blocks}"
+            f" {self.regime}{scale}{cap}{flags} seed={self.seed}{blocks}"
         )
+
+
+# Case fields added after schema 1, and their defaults: to_json writes each only when set.
+_LATER_FIELDS: dict[str, Any] = {"kv_format": None, "soft_cap": None, "sinks": False, "residuals": False}

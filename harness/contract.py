@@ -37,7 +37,8 @@ Role = Literal["kernel", "oracle"]
 #            the Pallas TPU interpreter's NaN fill the adapter declares "nan" instead.
 EmptyRows = Literal["zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten"]
 EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten")
-QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias")
+QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias", "lse")
+GRADIENTS: tuple[str, ...] = ("dq", "dk", "dv", "dbias")
 
 
 class ContractError(ValueError):
@@ -58,6 +59,8 @@ class Capabilities:
     kv_formats: K/V storage formats besides the case dtype (harness.case.KV_FORMATS).
     kv_format_only_dtypes: dtypes accepted only with one of kv_formats (a paged kernel whose plain
       pages of that dtype lose precision, where quantized pages do not).
+    soft_cap, sinks, residuals: whether it takes a logits soft cap, attention sinks, and can
+    return the logsumexp residual (harness.case.Case); strategies draw them only where True.
     `Implementation.violations` is the authoritative check.
     """
 
@@ -73,6 +76,9 @@ class Capabilities:
     dbias: bool = True
     q_lens: tuple[int, ...] = ()
     kv_formats: tuple[str, ...] = ()
+    soft_cap: bool = False
+    sinks: bool = False
+    residuals: bool = False
     kv_format_only_dtypes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -100,13 +106,18 @@ class Conventions:
 
 @dataclasses.dataclass
 class Outputs:
-    """Forward output and gradients as float64 numpy arrays (None where not computed)."""
+    """Forward output and gradients as float64 numpy arrays (None where not computed).
+
+    lse: the natural-log logsumexp of each query row's logits (sinks included),
+    [batch, q_heads, q_len], when the case asks for residuals.
+    """
 
     out: np.ndarray
     dq: np.ndarray | None = None
     dk: np.ndarray | None = None
     dv: np.ndarray | None = None
     dbias: np.ndarray | None = None
+    lse: np.ndarray | None = None
 
     def get(self, quantity: str) -> np.ndarray | None:
         return getattr(self, quantity)
@@ -145,6 +156,11 @@ class Implementation(abc.ABC):
         """The declared behaviour on rows with no visible key, for this case."""
         return self.conventions.empty_rows
 
+    def padded_rows(self, case: Case) -> EmptyRows:
+        """The declared behaviour on padded query rows (at or past the row's valid query length,
+        harness.masks.Lengths.q), for this case; by default the same as any row with no visible key."""
+        return self.empty_rows(case)
+
     def jax_fn(self, case: Case) -> Callable[..., Any] | None:
         """A JAX function of the case's arrays (q, k, v[, bias]) returning the output, in the SDPA
         convention, for ahead-of-time compilation and timing; None when there is none (e.g. torch).
@@ -182,6 +198,10 @@ class Implementation(abc.ABC):
             out.append(f"kv_format={case.kv_format} not in {caps.kv_formats or '(none)'}")
         if case.kv_format is None and case.dtype in caps.kv_format_only_dtypes:
             out.append(f"dtype={case.dtype} only with kv_format in {caps.kv_formats} (plain pages lose precision)")
+        # residuals are not a violation: an implementation that returns none is simply not checked on them.
+        for name in ("soft_cap", "sinks"):
+            if getattr(case, name) not in (None, False) and not getattr(caps, name):
+                out.append(f"{name}={getattr(case, name)} is not supported (Capabilities.{name} is False)")
         return out
 
     def check(self, case: Case) -> None:

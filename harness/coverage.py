@@ -189,6 +189,18 @@ def causal_top_left(case: Case) -> bool:
     return case.mask.causal == "top_left"
 
 
+def residuals(case: Case) -> bool:
+    return case.residuals
+
+
+def soft_cap(case: Case) -> bool:
+    return case.soft_cap is not None
+
+
+def sinks(case: Case) -> bool:
+    return case.sinks
+
+
 def mqa(case: Case) -> bool:
     return case.kv_heads == 1
 

@@ -40,6 +40,9 @@ class Interpreted(Implementation):
     def empty_rows(self, case: Case) -> EmptyRows:
         return self.native.empty_rows(case)
 
+    def padded_rows(self, case: Case) -> EmptyRows:
+        return self.native.padded_rows(case)
+
     def violations(self, case: Case) -> list[str]:
         return self.native.violations(case)
 

@@ -10,7 +10,12 @@ import numpy as np
 from harness.case import Case
 from harness.masks import dense_mask, empty_rows
 
-NP_DTYPES = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
+NP_DTYPES = {
+    "float32": np.dtype(np.float32),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float16": np.dtype(np.float16),
+    "float64": np.dtype(np.float64),
+}
 
 # Multiplier on q and k in the "large" regime: with unit-normal entries the scaled
 # logits have standard deviation about LARGE**2, so rows reach |logit| ~ 100, past
@@ -35,11 +40,18 @@ class Inputs:
     empty: np.ndarray  # bool [batch, q_heads, q_len]: rows that see no key
     q_segment_ids: np.ndarray | None  # int32 [batch, q_len]
     kv_segment_ids: np.ndarray | None  # int32 [batch, kv_len]
+    sinks: np.ndarray | None = None  # [q_heads] in the case dtype: one extra logit per query head
 
     def astype(self, dtype: np.dtype) -> Inputs:
         cast = lambda a: None if a is None else a.astype(dtype)  # noqa: E731
         return dataclasses.replace(
-            self, q=cast(self.q), k=cast(self.k), v=cast(self.v), bias=cast(self.bias), dout=cast(self.dout)
+            self,
+            q=cast(self.q),
+            k=cast(self.k),
+            v=cast(self.v),
+            bias=cast(self.bias),
+            dout=cast(self.dout),
+            sinks=cast(self.sinks),
         )
 
 
@@ -83,6 +95,14 @@ def make_inputs(case: Case) -> Inputs:
     visible = dense_mask(case.mask, batch=case.batch, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
     empty = empty_rows(visible)
     dout = rng.standard_normal(qshape) * ~empty[..., None]
+    sinks = None
+    if case.sinks:
+        # Drawn after every other array, so a case without sinks keeps its inputs bit for bit.
+        # Unit normal plus 1: about as large as a row's largest logit at the default scale, so the
+        # sink takes a visible share of the softmax without swamping it.
+        sinks = rng.standard_normal(case.q_heads) + 1.0
+        if case.regime == "large":
+            sinks = sinks * LARGE**2
     segs = case.mask.segments
     return Inputs(
         q=q.astype(dt),
@@ -94,4 +114,5 @@ def make_inputs(case: Case) -> Inputs:
         empty=empty,
         q_segment_ids=None if segs is None else segs.ids("q"),
         kv_segment_ids=None if segs is None else segs.ids("kv"),
+        sinks=None if sinks is None else sinks.astype(dt),
     )

@@ -10,37 +10,34 @@ from __future__ import annotations
 import numpy as np
 
 from harness.case import Case
+from harness.extended import repeat_kv, softmax, sum_groups
 from harness.inputs import Inputs
 
 
 def term_magnitudes(case: Case, inputs: Inputs) -> dict[str, float]:
-    """Largest sum of |terms| per quantity (float64), for out, dq, dk, dv, dbias."""
+    """Largest sum of |terms| per quantity (float64), for out, dq, dk, dv, dbias and lse."""
     f = lambda a: a.astype(np.float64)  # noqa: E731
     group = case.q_heads // case.kv_heads
     q = f(inputs.q)
-    k, v = (np.repeat(f(a), group, axis=1) for a in (inputs.k, inputs.v))
-    s = np.einsum("bhqd,bhkd->bhqk", q, k) * case.sm_scale
-    if inputs.bias is not None:
-        s = s + f(inputs.bias)
-    s = np.where(inputs.visible, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    p = np.exp(s - np.where(np.isfinite(m), m, 0))
-    denom = p.sum(axis=-1, keepdims=True)
-    p = p / np.where(denom == 0, 1, denom)
+    k, v = (repeat_kv(f(a), group) for a in (inputs.k, inputs.v))
+    sm = softmax(case, inputs, np.float64)
+    p = sm.p
     dout = f(inputs.dout)
     out = p @ v
     dp = dout @ np.swapaxes(v, -1, -2)
     di = (out * dout).sum(-1, keepdims=True)
     ds_terms = p * (np.abs(dp) + np.abs(di))
-
-    def per_kv_head(a: np.ndarray) -> np.ndarray:  # gradients of repeated heads sum per group
-        b, h, n, d = a.shape
-        return a.reshape(b, h // group, group, n, d).sum(axis=2)
-
+    if sm.tanh is not None:
+        ds_terms = ds_terms * (1 - sm.tanh * sm.tanh)  # the soft cap's derivative scales every logit gradient
+    # The logsumexp sums exp of the logits: its rounding grows with the largest logit and with
+    # the result itself (m + log(sum)), over rows that see a key or a sink.
+    finite = np.where(np.isfinite(sm.logits), np.abs(sm.logits), 0).max(axis=-1, initial=0)
+    lse = np.where(np.isfinite(sm.lse), np.maximum(np.abs(sm.lse), finite), 0)
     return {
         "out": float((p @ np.abs(v)).max(initial=0)),
-        "dv": float(per_kv_head(np.swapaxes(p, -1, -2) @ np.abs(dout)).max(initial=0)),
+        "dv": float(sum_groups(np.swapaxes(p, -1, -2) @ np.abs(dout), group).max(initial=0)),
         "dq": float((case.sm_scale * ds_terms @ np.abs(k)).max(initial=0)),
-        "dk": float(per_kv_head(case.sm_scale * np.swapaxes(ds_terms, -1, -2) @ np.abs(q)).max(initial=0)),
+        "dk": float(sum_groups(case.sm_scale * np.swapaxes(ds_terms, -1, -2) @ np.abs(q), group).max(initial=0)),
         "dbias": float(ds_terms.max(initial=0)),
+        "lse": float(lse.max(initial=0)),
     }

@@ -49,8 +49,11 @@ MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "seg
 #   sliding_window: a window only on top of bottom-right causal, as the last `w` keys up to each
 #     query's own position (ragged paged attention's sliding_window): Window(left=w - 1, right=0,
 #     offset=kv_len - q_len), every row with queries at that same diagonal (kv[b] - q[b]).
+#   window_aligned: windows only at offset 0 with both sides bounded (jax.nn.dot_product_attention's
+#     local_window_size=(left, right) has neither an offset nor an unbounded side).
 SEGMENTS_SHARED = "segments_shared"
 SLIDING_WINDOW = "sliding_window"
+WINDOW_ALIGNED = "window_aligned"
 CAUSAL_Q_LE_KV = "causal_q_le_kv"
 LENGTHS_Q_LE_KV = "lengths_q_le_kv"
 SHAPE_REQUIRED = "shape_required"

@@ -16,7 +16,7 @@ import numpy as np
 from harness import compat, native
 from harness.case import Case
 from harness.compare import Comparison, check_empty_rows, compare, tolerance
-from harness.contract import QUANTITIES, Implementation, Outputs
+from harness.contract import GRADIENTS, QUANTITIES, Implementation, Outputs
 from harness.inputs import Inputs, make_inputs
 from harness.locate import Located, locate
 from harness.magnitudes import term_magnitudes
@@ -104,6 +104,36 @@ class Reference:
         )
 
 
+def _padded(case: Case) -> np.ndarray | None:
+    """bool [batch, q_len]: query rows at or past their batch row's valid query length; None without q lengths."""
+    lengths = case.mask.lengths
+    if lengths is None or lengths.q is None:
+        return None
+    return np.arange(case.q_len)[None, :] >= np.asarray(lengths.q)[:, None]
+
+
+def _empty_row_checks(impl: Implementation, case: Case, inputs: Inputs, got: Outputs) -> list[Comparison]:
+    """Rows with no visible key against the declared convention; padded query rows apart when
+    the implementation declares another behaviour for them (Implementation.padded_rows)."""
+    empty = inputs.empty
+    if not empty.any():
+        return []
+    group = case.q_heads // case.kv_heads
+    values = np.repeat(inputs.v.astype(np.float64), group, axis=1)
+    padded = _padded(case)
+    if padded is None or impl.padded_rows(case) == impl.empty_rows(case):
+        return [check_empty_rows(impl.empty_rows(case), got.out, values, empty, case.dtype)]
+    padded = np.broadcast_to(padded[:, None, :], empty.shape)
+    out = []
+    if (empty & ~padded).any():
+        out.append(check_empty_rows(impl.empty_rows(case), got.out, values, empty & ~padded, case.dtype))
+    if padded.any():
+        out.append(
+            check_empty_rows(impl.padded_rows(case), got.out, values, padded, case.dtype, quantity="out[padded]")
+        )
+    return out
+
+
 def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref: Reference) -> list[Comparison]:
     truth, ruler, mags = ref.truth, ref.ruler, ref.magnitudes
     empty = inputs.empty
@@ -119,11 +149,8 @@ def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref:
             rows=rows,
         )
     ]
-    if empty.any():
-        group = case.q_heads // case.kv_heads
-        values = np.repeat(inputs.v.astype(np.float64), group, axis=1)
-        out.append(check_empty_rows(impl.empty_rows(case), got.out, values, empty, case.dtype))
-    for q in QUANTITIES[1:]:
+    out += _empty_row_checks(impl, case, inputs, got)
+    for q in GRADIENTS:
         want = truth.get(q)
         # A forward-only kernel (an inference kernel with no VJP) declares grads=False.
         if want is None or not impl.capabilities.grads:
@@ -132,6 +159,11 @@ def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref:
             continue
         tol = tolerance(case.dtype, q, impl.name)
         out.append(compare(q, got.get(q), want, ruler.get(q), tol, magnitude=mags[q]))
+    if case.residuals and impl.capabilities.residuals:
+        # The logsumexp of a row with no visible key is a kernel's own convention (a mask value's
+        # or -inf): judged on rows that see a key, as the output is.
+        tol = tolerance(case.dtype, "lse", impl.name)
+        out.append(compare("lse", got.lse, truth.lse, ruler.lse, tol, magnitude=mags["lse"], rows=rows))
     return out
 
 
@@ -283,9 +315,11 @@ def outputs_digest(outputs: Outputs) -> str:
 
 def _locate(case: Case, inputs: Inputs, got: Outputs, truth: Outputs, comps: list[Comparison]) -> Located | None:
     """The failure's errors located from the same arrays and bounds the comparisons used."""
+    # The located arrays are [batch, heads, rows, cols]; the per-row logsumexp is reported by its comparison.
+    arrays = ("out", *GRADIENTS)
     return locate(
-        {q: got.get(q) for q in QUANTITIES},
-        {q: truth.get(q) for q in QUANTITIES},
+        {q: got.get(q) for q in arrays},
+        {q: truth.get(q) for q in arrays},
         {c.quantity: c.bound for c in comps},
         blocks=case.block_dict,
         judged_out=~inputs.empty if inputs.empty.any() else None,
@@ -320,6 +354,9 @@ def run_case(
     killed (and restarted for the next subject) when it overruns or dies.
     """
     start = time.perf_counter()
+    # An oracle runs only inside its declared contract: one that lacks a feature of the case
+    # (torch SDPA has no soft cap or sinks) says so in violations() and sits the case out.
+    subjects = [s for s in subjects if s.role != "oracle" or not s.violations(case)]
     inputs = make_inputs(case)
     ref = Reference.compute(case, inputs, grads=grads)
     results = [run_subject(impl, case, inputs, ref, grads=grads, time_limit=time_limit) for impl in subjects]

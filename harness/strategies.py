@@ -20,6 +20,7 @@ from harness.masks import (
     SHAPE_COMPONENTS,
     SHAPE_REQUIRED,
     SLIDING_WINDOW,
+    WINDOW_ALIGNED,
     BlockSparse,
     Chunk,
     Lengths,
@@ -45,6 +46,10 @@ ORPHAN_ID = 99
 # Scales besides the default 1/sqrt(head_dim): 1.0 is the Pallas kernel's own default
 # (the largest logits), 0.03 flattens the softmax towards uniform.
 SCALES = (1.0, 0.25, 0.03)
+# Logit soft caps: Gemma 2's 50 (attention) rarely bites at unit-normal logits but does in
+# the "large" regime; 5 and 1 saturate tanh on ordinary logits, where the cap's derivative
+# (1 - tanh^2) nears 0 and a misplaced cap shows most.
+SOFT_CAPS = (50.0, 5.0, 1.0)
 
 
 def segment_runs(*, length: int, max_segments: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
@@ -85,10 +90,14 @@ def _offsets(q_len: int, kv_len: int) -> st.SearchStrategy[int]:
     return st.sampled_from(sorted({0, kv_len - q_len})) | st.integers(-q_len, kv_len)
 
 
-def windows(*, q_len: int, kv_len: int, causal: bool = False) -> st.SearchStrategy[Window]:
-    """Sliding windows (left, right, offset); causal=True: causal masks with an offset."""
+def windows(*, q_len: int, kv_len: int, causal: bool = False, aligned: bool = False) -> st.SearchStrategy[Window]:
+    """Sliding windows (left, right, offset); causal=True: causal masks with an offset;
+    aligned=True: offset 0 and both sides bounded (see harness.masks.WINDOW_ALIGNED)."""
     if causal:
         return st.builds(Window, left=st.none(), right=st.just(0), offset=_offsets(q_len, kv_len))
+    if aligned:
+        bounded = st.sampled_from((0, 1, 7)) | st.integers(0, kv_len)
+        return st.builds(Window, left=bounded, right=bounded, offset=st.just(0))
     side = st.none() | st.sampled_from((0, 1, 7)) | st.integers(0, kv_len)
     both = st.tuples(side, side).filter(lambda lr: lr != (None, None) and lr != (None, 0))
     return st.builds(lambda lr, offset: Window(lr[0], lr[1], offset), both, _offsets(q_len, kv_len))
@@ -158,14 +167,16 @@ def sliding_window(size: int, rows: Lengths | None, q_len: int, kv_len: int) -> 
     return out
 
 
-def _static(kinds: list[str], q_len: int, kv_len: int, *, required: bool = False) -> st.SearchStrategy[dict]:
+def _static(
+    kinds: list[str], q_len: int, kv_len: int, *, required: bool = False, aligned: bool = False
+) -> st.SearchStrategy[dict]:
     """Keyword arguments of Mask for one shape component (or none, unless required)."""
     options: list[st.SearchStrategy[dict]] = [] if required and kinds else [st.just({})]
     for kind in kinds:
         if kind.startswith("causal_") and kind != "causal_offset":
             options.append(st.just({"causal": kind.removeprefix("causal_")}))
         elif kind in ("causal_offset", "window"):
-            w = windows(q_len=q_len, kv_len=kv_len, causal=kind == "causal_offset")
+            w = windows(q_len=q_len, kv_len=kv_len, causal=kind == "causal_offset", aligned=aligned)
             options.append(w.map(lambda w: {"window": w}))
         elif kind == "chunk":
             options.append(chunks(q_len=q_len, kv_len=kv_len).map(lambda c: {"chunk": c}))
@@ -187,13 +198,14 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
         kinds = [k for k in kinds if not k.startswith("causal")]
     if SLIDING_WINDOW in components:
         kinds = [k for k in kinds if k != "window"]  # a sliding window comes on top of causal, below
-    kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in components)))
+    aligned = WINDOW_ALIGNED in components
+    kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in components, aligned=aligned)))
     if components & set(LENGTH_COMPONENTS) and draw(st.booleans()):
         kw["lengths"] = draw(lengths(components=components, batch=batch, q_len=q_len, kv_len=kv_len))
     if SLIDING_WINDOW in components and kw.get("causal") == "bottom_right" and draw(st.booleans()):
         kw.update(sliding_window(draw(valid_lengths(length=kv_len - 1)) + 1, kw.get("lengths"), q_len, kv_len))
     if "per_head" in components and draw(st.booleans()):
-        per_head = st.lists(_static(kinds, q_len, kv_len), min_size=heads, max_size=heads)
+        per_head = st.lists(_static(kinds, q_len, kv_len, aligned=aligned), min_size=heads, max_size=heads)
         kw["heads"] = tuple(Mask(**h) for h in draw(per_head))
     if "segments" in components and draw(st.booleans()):
         if SEGMENTS_SHARED in components:
@@ -233,6 +245,10 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
         regime=draw(st.sampled_from(regimes)),
         seed=draw(st.integers(0, 2**16)),
         kv_format=draw(st.sampled_from(_kv_formats(caps, dtype))),
+        # Drawn only where declared, so the cases of every other implementation stay as they were.
+        soft_cap=draw(st.none() | st.sampled_from(SOFT_CAPS)) if caps.soft_cap else None,
+        sinks=draw(st.booleans()) if caps.sinks else False,
+        residuals=draw(st.booleans()) if caps.residuals else False,
     )
     blocks = impl.block_strategy(case)
     return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case

@@ -10,7 +10,12 @@ import torch
 from harness.contract import Outputs
 from harness.inputs import Inputs
 
-TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+TORCH_DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float64": torch.float64,
+}
 
 
 def repeat_kv(t: torch.Tensor, group: int) -> torch.Tensor:
@@ -34,8 +39,10 @@ def torch_outputs(
     dt = TORCH_DTYPES[dtype]
 
     def tensor(a: np.ndarray, grad: bool) -> torch.Tensor:
-        # numpy has no bfloat16: go through float32, which holds every bf16/fp16 value exactly.
-        return torch.from_numpy(np.asarray(a, np.float32)).to(device, dt).requires_grad_(grad)
+        # numpy has no bfloat16: go through float32, which holds every bf16/fp16 value exactly
+        # (and float64 as itself).
+        wide = np.float64 if dt == torch.float64 else np.float32
+        return torch.from_numpy(np.asarray(a, wide)).to(device, dt).requires_grad_(grad)
 
     q, k, v = (tensor(a, grads) for a in (inputs.q, inputs.k, inputs.v))
     bias = None if inputs.bias is None else tensor(inputs.bias, grads)

@@ -134,7 +134,7 @@ def api(implementation: str) -> cov.Api:
                 drawn="(left, right) for windows at offset 0 when q_len == kv_len",
                 exercised=lambda case: _split_mask(case)[0] is not None,
             ),
-            cov.Param(name="logits_soft_cap", why=cov.NO_SOFT_CAP),
+            cov.Param(name="logits_soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap),
             cov.Param(
                 name="precision", drawn="None, HIGHEST (block flag precision_highest)", exercised=cov.block(PRECISION)
             ),
@@ -169,10 +169,14 @@ class TokamaxAttention(Implementation):
     )
 
     def __init__(self, implementation: str, fn: Callable[..., Any] | None = None, name: str | None = None) -> None:
-        self.capabilities = dataclasses.replace(self.capabilities, dtypes=dtypes())
+        self.fn = fn or tokamax.dot_product_attention
+        # A soft cap is drawn where the signature takes one; an implementation that refuses it at
+        # call time (cudnn: NotImplementedError) is refused by violations() through the probe.
+        self.capabilities = dataclasses.replace(
+            self.capabilities, dtypes=dtypes(), soft_cap=cov.accepts(self.fn, "logits_soft_cap")
+        )
         self.implementation = implementation
         self.api = (api(implementation),)
-        self.fn = fn or tokamax.dot_product_attention
         self.name = name or f"tokamax_{implementation}"
         self.description = f'tokamax.dot_product_attention(implementation="{implementation}")' + (
             "" if fn is None else f" drop-in {name}"

@@ -4,10 +4,17 @@ Native on a TPU, otherwise the same kernel code under the Pallas TPU interpreter
 `dropin(fn)` wraps any function with the upstream signature, so a team's fork is
 tested exactly like the upstream kernel:
     flash_attention(q, k, v, ab=None, segment_ids=None, *, causal, sm_scale, block_sizes)
+
+The public function returns no residuals; the module's `_flash_attention(..., save_residuals=True,
+...)` it wraps returns the output with each row's softmax sum `l` and max `m`, which the adapter
+turns into the logsumexp m + log(l) and checks on residual cases: for the upstream kernel, and
+for a drop-in whose module defines `_flash_attention` too (a patched copy of upstream does).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -93,6 +100,19 @@ API = (
         ),
     ),
     cov.Api(
+        # The public function returns no residuals; its module's _flash_attention does.
+        name="flash_attention._flash_attention",
+        locate=lambda: upstream._flash_attention,
+        params=(
+            *(
+                cov.Param(name=name, drawn="as flash_attention", exercised=cov.always)
+                for name in ("q", "k", "v", "ab", "segment_ids", "causal", "sm_scale", "block_sizes")
+            ),
+            cov.Param(name="save_residuals", drawn="True (logsumexp from l and m), False", exercised=cov.residuals),
+            cov.Param(name="debug", why=cov.DEBUG),
+        ),
+    ),
+    cov.Api(
         name="flash_attention.BlockSizes",
         locate=lambda: upstream.BlockSizes,
         params=tuple(
@@ -130,6 +150,10 @@ class PallasFlash(Implementation):
     def __init__(self, fn: Callable[..., Any] = upstream.flash_attention, name: str = "pallas_flash") -> None:
         self.fn = fn
         self.name = name
+        # The residual-saving function beside fn in its module, when there is one.
+        # (the public function is jitted: its module is that of the function it wraps).
+        self.with_residuals = getattr(inspect.unwrap(fn), "__globals__", {}).get("_flash_attention")
+        self.capabilities = dataclasses.replace(self.capabilities, residuals=self.with_residuals is not None)
         self.description = "Pallas TPU flash attention" + ("" if fn is upstream.flash_attention else f" drop-in {name}")
 
     def backend(self) -> str:
@@ -174,8 +198,10 @@ class PallasFlash(Implementation):
             return upstream.BlockSizes.get_default(case.batch, case.q_heads, case.q_len, case.kv_len, case.head_dim)
         return upstream.BlockSizes(**case.block_dict)
 
-    def jax_fn(self, case: Case) -> Callable[..., Any]:
-        """f(q, k, v[, bias]) in the SDPA convention; run() and the compile checks both call it."""
+    def jax_fn(self, case: Case, *, residuals: bool = False) -> Callable[..., Any]:
+        """f(q, k, v[, bias]) in the SDPA convention; run() and the compile checks both call it.
+
+        residuals: f returns the logsumexp [B, Hq, Lq] from save_residuals' l and m instead."""
         group = case.q_heads // case.kv_heads
         scale = case.sm_scale
         segs = case.mask.segments
@@ -190,14 +216,22 @@ class PallasFlash(Implementation):
             # convention. float32 keeps the division from rounding the bias.
             ab = bias[0].astype(jnp.float32) / scale if bias else None
             k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
+            if residuals:
+                # _flash_attention(q, k, v, ab, segment_ids, save_residuals, causal, sm_scale, block_sizes, debug)
+                _, total, peak = self.with_residuals(q, k, v, ab, segment_ids, True, causal, scale, block_sizes, False)
+                return peak + jnp.log(total)
             return self.fn(q, k, v, ab, segment_ids, causal=causal, sm_scale=scale, block_sizes=block_sizes)
 
         return f
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        f = self.jax_fn(case)
+        device = placement.kernel_device()
         with compat.tpu_kernel_context():
-            return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+            got = jax_outputs(self.jax_fn(case), inputs, grads=grads, device=device)
+            if case.residuals and self.with_residuals is not None:
+                lse = jax_outputs(self.jax_fn(case, residuals=True), inputs, grads=False, device=device)
+                got = dataclasses.replace(got, lse=lse.out)
+        return got
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasFlash:

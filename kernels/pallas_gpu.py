@@ -5,10 +5,16 @@ generic Pallas interpreter on CPU. `dropin(fn)` wraps any function with the upst
 signature, so a fork is tested exactly like the upstream kernel:
     mha(q, k, v, segment_ids, sm_scale=1.0, causal=False, block_sizes=..., interpret=False)
 with q, k, v in [batch, seq_len, heads, head_dim] and segment_ids [batch, seq_len].
+On residual cases a second forward call passes return_residuals=True (where the installed mha
+takes it, read from its signature): the kernel's lse is in base 2 (m + log2(l) of logits
+scaled by log2(e)), converted to the natural log before it is checked.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +45,15 @@ BLOCKS = {
 }
 
 
+# mha's other arguments that never change the mathematics, carried in blocks beside the tiles
+# (each optional; absent means mha's default): the Triton launch parameters num_warps and
+# num_stages (ignored by the interpreter, compiled on a GPU), and BACKWARD_XLA=1 for
+# backward_pass_impl="xla" (the VJP of mha_reference instead of the Triton backward kernels).
+# `grid` and `debug` are not drawn: a grid other than mha's own computes a different problem.
+BACKWARD_XLA = "backward_xla"
+OPTIONS = {"num_warps": (2, 4, 8), "num_stages": (1, 2, 3), BACKWARD_XLA: (1,)}
+
+
 def _tiles(length: int) -> list[int]:
     return [t for t in TILES if length % t == 0]
 
@@ -54,6 +69,12 @@ def _gpu_blocks(draw: Any, case: Case) -> dict[str, int]:
     counts = sorted({case.q_len // t for t in q_tiles} & {case.kv_len // t for t in k_tiles})
     n = draw(st.sampled_from(counts))
     blocks["block_q_dq"], blocks["block_kv_dkv"] = case.q_len // n, case.kv_len // n
+    for name, values in OPTIONS.items():
+        if name == BACKWARD_XLA and case.dtype != "float32":
+            continue  # the xla backward raises for 16-bit inputs (see violations)
+        value = draw(st.none() | st.sampled_from(values))
+        if value is not None:
+            blocks[name] = value
     return blocks
 
 
@@ -71,9 +92,18 @@ API = (
             cov.Param(name="sm_scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
             cov.Param(name="causal", drawn="True (T <= S), False", exercised=cov.causal_top_left),
             cov.Param(name="block_sizes", drawn="every field drawn", exercised=cov.tiled),
-            cov.Param(name="backward_pass_impl", why="the default Triton backward only, not yet drawn (issue 11)"),
-            cov.Param(name="num_warps", why=cov.LAUNCH),
-            cov.Param(name="num_stages", why=cov.LAUNCH),
+            cov.Param(
+                name="backward_pass_impl",
+                drawn='"triton", "xla" (blocks backward_xla; float32 only: the 16-bit xla backward finding)',
+                exercised=cov.block(BACKWARD_XLA),
+                why="counted: cases with the xla backward",
+            ),
+            cov.Param(
+                name="num_warps", drawn="2, 4, 8 or the default", exercised=cov.block("num_warps"), why=cov.LAUNCH
+            ),
+            cov.Param(
+                name="num_stages", drawn="1, 2, 3 or the default", exercised=cov.block("num_stages"), why=cov.LAUNCH
+            ),
             cov.Param(name="grid", why="the kernel's own grid from the shapes; a custom grid is a launch choice"),
             cov.Param(
                 name="interpret",
@@ -82,7 +112,9 @@ API = (
                 why="set by the platform, never drawn",
             ),
             cov.Param(name="debug", why=cov.DEBUG),
-            cov.Param(name="return_residuals", why=cov.NO_RESIDUALS),
+            cov.Param(
+                name="return_residuals", drawn="True (a forward call of its own), False", exercised=cov.residuals
+            ),
         ),
     ),
     cov.Api(
@@ -129,6 +161,11 @@ class PallasGpu(Implementation):
     def __init__(self, fn: Callable[..., Any] = upstream.mha, name: str = "pallas_gpu") -> None:
         self.fn = fn
         self.name = name
+        try:
+            takes = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            takes = {}
+        self.capabilities = dataclasses.replace(self.capabilities, residuals="return_residuals" in takes)
         self.description = "Pallas GPU flash attention" + ("" if fn is upstream.mha else f" drop-in {name}")
 
     def backend(self) -> str:
@@ -152,12 +189,22 @@ class PallasGpu(Implementation):
                 "(upstream loop bound; see docs/divergences/pallas_gpu_causal_q_longer_than_kv.json)"
             )
         blocks = case.block_dict
+        if BACKWARD_XLA in blocks and case.dtype != "float32":
+            out.append(
+                f"backward_xla with dtype={case.dtype}: mha's xla backward raises for 16-bit inputs "
+                "(docs/findings/pallas_gpu_xla_backward_16bit.md)"
+            )
+        for name, values in OPTIONS.items():
+            if name in blocks and blocks.pop(name) not in values:
+                out.append(f"{name}={case.block_dict[name]} must be one of {values} (or absent: mha's default)")
         if not blocks:
             # The defaults, clamped to the sequence as mha() clamps them.
             default = upstream.BlockSizes.get_default()
             blocks = {name: min(getattr(default, name), getattr(case, seq)) for name, seq in BLOCKS.items()}
         if set(blocks) != set(BLOCKS):
-            out.append(f"blocks must name exactly {sorted(BLOCKS)}; got {sorted(blocks)}")
+            out.append(
+                f"blocks must name exactly {sorted(BLOCKS)} (and optionally {sorted(OPTIONS)}); got {sorted(blocks)}"
+            )
             return out
         for name, seq in BLOCKS.items():
             length = getattr(case, seq)
@@ -170,23 +217,40 @@ class PallasGpu(Implementation):
             )
         return out
 
-    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+    def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
+        """f(q, k, v): the output [B, Hq, Lq, D], or with `residuals` the natural-log logsumexp [B, Hq, Lq]."""
         group = case.q_heads // case.kv_heads
-        block_sizes = upstream.BlockSizes(**case.block_dict) if case.blocks else upstream.BlockSizes.get_default()
+        tiles = {k: v for k, v in case.block_dict.items() if k in BLOCKS}
+        block_sizes = upstream.BlockSizes(**tiles) if tiles else upstream.BlockSizes.get_default()
+        launch = {k: v for k, v in case.block_dict.items() if k in ("num_warps", "num_stages")}
+        if BACKWARD_XLA in case.block_dict:
+            launch["backward_pass_impl"] = "xla"
         seg = None if inputs.q_segment_ids is None else jnp.asarray(inputs.q_segment_ids)
         interpret = compat.jax_platform() != "gpu"
         causal = case.mask.causal == "top_left"
+        extra = {"return_residuals": True} if residuals else {}
 
         def f(q, k, v):
             # The kernel's layout is [batch, seq, heads, head_dim]; its sm_scale defaults to 1.0.
             k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
             q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))
-            out = self.fn(
-                q, k, v, seg, sm_scale=case.sm_scale, causal=causal, block_sizes=block_sizes, interpret=interpret
-            )
-            return jnp.swapaxes(out, 1, 2)
+            kw = {"sm_scale": case.sm_scale, "causal": causal, "block_sizes": block_sizes, "interpret": interpret}
+            got = self.fn(q, k, v, seg, **kw, **launch, **extra)
+            if residuals:
+                # (out, lse): lse [batch, heads, q_len] in base 2.
+                return got[1] / math.log2(math.e)
+            return jnp.swapaxes(got, 1, 2)
 
-        return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+        return f
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        device = placement.kernel_device()
+        got = jax_outputs(self._call(case, inputs, residuals=False), inputs, grads=grads, device=device)
+        if case.residuals and self.capabilities.residuals:
+            # A separate forward call: mha does not differentiate with return_residuals=True.
+            lse = jax_outputs(self._call(case, inputs, residuals=True), inputs, grads=False, device=device)
+            got = dataclasses.replace(got, lse=lse.out)
+        return got
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasGpu:

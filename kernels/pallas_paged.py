@@ -22,6 +22,7 @@ soft cap (harness.paging.soft_cap): passed as attn_logits_soft_cap where this re
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -98,7 +99,9 @@ API = (
             cov.Param(name="lengths", drawn="per-row key lengths (0, 1, page-aligned, any)", exercised=cov.always),
             cov.Param(name="page_indices", drawn="a seeded non-identity page table", exercised=cov.always),
             cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
-            cov.Param(name="attn_logits_soft_cap", why=cov.NO_SOFT_CAP),
+            cov.Param(
+                name="attn_logits_soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap
+            ),
             cov.Param(
                 name="pages_per_compute_block",
                 drawn="divisors of the pages per sequence",
@@ -162,6 +165,8 @@ class PallasPaged(Implementation):
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_paged") -> None:
         self.fn = fn or upstream.paged_attention
         self.name = name
+        # A soft cap is drawn where this release's (or the drop-in's) signature takes one.
+        self.capabilities = dataclasses.replace(self.capabilities, soft_cap=paging.accepts(self.fn, SOFT_CAP))
         self.description = "Pallas TPU paged attention" + ("" if fn is None else f" drop-in {name}")
 
     def backend(self) -> str:

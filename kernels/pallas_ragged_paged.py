@@ -31,6 +31,7 @@ soft cap (harness.paging.soft_cap): soft_cap, where this release's signature has
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -91,7 +92,7 @@ API = (
             cov.Param(
                 name="sliding_window", drawn="w keys up to each query's diagonal", exercised=cov.component("window")
             ),
-            cov.Param(name="soft_cap", why=cov.NO_SOFT_CAP),
+            cov.Param(name="soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap),
             cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
             cov.Param(
                 name="k_scale",
@@ -152,6 +153,8 @@ class PallasRaggedPaged(Implementation):
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_ragged_paged") -> None:
         self.fn = fn or upstream.ragged_paged_attention
         self.name = name
+        # A soft cap is drawn where this release's (or the drop-in's) signature takes one.
+        self.capabilities = dataclasses.replace(self.capabilities, soft_cap=paging.accepts(self.fn, "soft_cap"))
         self.description = "Pallas TPU ragged paged attention" + ("" if fn is None else f" drop-in {name}")
 
     def backend(self) -> str:

@@ -4,7 +4,9 @@ Native on a TPU, otherwise the same kernel code under the Pallas TPU interpreter
 Splash takes its mask as objects (CausalMask, LocalMask, ChunkedCausalMask, NumpyMask,
 combined with `&` and per head with MultiHeadMask); the adapter builds them from the
 case's mask description with splash's own classes, so splash's mask code is under test
-and the oracles' dense mask (harness.masks.dense_mask) stays independent of it.
+and the oracles' dense mask (harness.masks.dense_mask) stays independent of it. Valid
+lengths (harness.masks.Lengths) go in as segment ids, as splash's users mask padding:
+padded queries and keys get ids of their own (PAD_Q, PAD_KV) that nothing else has.
 
 `dropin(fn)` tests a replacement for the upstream kernel factory. Its signature is
     make_splash_mha(mask, *, block_sizes, head_shards, q_seq_shards) -> kernel
@@ -12,10 +14,16 @@ or, when it takes `is_mqa`, that of the private factory both public ones wrap,
     _make_splash_attention(mask, *, block_sizes, is_mqa, head_shards, q_seq_shards) -> kernel,
 where kernel(q, k, v, segment_ids) takes q [q_heads, q_len, head_dim] and k, v
 [kv_heads, kv_len, head_dim] ([kv_len, head_dim] under is_mqa) for one batch row.
+A drop-in that takes `attn_logits_soft_cap` and `save_residuals` gets them; `sinks` go to the kernel.
+
+The soft cap, sinks and residuals go through splash's own parameters: the factory's
+attn_logits_soft_cap and save_residuals, the kernel's sinks [q_heads] (each where the
+installed splash has it, read from its signatures).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import operator
@@ -31,10 +39,10 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ma
 from harness import compat, placement
 from harness import coverage as cov
 from harness.case import Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
-from harness.masks import LENGTH_COMPONENTS, MASK_COMPONENTS, Mask
+from harness.masks import MASK_COMPONENTS, Mask
 
 # Every tile is whole multiples of the 128 TPU lanes: the kernel raises "bkv_compute=...
 # must be a multiple of 128" and "block_q must be a multiple of 128" (with segment ids,
@@ -72,13 +80,22 @@ def _splash_blocks(draw: Any, case: Case) -> dict[str, int]:
     return blocks
 
 
-def _parts(mask: Mask, shape: tuple[int, int]) -> list[mask_lib.Mask]:
-    """Splash's own mask objects for the components shared by every batch row."""
+# Segment ids the adapter gives padding (harness.masks.Lengths): query rows past a batch row's
+# valid length, and keys outside its [kv_start, kv_end). Negative, so no drawn id (>= 0) meets them,
+# and different, so padding never sees padding.
+PAD_Q, PAD_KV = -1, -2
+
+
+def _parts(mask: Mask, shape: tuple[int, int], diagonal: int | None = None) -> list[mask_lib.Mask]:
+    """Splash's own mask objects for the components shared by every batch row.
+
+    diagonal: the bottom-right causal offset (default kv_len - q_len; with lengths, the row's own)."""
     q_len, kv_len = shape
     out: list[mask_lib.Mask] = []
     if mask.causal is not None:
         # CausalMask sees keys j <= i + offset: offset 0 is top-left, kv_len - q_len bottom-right.
-        out.append(mask_lib.CausalMask(shape, offset=0 if mask.causal == "top_left" else kv_len - q_len))
+        bottom_right = kv_len - q_len if diagonal is None else diagonal
+        out.append(mask_lib.CausalMask(shape, offset=0 if mask.causal == "top_left" else bottom_right))
     if mask.window is not None:
         w = mask.window
         if w.is_causal:
@@ -95,13 +112,17 @@ def _parts(mask: Mask, shape: tuple[int, int]) -> list[mask_lib.Mask]:
     return out
 
 
-def splash_mask(mask: Mask, *, heads: int, q_len: int, kv_len: int) -> mask_lib.MultiHeadMask:
-    """The case's mask (without segment ids, which splash takes separately) as splash masks."""
+def splash_mask(
+    mask: Mask, *, heads: int, q_len: int, kv_len: int, diagonal: int | None = None
+) -> mask_lib.MultiHeadMask:
+    """The case's mask (without segment ids and lengths, which go in as segment ids) as splash masks.
+
+    diagonal: the bottom-right causal offset of one batch row (see _parts)."""
     shape = (q_len, kv_len)
-    shared = _parts(mask, shape)
+    shared = _parts(mask, shape, diagonal)
     per_head = []
     for h in range(heads):
-        parts = shared + (_parts(mask.heads[h], shape) if mask.heads is not None else [])
+        parts = shared + (_parts(mask.heads[h], shape, diagonal) if mask.heads is not None else [])
         per_head.append(functools.reduce(operator.and_, parts) if parts else mask_lib.FullMask(shape))
     return mask_lib.MultiHeadMask(per_head)
 
@@ -124,9 +145,11 @@ def _factory(name: str, *, mqa: bool) -> cov.Api:
                 drawn=f"{mqa} (bound by {name}; the adapter calls make_splash_mqa when kv_heads == 1)",
                 exercised=cov.mqa if mqa else (lambda case: not cov.mqa(case)),
             ),
-            cov.Param(name="save_residuals", why=cov.NO_RESIDUALS),
+            cov.Param(name="save_residuals", drawn="True (the logsumexp checked), False", exercised=cov.residuals),
             cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
-            cov.Param(name="attn_logits_soft_cap", why=cov.NO_SOFT_CAP),
+            cov.Param(
+                name="attn_logits_soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap
+            ),
             cov.Param(name="downcast_smem_data", why="how mask metadata is stored; no numerical effect"),
             cov.Param(name="head_shards", drawn="1", exercised=cov.always, why=cov.SHARDING),
             cov.Param(name="q_seq_shards", drawn="1", exercised=cov.always, why=cov.SHARDING),
@@ -149,9 +172,11 @@ API = (
             cov.Param(name="k", drawn="[K, S, H], or [S, H] under MQA", exercised=cov.always),
             cov.Param(name="v", drawn="[K, S, H], or [S, H] under MQA", exercised=cov.always),
             cov.Param(
-                name="segment_ids", drawn="SegmentIds(q, kv), orphan ids included", exercised=cov.component("segments")
+                name="segment_ids",
+                drawn="SegmentIds(q, kv), orphan ids included; padding (valid lengths) as ids of its own",
+                exercised=lambda case: case.mask.segments is not None or case.mask.lengths is not None,
             ),
-            cov.Param(name="sinks", why=cov.NO_SINKS),
+            cov.Param(name="sinks", drawn="None or one logit per query head", exercised=cov.sinks),
         ),
     ),
     cov.Api(
@@ -174,11 +199,42 @@ API = (
 )
 
 
-def _takes_is_mqa(fn: Callable[..., Any]) -> bool:
+def segment_ids(case: Case) -> tuple[np.ndarray, np.ndarray] | None:
+    """(q ids [batch, q_len], kv ids [batch, kv_len]): the case's segment ids, with padding
+    (harness.masks.Lengths) given ids of its own, as splash's users mask padding; None when neither."""
+    m = case.mask
+    if m.segments is None and m.lengths is None:
+        return None
+    if m.segments is not None:
+        q_ids, kv_ids = m.segments.ids("q").copy(), m.segments.ids("kv").copy()
+    else:
+        q_ids = np.zeros((case.batch, case.q_len), np.int32)
+        kv_ids = np.zeros((case.batch, case.kv_len), np.int32)
+    if m.lengths is not None:
+        for b in range(case.batch):
+            q, start, end = m.lengths.valid(b, case.q_len, case.kv_len)
+            q_ids[b, q:] = PAD_Q
+            kv_ids[b, :start] = PAD_KV
+            kv_ids[b, end:] = PAD_KV
+    return q_ids, kv_ids
+
+
+def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
     try:
-        return "is_mqa" in inspect.signature(fn).parameters
+        return frozenset(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
-        return False
+        return frozenset()
+
+
+def _takes_is_mqa(fn: Callable[..., Any]) -> bool:
+    return "is_mqa" in _parameters(fn)
+
+
+# What the installed splash takes, from its signatures rather than its version.
+FACTORY_PARAMETERS = _parameters(upstream.make_splash_mha)
+SOFT_CAP = "attn_logits_soft_cap" in FACTORY_PARAMETERS
+RESIDUALS = "save_residuals" in FACTORY_PARAMETERS
+SINKS = "sinks" in _parameters(getattr(upstream.splash_attention_kernel, "_splash_attention", lambda: None))
 
 
 class PallasSplash(Implementation):
@@ -189,20 +245,25 @@ class PallasSplash(Implementation):
         dtypes=("float32", "bfloat16"),
         head_dims=(64, 128, 32, 256),
         seq_lens=(128, 256, 384, 512),
-        # Every mask component splash's mask family covers (no additive bias); not per-row valid lengths,
-        # which no splash mask class expresses (one mask serves every batch row) and the adapter ignores.
-        mask_components=MASK_COMPONENTS - set(LENGTH_COMPONENTS),
+        # Every mask component: splash's mask family covers each (no additive bias); per-row valid
+        # lengths, which no splash mask class expresses, go in as padding segment ids (segment_ids()).
+        mask_components=MASK_COMPONENTS,
         dbias=False,
+        soft_cap=SOFT_CAP,
+        sinks=SINKS,
+        residuals=RESIDUALS,
     )
     conventions = Conventions(
-        bias="none: splash takes no additive bias (only a logit soft cap, not used)",
+        bias="none: splash takes no additive bias; attn_logits_soft_cap caps the logits before the mask",
         causal="CausalMask(offset): keys j <= i + offset; the adapter passes 0 (top-left) or kv_len - q_len",
         gqa="native: make_splash_mha takes kv_heads dividing q_heads; make_splash_mqa when kv_heads == 1",
         empty_rows="nan_or_convex",
         notes=(
             "no sm_scale argument: the adapter multiplies q by the scale (in the case dtype). "
             "Rows with no visible key are undefined upstream: NaN when the row's query tile visits no key "
-            "tile (0/0), else an average of the visited tiles' values; checked as declared, row by row"
+            "tile (0/0), else an average of the visited tiles' values; checked as declared, row by row. "
+            "With sinks the running max and sum start at the sink, so such rows are 0. "
+            "Sinks get no gradient here: the adapter closes over them (dsinks is not checked)"
         ),
     )
     api = API
@@ -218,7 +279,11 @@ class PallasSplash(Implementation):
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _splash_blocks(case)
 
-    def violations(self, case: Case) -> list[str]:
+    def empty_rows(self, case: Case) -> EmptyRows:
+        # With sinks every row starts from the sink's max and a sum of 1, and adds nothing.
+        return "zeros" if case.sinks else self.conventions.empty_rows
+
+    def _shape_violations(self, case: Case) -> list[str]:
         out = super().violations(case)
         for name, length in (("q_len", case.q_len), ("kv_len", case.kv_len)):
             if length % LANES:
@@ -255,10 +320,14 @@ class PallasSplash(Implementation):
         fused = bool(blocks.pop(FUSED, 0))
         return upstream.BlockSizes(**blocks, use_fused_bwd_kernel=fused)
 
-    def _kernel(self, case: Case) -> tuple[Any, bool]:
-        """The splash kernel for this case, and whether it takes MQA-shaped k/v."""
-        mask = splash_mask(case.mask, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
-        kw = {"block_sizes": self._block_sizes(case), "head_shards": 1, "q_seq_shards": 1}
+    def _kernel(self, case: Case, *, residuals: bool = False, diagonal: int | None = None) -> tuple[Any, bool]:
+        """The splash kernel for this case (for a bottom-right diagonal), and whether it takes MQA-shaped k/v."""
+        mask = splash_mask(case.mask, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len, diagonal=diagonal)
+        kw: dict[str, Any] = {"block_sizes": self._block_sizes(case), "head_shards": 1, "q_seq_shards": 1}
+        if case.soft_cap is not None:
+            kw["attn_logits_soft_cap"] = case.soft_cap
+        if residuals:
+            kw["save_residuals"] = True
         mqa = case.kv_heads == 1
         if self.fn is None:
             make = upstream.make_splash_mqa if mqa else upstream.make_splash_mha
@@ -267,25 +336,56 @@ class PallasSplash(Implementation):
             return self.fn(mask, is_mqa=mqa, **kw), mqa
         return self.fn(mask, **kw), False
 
-    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+    def violations(self, case: Case) -> list[str]:
+        out = self._shape_violations(case)
+        if self.fn is not None:
+            # A drop-in factory that lacks a parameter cannot be given the case.
+            takes = _parameters(self.fn)
+            for name, wanted in (("attn_logits_soft_cap", case.soft_cap is not None),):
+                if wanted and name not in takes:
+                    out.append(f"{self.name} takes no {name}")
+        return out
+
+    def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
+        """f(q, k, v) over the batch: the output [B, Hq, Lq, D], or with `residuals` the logsumexp [B, Hq, Lq]."""
         scale = case.sm_scale
-        kernel, mqa = self._kernel(case)
-        seg = None
-        if inputs.q_segment_ids is not None:
-            seg = (jnp.asarray(inputs.q_segment_ids), jnp.asarray(inputs.kv_segment_ids))
+        lengths = case.mask.lengths
+        # Bottom-right causal with lengths sits at each row's own diagonal: one kernel per diagonal.
+        diagonals = [None] * case.batch
+        if lengths is not None and case.mask.causal == "bottom_right":
+            diagonals = [
+                end - q for q, _, end in (lengths.valid(b, case.q_len, case.kv_len) for b in range(case.batch))
+            ]
+        kernels = {d: self._kernel(case, residuals=residuals, diagonal=d) for d in set(diagonals)}
+        ids = segment_ids(case)
+        seg = None if ids is None else (jnp.asarray(ids[0]), jnp.asarray(ids[1]))
+        sinks = None if inputs.sinks is None else jnp.asarray(inputs.sinks)
 
         def f(q, k, v):
             # Splash applies no softmax scale; scaling q first is how its users apply one.
             q = q * jnp.asarray(scale, q.dtype)
             outs = []
             for b in range(case.batch):  # splash kernels take one batch row
+                kernel, mqa = kernels[diagonals[b]]
                 kb, vb = (k[b, 0], v[b, 0]) if mqa else (k[b], v[b])
-                ids = None if seg is None else upstream.SegmentIds(q=seg[0][b], kv=seg[1][b])
-                outs.append(kernel(q[b], kb, vb, segment_ids=ids))
+                row_ids = None if seg is None else upstream.SegmentIds(q=seg[0][b], kv=seg[1][b])
+                extra = {} if sinks is None else {"sinks": sinks}
+                got = kernel(q[b], kb, vb, segment_ids=row_ids, **extra)
+                # save_residuals: (out, (logsumexp [q_heads, q_len],)).
+                outs.append(got[1][0] if residuals else got)
             return jnp.stack(outs)
 
+        return f
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        device = placement.kernel_device()
         with compat.tpu_kernel_context():
-            return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+            got = jax_outputs(self._call(case, inputs, residuals=False), inputs, grads=grads, device=device)
+            if case.residuals:
+                # A separate forward call: splash's residual-saving forward has no VJP of its own.
+                lse = jax_outputs(self._call(case, inputs, residuals=True), inputs, grads=False, device=device)
+                got = dataclasses.replace(got, lse=lse.out)
+        return got
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasSplash:

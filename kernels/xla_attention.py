@@ -4,21 +4,86 @@
 The XLA path materialises the logits and masks them with a finite large negative
 number; cuDNN runs a fused flash-attention kernel. Both take the BTNH layout
 ([batch, seq, heads, head_dim]) and grouped k/v heads natively.
+
+Every mask goes in through the API's own parameter: `is_causal`, `local_window_size`,
+`query_seq_lengths`, `key_value_seq_lengths`; segment ids as the boolean `mask`. Cases whose
+blocks hold `mask_arg=1` take the other path the API offers for the same thing: causal, window
+and lengths as a boolean `mask` the adapter builds from the positions (both are API).
+`dropin(fn)` tests a function with the signature of jax.nn.dot_product_attention as this kernel.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import contextlib
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from hypothesis import strategies as st
 
-from harness import compat, placement
+from harness import compat, extended, placement
 from harness import coverage as cov
-from harness.case import DTYPES, Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.case import DTYPES, FLOAT64, Case
+from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
+from harness.masks import WINDOW_ALIGNED, Mask
+
+# Present (value 1) in a case's blocks: causal, window and lengths go in as the boolean `mask`
+# argument instead of their own parameters. Never changes the mathematics, as blocks never do.
+MASK_ARG = "mask_arg"
+
+
+def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
+    try:
+        return frozenset(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return frozenset()
+
+
+# What the installed jax.nn.dot_product_attention takes, read from its signature, not its
+# version: jax 0.4.31 added query_seq_lengths / key_value_seq_lengths, later local_window_size
+# and return_residual; a matrix cell without one draws no case that needs it.
+PARAMETERS = _parameters(jax.nn.dot_product_attention)
+NATIVE_COMPONENTS = frozenset(
+    ({"window", WINDOW_ALIGNED} if "local_window_size" in PARAMETERS else set())
+    | ({"q_lengths"} if "query_seq_lengths" in PARAMETERS else set())
+    | ({"kv_lengths"} if "key_value_seq_lengths" in PARAMETERS else set())
+)
+
+
+def mask_argument(mask: Mask, *, batch: int, q_len: int, kv_len: int, segments: bool) -> jax.Array | None:
+    """The case's causal, window and length (and, with `segments`, segment) masks as one boolean
+    [batch, 1, q_len, kv_len] array built from positions, as a user of the `mask` argument would."""
+    q_pos = jnp.arange(q_len)[:, None]
+    k_pos = jnp.arange(kv_len)[None, :]
+    out = jnp.ones((batch, 1, q_len, kv_len), bool)
+    if mask.causal == "top_left":
+        out &= k_pos <= q_pos
+    if mask.window is not None:
+        out &= (k_pos >= q_pos - mask.window.left) & (k_pos <= q_pos + mask.window.right)
+    lengths = mask.lengths
+    if lengths is not None and lengths.q is not None:
+        out &= (jnp.arange(q_len)[None, :, None] < jnp.asarray(lengths.q)[:, None, None])[:, None]
+    if lengths is not None and lengths.kv is not None:
+        out &= (jnp.arange(kv_len)[None, None, :] < jnp.asarray(lengths.kv)[:, None, None])[:, None]
+    if segments and mask.segments is not None:
+        q_ids, kv_ids = jnp.asarray(mask.segments.ids("q")), jnp.asarray(mask.segments.ids("kv"))
+        out &= (q_ids[:, :, None] == kv_ids[:, None, :])[:, None]
+    return out
+
+
+def _via_mask(case: Case) -> bool:
+    return MASK_ARG in case.block_dict
+
+
+def _native(case: Case, component: str) -> bool:
+    """Whether the case gave `component` to its own parameter (not through the boolean mask)."""
+    return component in case.mask.components and not _via_mask(case)
 
 
 def api(implementation: Literal["xla", "cudnn"]) -> cov.Api:
@@ -32,25 +97,42 @@ def api(implementation: Literal["xla", "cudnn"]) -> cov.Api:
             cov.Param(name="key", drawn="[B, S, K, H]; K divides N (GQA, MQA)", exercised=cov.always),
             cov.Param(name="value", drawn="[B, S, K, H]", exercised=cov.always),
             cov.Param(name="bias", drawn="float [B, N, T, S], or None", exercised=cov.has_bias),
-            cov.Param(name="mask", drawn="boolean [B, 1, T, S] from segment ids", exercised=cov.component("segments"))
+            cov.Param(
+                name="mask",
+                drawn="boolean [B, 1, T, S]: segment ids, or (blocks mask_arg) causal, window and lengths too",
+                exercised=lambda case: case.mask.segments is not None or _via_mask(case),
+            )
             if segments
             else cov.Param(name="mask", why="cuDNN is declared without segment ids, the only boolean mask drawn"),
             cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
-            cov.Param(name="is_causal", drawn="True, False", exercised=cov.causal_top_left),
+            cov.Param(
+                name="is_causal",
+                drawn="True, False",
+                exercised=lambda case: cov.causal_top_left(case) and not _via_mask(case),
+            ),
             cov.Param(
                 name="query_seq_lengths",
-                why="not passed yet: valid query lengths are not in this kernel's capabilities (issue 11)",
-            ),
+                drawn="per-row valid query lengths, 0 to q_len",
+                exercised=lambda case: _native(case, "q_lengths"),
+            )
+            if segments
+            else cov.Param(name="query_seq_lengths", why="cuDNN is declared without valid lengths (needs a GPU)"),
             cov.Param(
                 name="key_value_seq_lengths",
-                why="not passed yet: valid key lengths are not in this kernel's capabilities (issue 11)",
-            ),
+                drawn="per-row valid key lengths, 0 to kv_len",
+                exercised=lambda case: _native(case, "kv_lengths"),
+            )
+            if segments
+            else cov.Param(name="key_value_seq_lengths", why="cuDNN is declared without valid lengths (needs a GPU)"),
             cov.Param(
                 name="local_window_size",
-                why="not passed yet: the case's windows (offsets, unbounded sides) are given to no native window",
-            ),
+                drawn="(left, right), both bounded, at offset 0",
+                exercised=lambda case: _native(case, "window"),
+            )
+            if segments
+            else cov.Param(name="local_window_size", why="cuDNN is declared without windows (needs a GPU)"),
             cov.Param(name="implementation", drawn=f'"{implementation}"', exercised=cov.always, why="one per kernel"),
-            cov.Param(name="return_residual", why=cov.NO_RESIDUALS),
+            cov.Param(name="return_residual", drawn="True (a forward call of its own), False", exercised=cov.residuals),
         ),
     )
 
@@ -60,65 +142,142 @@ class DotProductAttention(Implementation):
     framework = "jax"
 
     def __init__(
-        self, implementation: Literal["xla", "cudnn"], name: str, capabilities: Capabilities, conventions: Conventions
+        self,
+        implementation: Literal["xla", "cudnn"],
+        name: str,
+        capabilities: Capabilities,
+        conventions: Conventions,
+        fn: Callable[..., Any] | None = None,
     ) -> None:
         self.implementation = implementation
         self.name = name
         self.capabilities = capabilities
         self.conventions = conventions
         self.api = (api(implementation),)
-        self.description = f'jax.nn.dot_product_attention(implementation="{implementation}")'
+        self.fn = fn
+        self.description = f'jax.nn.dot_product_attention(implementation="{implementation}")' + (
+            "" if fn is None else f" drop-in {name}"
+        )
 
     def backend(self) -> str:
         return compat.jax_platform()
 
-    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        mask = None
-        if inputs.q_segment_ids is not None:
-            # Segment ids go in as the boolean mask argument, [batch, 1, q_len, kv_len],
-            # built here from the ids, not from the oracles' dense mask.
-            q_ids, kv_ids = jnp.asarray(inputs.q_segment_ids), jnp.asarray(inputs.kv_segment_ids)
-            mask = (q_ids[:, :, None] == kv_ids[:, None, :])[:, None]
-        causal = case.mask.causal == "top_left"
+    def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]] | None:
+        if self.implementation != "xla":
+            return None
+        # Both paths for the same mask: its own parameters (no blocks) or the boolean mask argument.
+        return st.sampled_from(({}, {MASK_ARG: 1}))
+
+    def padded_rows(self, case: Case) -> EmptyRows:
+        # Through query_seq_lengths the output of padded query rows is multiplied by 0
+        # (_dot_product_attention_core); through the mask argument they are rows with no visible key.
+        return "uniform" if MASK_ARG in case.block_dict else "zeros"
+
+    def violations(self, case: Case) -> list[str]:
+        out = super().violations(case)
+        if case.dtype == FLOAT64 and self.implementation == "xla" and not XLA_FLOAT64:
+            out.append(f"float64: this jax computes its softmax in float32 ({FLOAT64_FINDING})")
+        for m in (case.mask, *(case.mask.heads or ())):
+            w = m.window
+            if w is not None and (w.offset != 0 or w.left is None or w.right is None):
+                out.append(f"{w!r}: local_window_size=(left, right) needs offset 0 and both sides bounded")
+        if set(case.block_dict) - {MASK_ARG} or case.block_dict.get(MASK_ARG, 1) != 1:
+            out.append(f"blocks={case.block_dict} may only hold {MASK_ARG}=1 (the boolean mask path)")
+        return out
+
+    def _call(self, case: Case, *, residual: bool) -> Callable[..., Any]:
+        """f(q, k, v[, bias]) in the SDPA layout: the output, or with `residual` the logsumexp [B, Hq, Lq]."""
+        m = case.mask
+        via_mask = MASK_ARG in case.block_dict
+        kw: dict[str, Any] = {"scale": case.sm_scale, "implementation": self.implementation}
+        if via_mask:
+            kw["mask"] = mask_argument(m, batch=case.batch, q_len=case.q_len, kv_len=case.kv_len, segments=True)
+        else:
+            kw["is_causal"] = m.causal == "top_left"
+            if m.segments is not None:
+                # Segment ids have no parameter of their own: the boolean mask is their API.
+                kw["mask"] = mask_argument(
+                    Mask(segments=m.segments), batch=case.batch, q_len=case.q_len, kv_len=case.kv_len, segments=True
+                )
+            if m.window is not None:
+                kw["local_window_size"] = (m.window.left, m.window.right)
+            if m.lengths is not None and m.lengths.q is not None:
+                kw["query_seq_lengths"] = jnp.asarray(m.lengths.q, jnp.int32)
+            if m.lengths is not None and m.lengths.kv is not None:
+                kw["key_value_seq_lengths"] = jnp.asarray(m.lengths.kv, jnp.int32)
+        if residual:
+            kw["return_residual"] = True
+        fn = self.fn or jax.nn.dot_product_attention
 
         def f(q, k, v, *bias):
             q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))  # BNTH -> BTNH
-            out = jax.nn.dot_product_attention(
-                q,
-                k,
-                v,
-                bias=bias[0] if bias else None,
-                mask=mask,
-                scale=case.sm_scale,
-                is_causal=causal,
-                implementation=self.implementation,
-            )
-            return jnp.swapaxes(out, 1, 2)
+            got = fn(q, k, v, bias[0] if bias else None, **kw)
+            # The residual is [B, T, N]; the output [B, T, N, H].
+            return jnp.swapaxes(got[1], 1, 2) if residual else jnp.swapaxes(got, 1, 2)
 
-        return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
+        return f
+
+    def jax_fn(self, case: Case) -> Callable[..., Any]:
+        return self._call(case, residual=False)
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        # float64 only around the call (harness.compat.enable_x64); every other dtype without it.
+        wide = compat.enable_x64() if case.dtype == FLOAT64 else contextlib.nullcontext()
+        device = placement.kernel_device()
+        with wide:
+            got = jax_outputs(self._call(case, residual=False), inputs, grads=grads, device=device)
+            if case.residuals:
+                # A separate forward call: return_residual's output is not meant to be differentiated.
+                lse = jax_outputs(self._call(case, residual=True), inputs, grads=False, device=device)
+                got = dataclasses.replace(got, lse=lse.out)
+        return got
 
 
-XLA = DotProductAttention(
-    "xla",
-    "jax_xla",
-    Capabilities(
-        dtypes=DTYPES,
-        head_dims=(64, 32, 80, 128, 256),
-        # No tiles: lengths that are no multiple of anything, too.
-        seq_lens=(16, 100, 128, 256),
-        # is_causal is top-left (a tril mask); local_window_size has no offset and no
-        # unbounded side, so the harness's windows are not declared.
-        mask_components=frozenset({"causal_top_left", "segments", "bias"}),
-        max_group=4,
-    ),
-    Conventions(
-        bias="QK^T * scale + bias (logits in float32 for 16-bit inputs)",
-        causal="top-left (is_causal builds tril(ones(T, S)))",
-        gqa="native: key heads may divide query heads",
-        empty_rows="uniform",
-        notes="masked logits become a finite large negative number, so a row with no visible key averages all values",
+FLOAT64_FINDING = "docs/findings/jax_xla_float64_softmax_in_float32.md"
+
+
+def float64_softmax_in_float32() -> bool:
+    """Whether the installed jax.nn.dot_product_attention computes a float64 softmax in float32
+    (FLOAT64_FINDING), probed on one tiny case against the same softmax written in float64.
+
+    Where it does, jax_xla does not draw float64: every float64 case would fail on this one known
+    divergence and end the search before any other feature is tried. The probe follows the
+    installed library, so a release that fixes it draws float64 again without an edit here;
+    tests/test_xla_attention.py keeps the divergence itself visible.
+    """
+    with compat.enable_x64():
+        x = jnp.asarray(np.random.default_rng(0).standard_normal((1, 8, 1, 16)), jnp.float64)
+        got = jax.nn.dot_product_attention(x, x, x, implementation="xla")
+        want = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", x, x) / 4.0, axis=-1)
+        want = jnp.einsum("bhqk,bkhd->bqhd", want, x)
+        return bool(jnp.max(jnp.abs(got - want)) > 1e-12)
+
+
+# float64 where a truth more precise than float64 exists (harness.extended) and the library
+# computes it in float64.
+XLA_FLOAT64 = extended.EXTENDED is not None and not float64_softmax_in_float32()
+XLA_CAPABILITIES = Capabilities(
+    dtypes=DTYPES + ((FLOAT64,) if XLA_FLOAT64 else ()),
+    head_dims=(64, 32, 80, 128, 256),
+    # No tiles: lengths that are no multiple of anything, too.
+    seq_lens=(16, 100, 128, 256),
+    # is_causal is top-left (a tril mask); local_window_size=(left, right) has no offset and
+    # no unbounded side (WINDOW_ALIGNED); the valid lengths have no start index (kv_starts).
+    mask_components=frozenset({"causal_top_left", "segments", "bias"}) | NATIVE_COMPONENTS,
+    max_group=4,
+    residuals="return_residual" in PARAMETERS,
+)
+XLA_CONVENTIONS = Conventions(
+    bias="QK^T * scale + bias (logits in float32 for 16-bit inputs)",
+    causal="top-left (is_causal builds tril(ones(T, S)))",
+    gqa="native: key heads may divide query heads",
+    empty_rows="uniform",
+    notes=(
+        "masked logits become a finite large negative number, so a row with no visible key averages all values; "
+        "query rows past query_seq_lengths are set to 0; return_residual's logsumexp is rounded to the input dtype"
     ),
 )
+XLA = DotProductAttention("xla", "jax_xla", XLA_CAPABILITIES, XLA_CONVENTIONS)
 register(XLA)
 
 CUDNN = DotProductAttention(
@@ -140,5 +299,12 @@ CUDNN = DotProductAttention(
         notes="declared masks leave no row without a visible key, so the empty-row value is never checked",
     ),
 )
+
+
+def dropin(fn: Callable[..., Any], *, name: str) -> DotProductAttention:
+    """Test `fn`, a function with the signature of jax.nn.dot_product_attention, as jax_xla."""
+    return DotProductAttention("xla", name, XLA_CAPABILITIES, XLA_CONVENTIONS, fn=fn)
+
+
 if compat.jax_platform() == "gpu":  # pragma: no cover - needs a GPU; untested on the CPU hosts
     register(CUDNN)

@@ -1,62 +1,109 @@
 """Pure-JAX attention on the dense mask: the float64 ground truth and the same-dtype ruler.
 
-Written from the definition, softmax(Q K^T * scale + bias) V, with none of a kernel's
-tiling or online softmax. In float64 it is the truth; in the case dtype its error
-against the truth is the yardstick a kernel's error is measured by.
+Written from the definition, softmax(cap(Q K^T * scale + bias)) V with the sinks in the
+denominator (harness.case.Case), with none of a kernel's tiling or online softmax. In float64
+it is the truth; in the case dtype its error against the truth is the yardstick a kernel's
+error is measured by. A float64 case's truth is computed in extended precision instead
+(harness.extended), since float64 cannot be its own truth.
 """
 
 from __future__ import annotations
+
+import contextlib
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness import compat, placement
+from harness import compat, extended, placement
 from harness import coverage as cov
-from harness.case import DTYPES, KV_FORMATS, Case
+from harness.case import DTYPES, FLOAT64, KV_FORMATS, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.jaxvjp import jax_outputs
 from harness.masks import MASK_COMPONENTS
 
 
-def attention(q, k, v, bias, visible, scale):
-    """q [B,Hq,Lq,D], k/v [B,Hkv,Lk,D], bias [B,Hq,Lq,Lk] or None, visible bool [B,Hq,Lq,Lk]."""
+def _logits(q, k, bias, visible, scale, soft_cap):
     group = q.shape[1] // k.shape[1]
     k = jnp.repeat(k, group, axis=1)
-    v = jnp.repeat(v, group, axis=1)
     s = jnp.einsum("bhqd,bhkd->bhqk", q, k) * jnp.asarray(scale, q.dtype)
     if bias is not None:
         s = s + bias
-    s = jnp.where(visible, s, -jnp.inf)
+    if soft_cap is not None:
+        cap = jnp.asarray(soft_cap, s.dtype)
+        s = cap * jnp.tanh(s / cap)
+    return jnp.where(visible, s, -jnp.inf)
+
+
+def _max(s, sinks):
     m = jnp.max(s, axis=-1, keepdims=True)
-    m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0))
-    p = jnp.exp(s - m)
+    if sinks is not None:
+        m = jnp.maximum(m, sinks.astype(s.dtype)[None, :, None, None])
+    return jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0))
+
+
+def _denominator(p, m, sinks):
     denom = jnp.sum(p, axis=-1, keepdims=True)
-    # Rows with no visible key have denom 0: their output is 0 (declared convention).
+    if sinks is not None:
+        denom = denom + jnp.exp(sinks.astype(p.dtype)[None, :, None, None] - m)
+    return denom
+
+
+def attention(q, k, v, bias, visible, scale, soft_cap=None, sinks=None):
+    """q [B,Hq,Lq,D], k/v [B,Hkv,Lk,D], bias [B,Hq,Lq,Lk] or None, visible bool [B,Hq,Lq,Lk],
+    soft_cap a float or None, sinks [Hq] or None."""
+    s = _logits(q, k, bias, visible, scale, soft_cap)
+    m = _max(s, sinks)
+    p = jnp.exp(s - m)
+    denom = _denominator(p, m, sinks)
+    # Rows with no visible key (and no sink) have denom 0: their output is 0 (declared convention).
     p = p / jnp.where(denom == 0, 1, denom)
+    v = jnp.repeat(v, q.shape[1] // k.shape[1], axis=1)
     return jnp.einsum("bhqk,bhkd->bhqd", p, v)
+
+
+def logsumexp(q, k, bias, visible, scale, soft_cap=None, sinks=None):
+    """Each row's natural-log logsumexp [B,Hq,Lq], sinks included; -inf on rows with nothing visible."""
+    s = _logits(q, k, bias, visible, scale, soft_cap)
+    m = _max(s, sinks)
+    return (m + jnp.log(_denominator(jnp.exp(s - m), m, sinks)))[..., 0]
 
 
 def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
     """The reference in `dtype` (a numpy/jax dtype); inputs are cast from the case dtype exactly.
 
-    Always on the CPU backend (harness.placement), whatever JAX's default device is.
+    Always on the CPU backend (harness.placement), whatever JAX's default device is; with
+    float64 enabled around the call only. The logsumexp only when the case asks for residuals.
     """
-    cast = inputs.astype(np.float64) if jnp.dtype(dtype) == jnp.float64 else inputs
+    wide = jnp.dtype(dtype) == jnp.float64
+    cast = inputs.astype(np.float64) if wide else inputs
     device = placement.reference_device()
-    visible = jax.device_put(inputs.visible, device)
+    with compat.enable_x64() if wide else contextlib.nullcontext():
+        visible = jax.device_put(inputs.visible, device)
+        sinks = None if cast.sinks is None else jax.device_put(jnp.asarray(cast.sinks), device)
 
-    def f(q, k, v, *bias):
-        return attention(q, k, v, bias[0] if bias else None, visible, case.sm_scale)
+        def f(q, k, v, *bias):
+            return attention(q, k, v, bias[0] if bias else None, visible, case.sm_scale, case.soft_cap, sinks)
 
-    return jax_outputs(f, cast, grads=grads, device=device)
+        got = jax_outputs(f, cast, grads=grads, device=device)
+        if case.residuals:
+            args = [jax.device_put(jnp.asarray(a), device) for a in (cast.q, cast.k)]
+            bias = None if cast.bias is None else jax.device_put(jnp.asarray(cast.bias), device)
+            with placement.on(device):
+                lse = logsumexp(*args, bias, visible, case.sm_scale, case.soft_cap, sinks)
+            got = dataclasses.replace(got, lse=np.asarray(lse).astype(np.float64))
+    return got
 
 
 def truth(case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-    """Float64 ground truth from the case-dtype inputs (upcast exactly)."""
-    with compat.enable_x64():
-        return run_reference(case, inputs, grads=grads, dtype=jnp.float64)
+    """The ground truth from the case-dtype inputs (upcast exactly): float64, or for a float64
+    case extended precision (harness.extended)."""
+    if case.dtype == FLOAT64:
+        got = extended.truth(case, inputs, grads=grads)
+        return got if case.residuals else dataclasses.replace(got, lse=None)
+    return run_reference(case, inputs, grads=grads, dtype=jnp.float64)
 
 
 API = (
@@ -74,6 +121,8 @@ API = (
                 exercised=lambda case: bool(case.mask.components),
             ),
             cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.Param(name="soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap),
+            cov.Param(name="sinks", drawn="None or one logit per query head", exercised=cov.sinks),
         ),
     ),
 )
@@ -83,15 +132,19 @@ class JaxReference(Implementation):
     name = "jax_reference"
     role = "oracle"
     framework = "jax"
-    description = "pure-JAX softmax(QK^T*scale+bias)V on the dense mask, computed in the case dtype"
+    description = "pure-JAX softmax(cap(QK^T*scale+bias))V with sinks, on the dense mask, in the case dtype"
     capabilities = Capabilities(
-        dtypes=DTYPES,
+        # float64 where a truth more precise than float64 exists (harness.extended).
+        dtypes=DTYPES + ((FLOAT64,) if extended.EXTENDED is not None else ()),
         head_dims=(32, 64, 80, 128, 256),
         seq_lens=(16, 64, 128, 256),
         # Every mask component: oracles read the dense mask (harness.masks.dense_mask).
         mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
         # Quantized K/V arrive dequantized (harness.inputs): nothing to do.
         kv_formats=KV_FORMATS,
+        soft_cap=True,
+        sinks=True,
+        residuals=True,
     )
     conventions = Conventions(
         bias="QK^T * scale + bias",

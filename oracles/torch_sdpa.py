@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from harness import coverage as cov
-from harness.case import DTYPES, KV_FORMATS, Case
+from harness import extended
+from harness.case import DTYPES, FLOAT64, KV_FORMATS, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
 from harness.masks import MASK_COMPONENTS
@@ -44,13 +45,20 @@ class TorchSDPA(Implementation):
     framework = "torch"
     description = f"torch {torch.__version__} F.scaled_dot_product_attention on CPU"
     capabilities = Capabilities(
-        dtypes=DTYPES,
+        # float64 where a truth more precise than float64 exists (harness.extended).
+        dtypes=DTYPES + ((FLOAT64,) if extended.EXTENDED is not None else ()),
         head_dims=(32, 64, 80, 128, 256),
         seq_lens=(16, 64, 128, 256),
         # Every mask component: oracles read the dense mask (harness.masks.dense_mask).
         mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
         # Quantized K/V arrive dequantized (harness.inputs): nothing to do.
         kv_formats=KV_FORMATS,
+        # F.scaled_dot_product_attention has no logits soft cap, no sinks and returns no
+        # logsumexp: cases with a cap or sinks are outside its contract (violations), and it sits
+        # them out; on residual cases its output is checked and no residual.
+        soft_cap=False,
+        sinks=False,
+        residuals=False,
     )
     conventions = Conventions(
         bias="QK^T * scale + attn_mask (float mask)",

@@ -126,3 +126,14 @@ def test_from_json_is_strict(mutate, message):
 def test_from_json_rejects_non_objects():
     with pytest.raises(CaseError, match="must be a JSON object"):
         Case.from_json([1, 2])
+
+
+def test_soft_cap_sinks_and_residuals_are_written_only_when_set() -> None:
+    assert not {"soft_cap", "sinks", "residuals"} & set(FULL.to_json())
+    capped = FULL.replace(soft_cap=5.0, sinks=True, residuals=True, dtype="float64")
+    assert Case.from_json(capped.to_json()) == capped
+    assert capped.case_id != FULL.case_id
+    with pytest.raises(CaseError, match="soft_cap=0"):
+        FULL.replace(soft_cap=0.0)
+    with pytest.raises(CaseError, match="sinks=1"):
+        FULL.replace(sinks=1)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness import contract
-from harness.case import DTYPES
+from harness.case import CASE_DTYPES
 from harness.compare import (
     IMPLEMENTATION_FACTORS,
     TOLERANCE_VERSION,
@@ -31,7 +31,7 @@ def rounded(a, dtype):
 
 
 def test_every_dtype_and_quantity_has_a_tolerance():
-    assert {(d, q) for d in DTYPES for q in QUANTITIES} == set(TOLERANCES)
+    assert {(d, q) for d in CASE_DTYPES for q in QUANTITIES} == set(TOLERANCES)
     assert tolerance("float32", "out[empty]") == tolerance("float32", "out")
 
 
@@ -39,13 +39,13 @@ def test_every_dtype_and_quantity_has_a_tolerance():
 compare_module = importlib.import_module("harness.compare")
 
 # The values the README documents ("The tolerance"): output factor 2, gradient factor 3,
-# floors float32 1e-5, bfloat16 1e-3, float16 1e-4.
-DOCUMENTED_FACTORS = {"out": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dbias": 3.0}
-DOCUMENTED_FLOORS = {"float32": 1e-5, "bfloat16": 1e-3, "float16": 1e-4}
+# floors float32 1e-5, bfloat16 1e-3, float16 1e-4, float64 2e-14; the logsumexp as the output.
+DOCUMENTED_FACTORS = {"out": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dbias": 3.0, "lse": 2.0}
+DOCUMENTED_FLOORS = {"float32": 1e-5, "bfloat16": 1e-3, "float16": 1e-4, "float64": 2e-14}
 # TOLERANCE_VERSION -> fingerprint of every table in harness/compare.py. Each record and
 # failure file carries the version, and `repro` warns when it differs, so a change of contents
 # under an old version would replay old failures under new rules without a word.
-FINGERPRINTS = {1: "d96a9f4e2b722380", 2: "934da45d0b54bf8a"}
+FINGERPRINTS = {1: "d96a9f4e2b722380", 2: "934da45d0b54bf8a", 3: "e6042af7e1a38543"}
 # Per-implementation factors, each set from a measurement cited beside it in harness/compare.py.
 DOCUMENTED_IMPLEMENTATION_FACTORS = {("torch_sdpa", "float32", "out"): 32.0}
 
@@ -129,6 +129,14 @@ def test_float32_kernel_with_bfloat16_precision_fails():
     lossy = compare("out", rounded(TRUTH, ml_dtypes.bfloat16), TRUTH, oracle, tolerance("float32", "out"))
     assert not lossy.passed
     assert lossy.ratio > 1000
+
+
+def test_float64_kernel_with_float32_precision_fails():
+    # The float64 floor's purpose: a float64 kernel that computes anything in float32 fails.
+    oracle = TRUTH * (1 + 1e-16)
+    assert compare("out", TRUTH * (1 + 2e-16), TRUTH, oracle, tolerance("float64", "out")).passed
+    lossy = compare("out", rounded(TRUTH, np.float32), TRUTH, oracle, tolerance("float64", "out"))
+    assert not lossy.passed
 
 
 def test_a_kernel_as_good_as_the_oracle_passes_in_every_dtype():

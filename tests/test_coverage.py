@@ -210,7 +210,7 @@ def test_coverage_prints_each_parameter_and_each_cell(tmp_path: Path, capsys) ->
     assert "== pallas_flash: 3 cases in the store" in out
     assert "    ab " in out and "not drawn: prints the kernel's jaxpr" in out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("py3.11-jax")}
-    assert lines["py3.11-jax0.10.2-torch2.13.0"].split()[2:5] == ["PASS", "3", "4/19"]
+    assert lines["py3.11-jax0.10.2-torch2.13.0"].split()[2:5] == ["PASS", "3", "12/28"]
     assert "FAIL" in lines["py3.11-jax0.9.2-torch2.13.0"]
     # Cells in version order: 0.10.2 ran exactly 0.9.2's cases.
     assert "same cases as py3.11-jax0.9.2-torch2.13.0" in lines["py3.11-jax0.10.2-torch2.13.0"]
@@ -224,14 +224,14 @@ def test_coverage_prints_each_parameter_and_each_cell(tmp_path: Path, capsys) ->
 
 def test_coverage_with_every_drawn_parameter_exercised_exits_0(tmp_path: Path, capsys) -> None:
     segs = Segments(q=(((0, 128),),), kv=(((0, 128),),))
-    full = _case(bias=True, scale=0.5, mask=Mask(causal="top_left", segments=segs), blocks=cov_blocks())
+    full = _case(bias=True, scale=0.5, mask=Mask(causal="top_left", segments=segs), blocks=cov_blocks(), residuals=True)
     run = rb.run_record(CELL_A, api_parameters=cov.api_parameters([contract.resolve("pallas_flash")]))
     rec = rb.case_record(CELL_A, full)
     del rec["exercised"]  # written before records listed it: counted from the declarations
     store = rb.write_store(tmp_path / "s", [run, rec])
     assert main(["coverage", "--store", str(store), "--implementation", "pallas_flash"]) == 0
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("py3.11-jax0.10.2")]
-    assert line.split()[2:5] == ["PASS", "1", "19/19"], line
+    assert line.split()[2:5] == ["PASS", "1", "28/28"], line
 
 
 def cov_blocks() -> dict[str, int]:

@@ -22,11 +22,12 @@ def brute_force(case: Case, x: Inputs | None = None) -> dict[str, float]:
     ds_ij = p_ij (dp_ij - di_i) with dp_ij = dout_i . v_j and di_i = out_i . dout_i;
     dq[i,d] = scale sum_j ds_ij k_jd; dk[j,d] = scale sum_(h in group, i) ds_ij q_id; dbias = ds.
     Each sum's terms are bounded by their absolute values, ds by p (|dp| + |di|).
+    lse: the larger of |logsumexp| and the largest |logit| of the row.
     """
     x = make_inputs(case) if x is None else x
     q, k, v, dout = (a.astype(np.float64) for a in (x.q, x.k, x.v, x.dout))
     group = case.q_heads // case.kv_heads
-    mags = dict.fromkeys(("out", "dq", "dk", "dv", "dbias"), 0.0)
+    mags = dict.fromkeys(("out", "dq", "dk", "dv", "dbias", "lse"), 0.0)
     dv_sums = np.zeros((case.batch, case.kv_heads, case.kv_len, case.head_dim))
     dk_sums = np.zeros_like(dv_sums)
     for b, h in itertools.product(range(case.batch), range(case.q_heads)):
@@ -35,16 +36,22 @@ def brute_force(case: Case, x: Inputs | None = None) -> dict[str, float]:
             seen = [j for j in range(case.kv_len) if x.visible[b, h, i, j]]
             if not seen:
                 continue
-            logits = {
+            raw = {
                 j: q[b, h, i] @ k[b, kh, j] * case.sm_scale + (x.bias[b, h, i, j] if case.bias else 0.0) for j in seen
             }
-            top = max(logits.values())
+            cap = case.soft_cap
+            logits = {j: s if cap is None else cap * np.tanh(s / cap) for j, s in raw.items()}
+            slope = {j: 1.0 if cap is None else 1 - np.tanh(s / cap) ** 2 for j, s in raw.items()}
+            sink = None if x.sinks is None else float(x.sinks[h])
+            top = max(logits.values()) if sink is None else max(*logits.values(), sink)
             weights = {j: np.exp(s - top) for j, s in logits.items()}
-            total = sum(weights.values())
+            total = sum(weights.values()) + (0.0 if sink is None else np.exp(sink - top))
+            lse = top + np.log(total)
+            mags["lse"] = max(mags["lse"], abs(lse), *(abs(s) for s in logits.values()))
             p = {j: w / total for j, w in weights.items()}
             out = sum(p[j] * v[b, kh, j] for j in seen)
             di = out @ dout[b, h, i]
-            ds = {j: p[j] * (abs(dout[b, h, i] @ v[b, kh, j]) + abs(di)) for j in seen}
+            ds = {j: p[j] * (abs(dout[b, h, i] @ v[b, kh, j]) + abs(di)) * slope[j] for j in seen}
             for d in range(case.head_dim):
                 mags["out"] = max(mags["out"], sum(p[j] * abs(v[b, kh, j, d]) for j in seen))
                 mags["dq"] = max(mags["dq"], sum(case.sm_scale * ds[j] * abs(k[b, kh, j, d]) for j in seen))
@@ -63,6 +70,10 @@ CASES = {
     # Bottom-right causal with more queries than keys: the first rows see no key and add nothing.
     "empty_rows": Case(batch=1, q_heads=2, kv_heads=1, q_len=5, kv_len=3, head_dim=2, mask=Mask(causal="bottom_right")),
     "large": Case(batch=1, q_heads=1, kv_heads=1, q_len=4, kv_len=4, head_dim=2, regime="large", seed=3),
+    # A soft cap scales every logit's gradient by 1 - tanh^2; sinks join every denominator.
+    "cap_sinks": Case(
+        batch=1, q_heads=2, kv_heads=1, q_len=3, kv_len=4, head_dim=2, bias=True, soft_cap=2.0, sinks=True, seed=4
+    ),
 }
 
 
@@ -84,7 +95,7 @@ def test_empty_rows_give_finite_magnitudes():
 
 def test_magnitudes_bound_the_truth():
     # |sum of terms| <= sum of |terms|: each magnitude is at least the largest |value| of its quantity.
-    case = CASES["gqa_bias"]
+    case = CASES["gqa_bias"].replace(residuals=True)
     inputs = make_inputs(case)
     mags = term_magnitudes(case, inputs)
     truth = jax_reference.truth(case, inputs, grads=True)

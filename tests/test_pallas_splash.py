@@ -72,8 +72,6 @@ BLOCKS = {
         ),
         pytest.param({"blocks": {**BLOCKS, FUSED: 1}}, "unknown ['block_kv_dq', 'block_q_dq']", id="fused-with-dq"),
         pytest.param({"blocks": {"block_q": 128}}, "missing", id="partial"),
-        # The adapter builds no mask from per-row valid lengths: splash would see every key.
-        pytest.param({"mask": Mask(lengths=Lengths(kv=(5,)))}, "['kv_lengths']", id="lengths"),
     ],
 )
 def test_violations_name_the_value_and_limit(changes: dict, message: str) -> None:
@@ -113,3 +111,29 @@ def test_planted_window_off_by_one_is_caught_and_upstream_passes_the_same_case()
     assert upstream.passed, upstream.failure
     assert not bug.passed
     assert bug.comparisons[0].quantity == "out" and not bug.comparisons[0].passed
+
+
+def test_planted_soft_cap_after_mask_is_caught_and_upstream_passes_the_same_case() -> None:
+    # A cap of 1 leaves masked keys a weight of exp(-1 - max) under the bug: far past any bound.
+    case = _case(mask=Mask(causal="top_left")).replace(soft_cap=1.0, sinks=True, residuals=True)
+    planted = contract.resolve("pallas_splash=tests.planted.splash_soft_cap_after_mask:make_splash")
+    upstream, bug = run_case(case, [contract.resolve("pallas_splash"), planted], grads=False).subjects
+    assert upstream.passed, upstream.failure
+    assert {c.quantity for c in upstream.comparisons} >= {"out", "lse"}
+    assert not bug.passed and bug.comparisons[0].quantity == "out"
+
+
+def test_valid_lengths_go_in_as_segment_ids_and_bottom_right_causal_sits_at_each_rows_diagonal() -> None:
+    # Before lengths reached the kernel, splash saw every key of every row here and failed.
+    lengths = Lengths(q=(100, 3), kv=(200, 40), kv_starts=(0, 9))
+    case = Case(
+        batch=2,
+        q_heads=2,
+        kv_heads=1,
+        q_len=128,
+        kv_len=256,
+        head_dim=64,
+        mask=Mask(causal="bottom_right", lengths=lengths),
+    )
+    result = run_case(case, [contract.resolve("pallas_splash")], grads=False)
+    assert result.passed, result.subjects[0].failure

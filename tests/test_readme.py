@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import contract
+from harness.case import Case
 from harness.case import DTYPES
 from harness.masks import MASK_COMPONENTS
 from tests.test_coverage import every_implementation
@@ -25,7 +26,7 @@ COLUMNS = (
     "block sizes searched",
     "rows with no visible key",
 )
-SHORT_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+SHORT_DTYPES = {"f64": "float64", "f32": "float32", "bf16": "bfloat16", "f16": "float16"}
 
 
 def kernel_table(text: str) -> dict[str, dict[str, str]]:
@@ -58,9 +59,8 @@ def test_the_table_lists_every_implementation_the_code_defines_and_no_other() ->
 def _dtypes(cell: str) -> set[str]:
     # The declared dtypes come first; a note after "(" or ";" qualifies them.
     head = re.split(r"[(;]", cell, maxsplit=1)[0]
-    if head.strip() == "all":
-        return set(DTYPES)
-    return {SHORT_DTYPES[t] for t in re.findall(r"\b(?:f32|bf16|f16)\b", head)}
+    named = {SHORT_DTYPES[t] for t in re.findall(r"\b(?:f64|f32|bf16|f16)\b", head)}
+    return named | (set(DTYPES) if head.startswith("all") else set())
 
 
 def _components(cell: str) -> set[str]:
@@ -70,7 +70,12 @@ def _components(cell: str) -> set[str]:
 
 
 def _overrides_block_strategy(impl: contract.Implementation) -> bool:
-    return type(impl).block_strategy is not contract.Implementation.block_strategy
+    """Whether the implementation searches tile sizes: its block strategy on its smallest declared shape."""
+    caps = impl.capabilities
+    q_len = caps.q_lens[0] if caps.q_lens else min(caps.seq_lens)
+    kv_len = max(q_len, min(caps.seq_lens))
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=q_len, kv_len=kv_len, head_dim=caps.head_dims[0])
+    return impl.block_strategy(case) is not None
 
 
 @pytest.mark.parametrize("name", sorted(TABLE))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -11,6 +13,7 @@ from jax.experimental.pallas import tpu as pltpu
 from harness import compat, contract
 from harness.case import Case
 from harness.inputs import make_inputs
+from harness.masks import Lengths, Mask
 from harness.runner import run_case
 from kernels.pallas_flash import uniform_blocks
 from oracles import jax_reference
@@ -176,3 +179,54 @@ def test_an_interrupt_inside_a_host_callback_is_an_interrupt_never_a_kernel_resu
             run_subject(INTERRUPTED_IN_CALLBACK, case, inputs, ref, grads=False, time_limit=time_limit)
     finally:
         worker.shutdown()
+
+
+class _Residuals(jax_reference.JaxReference):
+    """The reference as a kernel whose logsumexp, or whose padded rows, are off by `shift`."""
+
+    role = "kernel"
+
+    def __init__(self, name: str, *, lse_shift: float = 0.0, padded: str = "zeros") -> None:
+        self.name, self.lse_shift, self.padded = name, lse_shift, padded
+
+    def padded_rows(self, case):
+        return self.padded
+
+    def run(self, case, inputs, *, grads):
+        got = super().run(case, inputs, grads=grads)
+        return dataclasses.replace(got, lse=None if got.lse is None else got.lse + self.lse_shift)
+
+
+RESIDUAL_CASE = Case(
+    batch=2,
+    q_heads=2,
+    kv_heads=1,
+    q_len=8,
+    kv_len=8,
+    head_dim=4,
+    residuals=True,
+    soft_cap=2.0,
+    sinks=True,
+    mask=Mask(lengths=Lengths(q=(5, 8))),
+)
+
+
+def test_the_logsumexp_residual_is_checked_against_the_truth():
+    good, bad = run_case(RESIDUAL_CASE, [_Residuals("good"), _Residuals("bad", lse_shift=1e-4)], grads=False).subjects
+    assert good.passed, good.failure
+    assert [c.quantity for c in bad.comparisons if not c.passed] == ["lse"]
+
+
+def test_padded_query_rows_are_held_to_their_own_declaration():
+    # The reference gives padded rows 0 (with sinks every empty row is 0): declared "uniform" they fail.
+    good, bad = run_case(RESIDUAL_CASE, [_Residuals("zeros"), _Residuals("uniform", padded="uniform")]).subjects
+    assert good.passed, good.failure
+    assert [c.quantity for c in bad.comparisons if not c.passed] == ["out[padded]"]
+
+
+def test_an_oracle_outside_its_contract_sits_the_case_out():
+    # torch SDPA has no soft cap or sinks: it is not run, rather than failing.
+    torch_sdpa = contract.resolve("torch_sdpa")
+    assert torch_sdpa.violations(RESIDUAL_CASE)
+    result = run_case(RESIDUAL_CASE, [_Residuals("kernel"), torch_sdpa], grads=False)
+    assert [s.implementation for s in result.subjects] == ["kernel"]

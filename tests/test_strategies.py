@@ -138,3 +138,36 @@ def test_every_causal_offset_corner_is_reachable(offset):
 )
 def test_a_window_side_of_zero_is_reachable(condition):
     find(windows(q_len=WQ, kv_len=WK), condition, settings=settings(database=None))
+
+
+XLA, SPLASH, TORCH = resolve("jax_xla"), resolve("pallas_splash"), resolve("torch_sdpa")
+
+
+@pytest.mark.parametrize(
+    ("impl", "condition"),
+    [
+        pytest.param(SPLASH, lambda c: c.soft_cap is not None, id="splash-soft_cap"),
+        pytest.param(SPLASH, lambda c: c.sinks, id="splash-sinks"),
+        pytest.param(SPLASH, lambda c: c.residuals, id="splash-residuals"),
+        pytest.param(TORCH, lambda c: c.dtype == "float64", id="torch-float64"),
+        pytest.param(XLA, lambda c: c.mask.window is not None, id="xla-window"),
+        pytest.param(XLA, lambda c: "mask_arg" in c.block_dict and c.mask.lengths is not None, id="xla-mask-arg"),
+        pytest.param(XLA, lambda c: c.residuals, id="xla-residuals"),
+    ],
+)
+def test_new_case_features_are_reachable_where_declared(impl, condition):
+    case = find(cases(impl), condition, settings=settings(max_examples=500, database=None))
+    assert impl.violations(case) == []
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(cases(FLASH) | cases(TORCH) | cases(XLA))
+def test_soft_cap_and_sinks_are_never_drawn_where_undeclared(case):
+    assert case.soft_cap is None and not case.sinks
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(cases(XLA))
+def test_every_drawn_xla_case_is_inside_its_contract(case):
+    # Windows only at offset 0 with both sides bounded: what local_window_size can say.
+    assert XLA.violations(case) == []
