@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import contract
-from harness.case import Case
-from harness.case import DTYPES
+from harness.case import DTYPES, Case
 from harness.masks import MASK_COMPONENTS
 from tests.test_coverage import every_implementation
 
