@@ -24,7 +24,7 @@ import jax
 from hypothesis import given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from harness import profiles, runner, strategies
+from harness import compat, profiles, runner, strategies
 from harness.case import Case
 from harness.contract import Implementation
 from harness.runner import CaseResult, is_interrupt
@@ -137,6 +137,7 @@ def search(
     time_limit: per-subject seconds (see runner.run_case). shrink_runs overrides the
     profile's shrink budget in cases.
     """
+    compat.enable_compilation_cache()
     outcome = SearchOutcome(kernel=kernel.name, results=[])
     subjects = [kernel, *oracles]
     budget = profiles.shrink_budget(profile)

@@ -15,7 +15,7 @@ from harness import compat, placement
 from harness.case import DTYPES, KV_FORMATS, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
-from harness.jaxvjp import jax_outputs
+from harness.jaxvjp import compiled_outputs
 from harness.masks import MASK_COMPONENTS
 
 
@@ -43,13 +43,19 @@ def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
     Always on the CPU backend (harness.placement), whatever JAX's default device is.
     """
     cast = inputs.astype(np.float64) if jnp.dtype(dtype) == jnp.float64 else inputs
-    device = placement.reference_device()
-    visible = jax.device_put(inputs.visible, device)
+    # The mask and the scale are arguments of one compiled program per shape and dtype
+    # (harness.jaxvjp.compiled_outputs), reused by every case of those shapes.
+    scale = np.asarray(case.sm_scale, cast.q.dtype)
+    fn = _with_bias if cast.bias is not None else _without_bias
+    return compiled_outputs(fn, cast, grads=grads, device=placement.reference_device(), args=(inputs.visible, scale))
 
-    def f(q, k, v, *bias):
-        return attention(q, k, v, bias[0] if bias else None, visible, case.sm_scale)
 
-    return jax_outputs(f, cast, grads=grads, device=device)
+def _with_bias(q, k, v, bias, visible, scale):
+    return attention(q, k, v, bias, visible, scale)
+
+
+def _without_bias(q, k, v, visible, scale):
+    return attention(q, k, v, None, visible, scale)
 
 
 def truth(case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
