@@ -55,6 +55,8 @@ class Capabilities:
     seq_lens and head_dims are the values a strategy draws from (all valid); q_lens, when
     given, are the query lengths drawn instead of seq_lens (a decode kernel's 1).
     kv_formats: K/V storage formats besides the case dtype (harness.case.KV_FORMATS).
+    tilings: the tiling classes its block strategy draws ("one_tile" first, when declared),
+    as `Implementation.tiling` names them for a case (harness.features).
     `Implementation.violations` is the authoritative check.
     """
 
@@ -70,6 +72,7 @@ class Capabilities:
     dbias: bool = True
     q_lens: tuple[int, ...] = ()
     kv_formats: tuple[str, ...] = ()
+    tilings: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +151,10 @@ class Implementation(abc.ABC):
         error), probed once on a small case; None when it runs. `run` records such a kernel as
         "cannot run here" (harness.cli.EXIT_CANNOT_RUN), never as a pass."""
         return None
+
+    def tiling(self, case: Case) -> frozenset[str]:
+        """The tiling classes (Capabilities.tilings) of the case's block sizes; empty when none are declared."""
+        return frozenset()
 
     def block_strategy(self, case: Case) -> SearchStrategy[dict[str, int]] | None:
         """Tile sizes valid for this case's shape; None when the implementation has none."""

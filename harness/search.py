@@ -28,6 +28,7 @@ from harness import compat, profiles, runner, strategies
 from harness.case import Case
 from harness.contract import Implementation
 from harness.runner import CaseResult, is_interrupt
+from harness.smoke import smoke_cases
 
 
 def _release_freed_memory() -> None:
@@ -129,13 +130,16 @@ def search(
     grads: bool = True,
     time_limit: float | None = None,
     shrink_runs: int | None = None,
+    smoke: bool = False,
     on_result: Callable[[CaseResult], None] = lambda r: None,
 ) -> SearchOutcome:
     """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`.
 
     database: the example database directory; ignored by derandomized profiles (ci).
     time_limit: per-subject seconds (see runner.run_case). shrink_runs overrides the
-    profile's shrink budget in cases.
+    profile's shrink budget in cases. smoke: start with the kernel's smoke cases
+    (harness.smoke), counted in `examples`; a failing smoke case is reported as it is
+    (it is already the smallest case with its features) and the search stops there.
     """
     compat.enable_compilation_cache()
     outcome = SearchOutcome(kernel=kernel.name, results=[])
@@ -183,9 +187,9 @@ def search(
             raise CaseFailed(str(case))
 
     base = profiles.get(profile)
-    overrides: dict = {}
-    if examples is not None:
-        overrides["max_examples"] = examples
+    budget_cases = base.max_examples if examples is None else examples
+    smoke_set = smoke_cases(kernel)[:budget_cases] if smoke else []
+    overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1)}
     if seed is not None:
         overrides["derandomize"] = False
     derandomized = base.derandomize and seed is None
@@ -199,7 +203,10 @@ def search(
     if seed is not None:
         test = hypothesis.seed(seed)(test)
     try:
-        test()
+        for case in smoke_set:
+            check(case)
+        if budget_cases > len(smoke_set):
+            test()
     except _HarnessError as e:
         raise e.error from None
     except CaseFailed:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness import compat, console, contract, crosscheck, placement, profiles, strips, worker
+from harness import compat, console, contract, crosscheck, features, placement, profiles, strips, worker
 from harness.cli import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, UsageError
 from harness.failures import write_failure
 from harness.record import RunStore
@@ -59,6 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(a hang or crash fails that case, and the run goes on); default: no limit, in-process",
     )
     p.add_argument("--max-shrinks", type=int, metavar="N", help="cases run while shrinking (default: the profile's)")
+    p.add_argument(
+        "--no-smoke",
+        action="store_true",
+        help="skip the smoke cases (each declared mask component, tiling class and dtype at the smallest size) "
+        "that a run checks before drawing cases",
+    )
     p.add_argument(
         "--cross-interpret",
         action="store_true",
@@ -290,6 +296,7 @@ def _run_kernels(
             grads=grads,
             time_limit=args.case_timeout,
             shrink_runs=args.max_shrinks,
+            smoke=not args.no_smoke,
             on_result=on_result,
         )
         elapsed = time.perf_counter() - start
@@ -302,6 +309,8 @@ def _run_kernels(
             if c.passed and c.bound > 0
         ]
         status = "interrupted" if outcome.interrupted else ("PASS" if outcome.passed else "FAIL")
+        covered = features.coverage(kernel, [r.case for r in outcome.results])
+        print(f"   {covered.line()}")
         rows.append(
             {
                 "kernel": kernel.name,
@@ -310,6 +319,7 @@ def _run_kernels(
                 "worst": max(used, default=None),
                 "seconds": elapsed,
                 "status": status,
+                "pairwise": covered.to_json(),
             }
         )
         rows.extend(_oracle_rows(outcome.results, oracles))
