@@ -16,7 +16,7 @@ import ctypes
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import hypothesis
@@ -130,7 +130,8 @@ def search(
     grads: bool = True,
     time_limit: float | None = None,
     shrink_runs: int | None = None,
-    smoke: bool = False,
+    smoke: bool | Sequence[Case] = False,
+    owns: Callable[[Case], bool] | None = None,
     on_result: Callable[[CaseResult], None] = lambda r: None,
 ) -> SearchOutcome:
     """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`.
@@ -138,8 +139,10 @@ def search(
     database: the example database directory; ignored by derandomized profiles (ci).
     time_limit: per-subject seconds (see runner.run_case). shrink_runs overrides the
     profile's shrink budget in cases. smoke: start with the kernel's smoke cases
-    (harness.smoke), counted in `examples`; a failing smoke case is reported as it is
-    (it is already the smallest case with its features) and the search stops there.
+    (harness.smoke; or these cases, a shard's share of them), counted in `examples`; a
+    failing smoke case is reported as it is (it is already the smallest case with its
+    features) and the search stops there. owns: only cases it is true of are drawn and
+    checked (a shard's part of the search, harness.shards).
     """
     compat.enable_compilation_cache()
     outcome = SearchOutcome(kernel=kernel.name, results=[])
@@ -188,7 +191,8 @@ def search(
 
     base = profiles.get(profile)
     budget_cases = base.max_examples if examples is None else examples
-    smoke_set = smoke_cases(kernel)[:budget_cases] if smoke else []
+    smoke_set = [c for c in (smoke_cases(kernel) if smoke is True else smoke or []) if owns is None or owns(c)]
+    smoke_set = smoke_set[:budget_cases]
     overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1)}
     if seed is not None:
         overrides["derandomize"] = False
@@ -197,7 +201,12 @@ def search(
         overrides["database"] = DirectoryBasedExampleDatabase(str(database))
     else:
         overrides["database"] = None
-    test = settings(base, **overrides)(given(strategies.cases(kernel))(check))
+    drawn = strategies.cases(kernel)
+    if owns is not None or smoke_set:
+        # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
+        smoked = set(smoke_set)
+        drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
+    test = settings(base, **overrides)(given(drawn)(check))
     # Each kernel gets its own key in the example database (and its own derandomized draw).
     test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
     if seed is not None:
