@@ -58,7 +58,14 @@ def checkout(rev: str, into: Path) -> Path:
     return into / rev
 
 
+def _commit(rev: str) -> str:
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], capture_output=True, text=True)
+    return out.stdout.strip() or rev
+
+
 def measure(baseline: str, candidate: str, examples: int, kernel: str) -> dict[str, Any]:
+    # Resolved before anything runs: HEAD may move while the runs take their minutes.
+    baseline, candidate = _commit(baseline), _commit(candidate)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         base, cand = checkout(baseline, tmp), checkout(candidate, tmp)
@@ -79,9 +86,7 @@ def measure(baseline: str, candidate: str, examples: int, kernel: str) -> dict[s
         "command": f"python benchmarks/throughput.py --baseline {baseline} --candidate {candidate} "
         f"--examples {examples} --kernel {kernel}",
         "baseline": baseline,
-        "candidate": subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", candidate], capture_output=True, text=True
-        ).stdout.strip(),
+        "candidate": candidate,
         "sides": sides,
         "speedup_cold": rate["cold_cache"] / rate["baseline"],
         "speedup_warm": rate["warm_cache"] / rate["baseline"],
