@@ -187,6 +187,9 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matr
         "--examples",
         "3",
         "--no-database",
+        # One run per cell (harness.matrix reads one line per cell from its run.json).
+        "--jobs",
+        "1",
         "--out",
         STORE,
         *session.posargs,
