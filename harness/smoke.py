@@ -35,14 +35,11 @@ FIND_SETTINGS = settings(
 
 
 def _order(group: str, values: tuple[str, ...]) -> list[str]:
-    # Causal masks first (the most common source of kernel bugs) and the finest tilings first
-    # (most tile boundaries), "none" and "one_tile" last: the defaults every other feature is
-    # drawn with anyway.
-    if group == "mask":
-        return sorted(values, key=lambda v: (v == "none", not v.startswith("causal"), v))
-    if group == "tiling":
-        return list(reversed(values))
-    return list(values)
+    # Causal masks first (the most common source of kernel bugs), "none" last: it is the
+    # default every other feature is drawn with anyway.
+    if group != "mask":
+        return list(values)
+    return sorted(values, key=lambda v: (v == "none", not v.startswith("causal"), v))
 
 
 def _smallest(impl: Implementation, wanted: frozenset[str]) -> Case | None:

@@ -16,7 +16,7 @@ def test_the_flash_smoke_set_covers_every_mask_tiling_and_dtype_in_four_small_ca
         assert {f"{group}:{v}" for v in features.declared(flash)[group]} <= seen, group
     for case in cases:
         assert not flash.violations(case)
-        assert case.q_heads == 1 and max(case.q_len, case.kv_len) <= 256
+        assert case.batch == 1 and case.q_heads == 1 and max(case.q_len, case.kv_len) <= 256
     assert "mask:causal_top_left" in features.of(cases[0], flash)  # the commonest bugs first
     assert smoke.smoke_cases(flash) == cases  # the same every run
 
