@@ -107,6 +107,23 @@ def _run_case(
         _release_freed_memory()
 
 
+def _interrupts_as_themselves(test: Callable[[], None]) -> None:
+    """Run the Hypothesis test; an interrupt that Hypothesis turned into another error is raised as itself.
+
+    An interrupt landing while Hypothesis sets a test up (reading its source, right after the
+    smoke cases) comes out as an AssertionError from Hypothesis's own clean-up, with the
+    KeyboardInterrupt as its context: the run must stop as interrupted, not as a harness crash.
+    """
+    try:
+        test()
+    except (_HarnessError, CaseFailed, KeyboardInterrupt, hypothesis.errors.Flaky):
+        raise
+    except Exception as e:
+        if is_interrupt(e):
+            raise KeyboardInterrupt(str(e)) from e
+        raise
+
+
 def _harness_errors(on_result: Callable[[CaseResult], None]) -> Callable[[CaseResult], None]:
     """`on_result` with its exceptions (a record that cannot be written) carried out as harness errors."""
 
@@ -215,7 +232,7 @@ def search(
         for case in smoke_set:
             check(case)
         if budget_cases > len(smoke_set):
-            test()
+            _interrupts_as_themselves(test)
     except _HarnessError as e:
         raise e.error from None
     except CaseFailed:

@@ -153,3 +153,24 @@ def test_a_store_error_while_searching_is_raised_as_itself_not_a_flaky_failure()
 
     with pytest.raises(OSError, match="No space left on device"):
         search(_fakes.CORRECT, [], examples=5, seed=1, grads=False, on_result=full_disk)
+
+
+def test_an_interrupt_that_hypothesis_turned_into_another_error_stops_the_search_as_an_interrupt():
+    from harness.search import _interrupts_as_themselves
+
+    def setup_interrupted() -> None:
+        # What Hypothesis raised when SIGTERM landed while it read the test's source: its own
+        # clean-up failed an assertion, the KeyboardInterrupt as its context (measured).
+        try:
+            raise KeyboardInterrupt("signal 15")
+        except KeyboardInterrupt:
+            raise AssertionError  # noqa: B904 - as Hypothesis raises it
+
+    with pytest.raises(KeyboardInterrupt):
+        _interrupts_as_themselves(setup_interrupted)
+
+    def harness_bug() -> None:
+        raise AssertionError("a real one")
+
+    with pytest.raises(AssertionError, match="a real one"):
+        _interrupts_as_themselves(harness_bug)

@@ -118,6 +118,12 @@ def _resolve(specs: list[str], role: str) -> list[contract.Implementation]:
     return out
 
 
+# Signals received during the run. The handler's KeyboardInterrupt is lost when it lands in
+# code that ignores exceptions (a garbage-collection callback of XLA's, measured): the next
+# finished case then raises it again (on_result in _run_kernels).
+_SIGNALLED: list[int] = []
+
+
 @contextlib.contextmanager
 def _interrupt_signals() -> Iterator[None]:
     """Ctrl-C and `kill` stop the run: the summary and run.json say interrupted.
@@ -127,7 +133,10 @@ def _interrupt_signals() -> Iterator[None]:
     """
 
     def handler(signum: int, frame: object) -> None:
+        _SIGNALLED.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
+
+    _SIGNALLED.clear()
 
     previous = {}
     try:
@@ -366,6 +375,8 @@ def _run_kernels(
             counter["i"] += 1
             store.write_case(result)
             print(console.progress_line(counter["i"], n, result), flush=True)
+            if _SIGNALLED:
+                raise KeyboardInterrupt(f"signal {_SIGNALLED[0]}")
 
         start = time.perf_counter()
         outcome = search(
