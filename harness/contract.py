@@ -61,6 +61,8 @@ class Capabilities:
       pages of that dtype lose precision, where quantized pages do not).
     soft_cap, sinks, residuals: whether it takes a logits soft cap, attention sinks, and can
     return the logsumexp residual (harness.case.Case); strategies draw them only where True.
+    tilings: the tiling classes its block strategy draws ("one_tile" first, when declared),
+    as `Implementation.tiling` names them for a case (harness.features).
     `Implementation.violations` is the authoritative check.
     """
 
@@ -76,6 +78,7 @@ class Capabilities:
     dbias: bool = True
     q_lens: tuple[int, ...] = ()
     kv_formats: tuple[str, ...] = ()
+    tilings: tuple[str, ...] = ()
     soft_cap: bool = False
     sinks: bool = False
     residuals: bool = False
@@ -174,6 +177,10 @@ class Implementation(abc.ABC):
         error), probed once on a small case; None when it runs. `run` records such a kernel as
         "cannot run here" (harness.cli.EXIT_CANNOT_RUN), never as a pass."""
         return None
+
+    def tiling(self, case: Case) -> frozenset[str]:
+        """The tiling classes (Capabilities.tilings) of the case's block sizes; empty when none are declared."""
+        return frozenset()
 
     def block_strategy(self, case: Case) -> SearchStrategy[dict[str, int]] | None:
         """Tile sizes valid for this case's shape; None when the implementation has none."""

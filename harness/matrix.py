@@ -156,6 +156,9 @@ def run_steps(kernels: list[str]) -> list[list[str]]:
                 str(n),
                 "--max-shrinks",
                 str(MAX_SHRINKS),
+                # One worker: one run.json per step, which the cell's coverage and report read.
+                "--jobs",
+                "1",
                 *chosen,
             ]
         )

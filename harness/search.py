@@ -16,7 +16,7 @@ import ctypes
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import hypothesis
@@ -24,10 +24,11 @@ import jax
 from hypothesis import given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from harness import profiles, runner, strategies
+from harness import compat, profiles, runner, strategies
 from harness.case import Case
 from harness.contract import Implementation
 from harness.runner import CaseResult, is_interrupt
+from harness.smoke import smoke_cases
 
 
 def _release_freed_memory() -> None:
@@ -106,6 +107,23 @@ def _run_case(
         _release_freed_memory()
 
 
+def _interrupts_as_themselves(test: Callable[[], None]) -> None:
+    """Run the Hypothesis test; an interrupt that Hypothesis turned into another error is raised as itself.
+
+    An interrupt landing while Hypothesis sets a test up (reading its source, right after the
+    smoke cases) comes out as an AssertionError from Hypothesis's own clean-up, with the
+    KeyboardInterrupt as its context: the run must stop as interrupted, not as a harness crash.
+    """
+    try:
+        test()
+    except (_HarnessError, CaseFailed, KeyboardInterrupt, hypothesis.errors.Flaky):
+        raise
+    except Exception as e:
+        if is_interrupt(e):
+            raise KeyboardInterrupt(str(e)) from e
+        raise
+
+
 def _harness_errors(on_result: Callable[[CaseResult], None]) -> Callable[[CaseResult], None]:
     """`on_result` with its exceptions (a record that cannot be written) carried out as harness errors."""
 
@@ -129,14 +147,21 @@ def search(
     grads: bool = True,
     time_limit: float | None = None,
     shrink_runs: int | None = None,
+    smoke: bool | Sequence[Case] = False,
+    owns: Callable[[Case], bool] | None = None,
     on_result: Callable[[CaseResult], None] = lambda r: None,
 ) -> SearchOutcome:
     """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`.
 
     database: the example database directory; ignored by derandomized profiles (ci).
     time_limit: per-subject seconds (see runner.run_case). shrink_runs overrides the
-    profile's shrink budget in cases.
+    profile's shrink budget in cases. smoke: start with the kernel's smoke cases
+    (harness.smoke; or these cases, a shard's share of them), counted in `examples`; a
+    failing smoke case is reported as it is (it is already the smallest case with its
+    features) and the search stops there. owns: only cases it is true of are drawn and
+    checked (a shard's part of the search, harness.shards).
     """
+    compat.enable_compilation_cache()
     outcome = SearchOutcome(kernel=kernel.name, results=[])
     subjects = [kernel, *oracles]
     budget = profiles.shrink_budget(profile)
@@ -182,9 +207,10 @@ def search(
             raise CaseFailed(str(case))
 
     base = profiles.get(profile)
-    overrides: dict = {}
-    if examples is not None:
-        overrides["max_examples"] = examples
+    budget_cases = base.max_examples if examples is None else examples
+    smoke_set = [c for c in (smoke_cases(kernel) if smoke is True else smoke or []) if owns is None or owns(c)]
+    smoke_set = smoke_set[:budget_cases]
+    overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1)}
     if seed is not None:
         overrides["derandomize"] = False
     derandomized = base.derandomize and seed is None
@@ -192,13 +218,21 @@ def search(
         overrides["database"] = DirectoryBasedExampleDatabase(str(database))
     else:
         overrides["database"] = None
-    test = settings(base, **overrides)(given(strategies.cases(kernel))(check))
+    drawn = strategies.cases(kernel)
+    if owns is not None or smoke_set:
+        # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
+        smoked = set(smoke_set)
+        drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
+    test = settings(base, **overrides)(given(drawn)(check))
     # Each kernel gets its own key in the example database (and its own derandomized draw).
     test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
     if seed is not None:
         test = hypothesis.seed(seed)(test)
     try:
-        test()
+        for case in smoke_set:
+            check(case)
+        if budget_cases > len(smoke_set):
+            _interrupts_as_themselves(test)
     except _HarnessError as e:
         raise e.error from None
     except CaseFailed:

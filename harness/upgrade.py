@@ -90,7 +90,8 @@ class Step:
 def steps(budget: Budget, kernels: list[str], store: Path) -> list[Step]:
     """The harness commands one side runs, all recording into `store`."""
     run = ["run", "--profile", "ci", "--seed", str(budget.seed), "--examples", str(budget.examples)]
-    run += ["--no-database", "--out", str(store)]
+    # One process per side: one run directory whose run.json names the side's versions.
+    run += ["--no-database", "--jobs", "1", "--out", str(store)]
     for k in kernels:
         run += ["--kernel", k]
     if budget.case_timeout is not None:

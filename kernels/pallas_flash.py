@@ -121,6 +121,9 @@ API = (
         ),
     ),
 )
+# Tiling classes of the forward pass (harness.features): a single tile per axis; several query
+# tiles; several major key blocks per sequence; several inner key steps per major block.
+TILINGS = ("one_tile", "several_q_tiles", "several_major", "several_minor")
 
 
 class PallasFlash(Implementation):
@@ -133,6 +136,7 @@ class PallasFlash(Implementation):
         head_dims=(64, 32, 128, 80, 256),
         seq_lens=(128, 256, 384, 512),
         mask_components=frozenset({"causal_top_left", "segments", "bias"}),
+        tilings=TILINGS,
     )
     conventions = Conventions(
         bias="(QK^T + ab) * sm_scale: the adapter passes ab = bias / scale, in float32",
@@ -161,6 +165,17 @@ class PallasFlash(Implementation):
 
     def empty_rows(self, case: Case) -> EmptyRows:
         return "convex" if case.mask.causal else "uniform"
+
+    def tiling(self, case: Case) -> frozenset[str]:
+        b = case.block_dict or dataclasses.asdict(self._block_sizes(case))
+        out = set()
+        if b["block_q"] < case.q_len:
+            out.add("several_q_tiles")
+        if b["block_k_major"] < case.kv_len:
+            out.add("several_major")
+        if b["block_k"] < b["block_k_major"]:
+            out.add("several_minor")
+        return frozenset(out or {"one_tile"})
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _flash_blocks(case)

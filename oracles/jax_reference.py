@@ -21,7 +21,7 @@ from harness import coverage as cov
 from harness.case import DTYPES, FLOAT64, KV_FORMATS, Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
-from harness.jaxvjp import jax_outputs
+from harness.jaxvjp import compiled_outputs
 from harness.masks import MASK_COMPONENTS
 
 
@@ -81,20 +81,39 @@ def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
     cast = inputs.astype(np.float64) if wide else inputs
     device = placement.reference_device()
     with compat.enable_x64() if wide else contextlib.nullcontext():
-        visible = jax.device_put(inputs.visible, device)
-        sinks = None if cast.sinks is None else jax.device_put(jnp.asarray(cast.sinks), device)
-
-        def f(q, k, v, *bias):
-            return attention(q, k, v, bias[0] if bias else None, visible, case.sm_scale, case.soft_cap, sinks)
-
-        got = jax_outputs(f, cast, grads=grads, device=device)
+        # The mask, the scale, the cap and the sinks are arguments of one compiled program per shape
+        # and dtype (harness.jaxvjp.compiled_outputs), reused by every case of those shapes; which of
+        # them a case has is static, so a program is never reused for a case of another form.
+        args = [inputs.visible, np.asarray(case.sm_scale, cast.q.dtype)]
+        if case.soft_cap is not None:
+            args.append(np.asarray(case.soft_cap, cast.q.dtype))
+        if cast.sinks is not None:
+            args.append(np.asarray(cast.sinks))
+        static = (
+            ("bias", cast.bias is not None),
+            ("soft_cap", case.soft_cap is not None),
+            ("sinks", cast.sinks is not None),
+        )
+        got = compiled_outputs(_reference, cast, grads=grads, device=device, args=tuple(args), static=static)
         if case.residuals:
-            args = [jax.device_put(jnp.asarray(a), device) for a in (cast.q, cast.k)]
+            visible = jax.device_put(inputs.visible, device)
+            sinks = None if cast.sinks is None else jax.device_put(jnp.asarray(cast.sinks), device)
+            qk = [jax.device_put(jnp.asarray(a), device) for a in (cast.q, cast.k)]
             bias = None if cast.bias is None else jax.device_put(jnp.asarray(cast.bias), device)
             with placement.on(device):
-                lse = logsumexp(*args, bias, visible, case.sm_scale, case.soft_cap, sinks)
+                lse = logsumexp(*qk, bias, visible, case.sm_scale, case.soft_cap, sinks)
             got = dataclasses.replace(got, lse=np.asarray(lse).astype(np.float64))
     return got
+
+
+def _reference(q, k, v, *rest, bias: bool, soft_cap: bool, sinks: bool):
+    """attention() with its optional inputs as positional arguments, as compiled_outputs passes them."""
+    rest = list(rest)
+    b = rest.pop(0) if bias else None
+    visible, scale = rest.pop(0), rest.pop(0)
+    cap = rest.pop(0) if soft_cap else None
+    s = rest.pop(0) if sinks else None
+    return attention(q, k, v, b, visible, scale, cap, s)
 
 
 def truth(case: Case, inputs: Inputs, *, grads: bool) -> Outputs:

@@ -39,11 +39,12 @@ def measure(name: str) -> dict:
         if not result.passed and not first:
             first.update(cpu_s=time.process_time(), wall_s=time.perf_counter() - WALL0)
 
-    outcome = search(kernel, oracles, profile="ci", on_result=on_result)
+    outcome = search(kernel, oracles, profile="ci", smoke=SMOKE, on_result=on_result)
     return {
         "planted": name,
         "kind": {**PLANTED, **FIXTURES}[name],
         "interpret": compat.interpret_options().to_json(),
+        "smoke": SMOKE,
         "detected": outcome.shrunk is not None,
         "cases_to_detect": len(outcome.results),
         "detect_cpu_s": first.get("cpu_s"),
@@ -58,6 +59,8 @@ def measure(name: str) -> dict:
 
 
 WALL0 = time.perf_counter()
+# As `run` searches: smoke cases first (harness.smoke), unless ATTN_BENCH_NO_SMOKE=1 measures without them.
+SMOKE = os.environ.get("ATTN_BENCH_NO_SMOKE") != "1"
 
 
 def main() -> int:

@@ -317,3 +317,24 @@ def test_a_failure_that_cannot_be_replayed_is_reported_flaky_with_the_failure_ke
     assert outcome.error.startswith("flaky failure (did not reproduce on replay): Inconsistent")
     assert "\n" not in outcome.error  # the first line of Hypothesis's message only
     assert outcome.shrunk is outcome.results[0] and not outcome.shrunk.passed and not outcome.passed
+
+
+def test_an_interrupt_that_hypothesis_turned_into_another_error_stops_the_search_as_an_interrupt():
+    from harness.search import _interrupts_as_themselves
+
+    def setup_interrupted() -> None:
+        # What Hypothesis raised when SIGTERM landed while it read the test's source: its own
+        # clean-up failed an assertion, the KeyboardInterrupt as its context (measured).
+        try:
+            raise KeyboardInterrupt("signal 15")
+        except KeyboardInterrupt:
+            raise AssertionError  # noqa: B904 - as Hypothesis raises it
+
+    with pytest.raises(KeyboardInterrupt):
+        _interrupts_as_themselves(setup_interrupted)
+
+    def harness_bug() -> None:
+        raise AssertionError("a real one")
+
+    with pytest.raises(AssertionError, match="a real one"):
+        _interrupts_as_themselves(harness_bug)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import signal
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness import compat, console, contract, crosscheck, placement, profiles, strips, worker
+from harness import compat, console, contract, crosscheck, features, placement, profiles, shards, strips, worker
 from harness.cli import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, UsageError
 from harness.failures import write_failure
 from harness.record import RunStore
@@ -60,6 +61,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-shrinks", type=int, metavar="N", help="cases run while shrinking (default: the profile's)")
     p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help=f"worker processes, each checking one shard of the run into the same store; the summary merges "
+        f"them (default ${shards.JOBS_ENV}, else the number of cores)",
+    )
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="check only shard I of N (0 <= I < N): the cases whose id is I modulo N, its share of --examples; "
+        "shards of one run are disjoint and the same every time (for CI jobs on several machines)",
+    )
+    p.add_argument(
+        "--no-smoke",
+        action="store_true",
+        help="skip the smoke cases (each declared mask component, tiling class and dtype at the smallest size) "
+        "that a run checks before drawing cases",
+    )
+    p.add_argument(
         "--cross-interpret",
         action="store_true",
         help="on a TPU host: also run each Pallas TPU kernel under the interpreter as a further subject "
@@ -98,6 +118,12 @@ def _resolve(specs: list[str], role: str) -> list[contract.Implementation]:
     return out
 
 
+# Signals received during the run. The handler's KeyboardInterrupt is lost when it lands in
+# code that ignores exceptions (a garbage-collection callback of XLA's, measured): the next
+# finished case then raises it again (on_result in _run_kernels).
+_SIGNALLED: list[int] = []
+
+
 @contextlib.contextmanager
 def _interrupt_signals() -> Iterator[None]:
     """Ctrl-C and `kill` stop the run: the summary and run.json say interrupted.
@@ -107,7 +133,10 @@ def _interrupt_signals() -> Iterator[None]:
     """
 
     def handler(signum: int, frame: object) -> None:
+        _SIGNALLED.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
+
+    _SIGNALLED.clear()
 
     previous = {}
     try:
@@ -134,6 +163,59 @@ def _create_store(out: Path, meta: dict) -> RunStore:
         ) from None
 
 
+def _create_dir(out: Path) -> None:
+    """The store directory for workers to share; an --out that cannot be one is bad input (exit 2)."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out={str(out)!r} is a file; give a directory (it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = e.strerror or e
+        raise UsageError(f"--out={str(out)!r} cannot be written ({why}); give a writable directory") from None
+
+
+def _worker_argv(args: argparse.Namespace) -> list[str]:
+    """This run's options as a command line (without --jobs and --shard), for its workers."""
+    argv = ["run", "--out", str(args.out)]
+    for kernel in args.kernel or []:
+        argv += ["--kernel", kernel]
+    for oracle in args.oracle or []:
+        argv += ["--oracle", oracle]
+    valued = {
+        "--examples": args.examples,
+        "--seed": args.seed,
+        "--profile": args.profile,
+        "--case-timeout": args.case_timeout,
+        "--max-shrinks": args.max_shrinks,
+        "--uninitialized-memory": args.uninitialized_memory,
+        "--grid-order-seed": args.grid_order_seed,
+    }
+    argv += [str(x) for option, value in valued.items() if value is not None for x in (option, value)]
+    flags = {
+        "--no-grads": args.no_grads,
+        "--no-database": args.no_database,
+        "--cross-interpret": args.cross_interpret,
+        "--detect-races": args.detect_races,
+        "--no-smoke": args.no_smoke,
+    }
+    return argv + [flag for flag, on in flags.items() if on]
+
+
+def _run_jobs(args: argparse.Namespace, jobs: int) -> int:
+    """`jobs` worker processes, shard i of `jobs` each, into one store; then the merged summary."""
+    print(f"{jobs} worker processes, one shard each, into {args.out}", flush=True)
+    code, token = shards.run_workers(_worker_argv(args), jobs)
+    runs = shards.worker_runs(args.out, token)
+    rows = shards.merge_rows(runs)
+    print(f"\n== merged summary of {len(runs)} of {jobs} shards: {', '.join(m['run_id'] for m in runs)}")
+    print(console.summary_table(rows))
+    ids = {m["run_id"] for m in runs}
+    for kernel in _resolve(args.kernel or ["pallas_flash"], "kernel"):
+        cases = shards.worker_cases(args.out, ids, kernel.name)
+        print(f"{kernel.name}: {features.coverage(kernel, cases).line()}")
+    return code
+
+
 def main(args: argparse.Namespace) -> int:
     if args.examples is not None and args.examples < 1:
         raise UsageError(f"--examples={args.examples} must be at least 1")
@@ -145,8 +227,18 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--grid-order-seed={args.grid_order_seed} must be non-negative")
     try:
         profile = profiles.profile_name(args.profile)
+        jobs = shards.default_jobs() if args.jobs is None else args.jobs
+        shard = shards.Shard.parse(args.shard) if args.shard is not None else shards.Shard(0, 1)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if jobs < 1:
+        raise UsageError(f"--jobs={jobs} must be at least 1")
+    if jobs > 1 and args.shard is not None:
+        raise UsageError(f"--shard={args.shard} checks one shard in this process; drop --jobs={jobs} (or use --jobs 1)")
+    if jobs > 1:
+        _resolve(args.kernel or ["pallas_flash"], "kernel")  # bad input is said once, before any worker starts
+        _create_dir(args.out)
+        return _run_jobs(args, jobs)
     kernels = _resolve(args.kernel or ["pallas_flash"], "kernel")
     if args.cross_interpret and not crosscheck.twins(kernels):
         raise UsageError("--cross-interpret needs a kernel running natively on a TPU; here none does")
@@ -161,6 +253,10 @@ def main(args: argparse.Namespace) -> int:
         check_grid_order=args.grid_order_seed is not None,
     )
     meta = {"command": sys.argv, "profile": profile, "kernels": [k.name for k in kernels]}
+    if shard.count > 1 or args.shard is not None:
+        meta["shard"] = str(shard)
+    if os.environ.get(shards.PARENT_ENV):
+        meta["jobs_parent"] = os.environ[shards.PARENT_ENV]
     meta |= {"interpret": options.to_json(), "case_timeout": args.case_timeout}
     # The report renders conventions from records, never from live objects.
     meta["conventions"] = {i.name: i.conventions.to_json() for i in (*kernels, *oracles)}
@@ -175,7 +271,7 @@ def main(args: argparse.Namespace) -> int:
     interrupted = False
     try:
         with compat.using_interpret_options(options), _interrupt_signals():
-            interrupted = _run_kernels(args, kernels, oracles, profile, grads, store, rows, failures)
+            interrupted = _run_kernels(args, kernels, oracles, profile, grads, store, rows, failures, shard)
     except KeyboardInterrupt:
         interrupted = True
     except BaseException as e:
@@ -252,13 +348,14 @@ def _run_kernels(
     store: RunStore,
     rows: list[dict],
     failures: list,
+    shard: shards.Shard,
 ) -> bool:
     """Search each kernel in turn, appending summary rows and failures; True if interrupted."""
     all_grads = grads
     for kernel in kernels:
         # A forward-only kernel (no VJP: the decode kernels) is checked, and replayed, forward only.
         grads = all_grads and kernel.capabilities.grads
-        n = args.examples or profiles.get(profile).max_examples
+        n = shard.examples(args.examples or profiles.get(profile).max_examples)
         against = ", ".join(o.name for o in oracles) or "the float64 truth only"
         print(
             f"== {kernel.name} on {kernel.backend()} ({kernel.device()}) vs {against}, "
@@ -278,18 +375,22 @@ def _run_kernels(
             counter["i"] += 1
             store.write_case(result)
             print(console.progress_line(counter["i"], n, result), flush=True)
+            if _SIGNALLED:
+                raise KeyboardInterrupt(f"signal {_SIGNALLED[0]}")
 
         start = time.perf_counter()
         outcome = search(
             kernel,
             [*oracles, *(crosscheck.twins([kernel]) if args.cross_interpret else [])],
-            examples=args.examples,
+            examples=n,
             seed=args.seed,
             profile=profile,
             database=None if args.no_database else args.out / ".hypothesis",
             grads=grads,
             time_limit=args.case_timeout,
             shrink_runs=args.max_shrinks,
+            smoke=not args.no_smoke,
+            owns=shard.owns if shard.count > 1 else None,
             on_result=on_result,
         )
         elapsed = time.perf_counter() - start
@@ -302,6 +403,8 @@ def _run_kernels(
             if c.passed and c.bound > 0
         ]
         status = "interrupted" if outcome.interrupted else ("PASS" if outcome.passed else "FAIL")
+        covered = features.coverage(kernel, [r.case for r in outcome.results])
+        print(f"   {covered.line()}")
         rows.append(
             {
                 "kernel": kernel.name,
@@ -310,6 +413,7 @@ def _run_kernels(
                 "worst": max(used, default=None),
                 "seconds": elapsed,
                 "status": status,
+                "pairwise": covered.to_json(),
             }
         )
         rows.extend(_oracle_rows(outcome.results, oracles))

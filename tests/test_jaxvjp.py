@@ -1,0 +1,65 @@
+"""The compiled reference path (harness.jaxvjp.compiled_outputs) computes what the operations run one by one compute."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from harness import jaxvjp, placement
+from harness.case import Case
+from harness.inputs import make_inputs
+from harness.masks import Mask, Segments
+from oracles import jax_reference
+
+
+def _eager(case: Case, inputs) -> jaxvjp.Outputs:
+    """The reference as it ran before it was compiled: one operation at a time."""
+    device = placement.reference_device()
+    visible = jax.device_put(inputs.visible, device)
+
+    def f(q, k, v, *bias):
+        return jax_reference.attention(q, k, v, bias[0] if bias else None, visible, case.sm_scale)
+
+    return jaxvjp.jax_outputs(f, inputs, grads=True, device=device)
+
+
+CASE = Case(batch=1, q_heads=2, kv_heads=1, q_len=64, kv_len=128, head_dim=32, mask=Mask(causal="top_left"), seed=5)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_rulers_round_as_the_operations_one_by_one(dtype: str) -> None:
+    # Without COMPILER_OPTIONS the fused program keeps bfloat16 intermediates in float32 and
+    # the ruler turns more precise than the operations it stands for.
+    case = CASE.replace(dtype=dtype, bias=True)
+    inputs = make_inputs(case)
+    got = jax_reference.run_reference(case, inputs, grads=True, dtype=inputs.q.dtype)
+    want = _eager(case, inputs)
+    for q in ("out", "dq", "dk", "dv", "dbias"):
+        np.testing.assert_array_equal(got.get(q), want.get(q), err_msg=q)
+
+
+def test_one_program_serves_every_mask_and_scale_of_a_shape() -> None:
+    jaxvjp._COMPILED.clear()
+    segments = Segments(q=(((0, 30), (1, 34)),), kv=(((0, 100), (1, 28)),))
+    for case in (CASE, CASE.replace(mask=Mask(segments=segments), scale=0.25, seed=9)):
+        inputs = make_inputs(case)
+        got = jax_reference.run_reference(case, inputs, grads=True, dtype=inputs.q.dtype)
+        want = _eager(case, inputs)
+        np.testing.assert_array_equal(got.out, want.out)
+        for q in ("dq", "dk", "dv"):
+            # float32 sums may associate differently in one program: a few ulps.
+            np.testing.assert_allclose(got.get(q), want.get(q), rtol=0, atol=4 * np.finfo(np.float32).eps)
+    assert len(jaxvjp._COMPILED) == 1
+
+
+def test_compiled_programs_outlive_jax_clear_caches_but_stay_bounded(monkeypatch) -> None:
+    jaxvjp._COMPILED.clear()
+    monkeypatch.setattr(jaxvjp, "COMPILED_KEEP", 2)
+    for q_len in (16, 32, 64):
+        case = CASE.replace(q_len=q_len, mask=Mask())
+        inputs = make_inputs(case)
+        jax_reference.run_reference(case, inputs, grads=False, dtype=inputs.q.dtype)
+        jax.clear_caches()
+    assert len(jaxvjp._COMPILED) == 2
+    assert [key[-1][0][0][2] for key in jaxvjp._COMPILED] == [32, 64]  # q's length: the oldest went first

@@ -1,0 +1,100 @@
+"""`run --shard I/N` and `run --jobs N` (harness.shards)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import cli
+from harness.shards import Shard, merge_rows, worst
+from tests import _fakes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("3", "must be I/N", id="no-slash"),
+        pytest.param("a/2", "must be I/N", id="not-a-number"),
+        pytest.param("2/2", "0 <= I < N", id="index-past-count"),
+        pytest.param("0/0", "0 <= I < N", id="no-shards"),
+    ],
+)
+def test_a_bad_shard_says_how_to_write_one(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Shard.parse(text)
+
+
+def test_each_case_belongs_to_one_shard_and_shards_split_the_examples() -> None:
+    shards = [Shard(i, 3) for i in range(3)]
+    assert [s.examples(10) for s in shards] == [4, 3, 3] and Shard(0, 1).examples(10) == 10
+    cases = [_fakes.small_case(seed=s) for s in range(30)]
+    owners = [[s.index for s in shards if s.owns(c)] for c in cases]
+    assert all(len(o) == 1 for o in owners) and {o[0] for o in owners} == {0, 1, 2}
+    assert all(Shard(0, 1).owns(c) for c in cases)
+
+
+def test_the_most_serious_exit_status_wins() -> None:
+    assert worst([0, 0]) == 0
+    assert worst([0, 4]) == 4
+    assert worst([4, 1, 0]) == 1
+    assert worst([1, 2]) == 2
+    assert worst([3, 1]) == 3
+    assert worst([0, -9]) == 3  # a worker killed by a signal is the harness's failure
+
+
+def test_merged_rows_sum_counts_and_keep_the_worst() -> None:
+    a = {"kernel": "k", "examples": 3, "failed": 0, "worst": 0.2, "seconds": 10.0, "status": "PASS"}
+    b = {"kernel": "k", "examples": 2, "failed": 1, "worst": None, "seconds": 12.0, "status": "FAIL"}
+    (row,) = merge_rows([{"summary": [a]}, {"summary": [b]}])
+    assert row == a | {"examples": 5, "failed": 1, "worst": 0.2, "seconds": 12.0, "status": "FAIL"}
+
+
+def test_two_shards_are_disjoint_and_the_same_every_time(tmp_path) -> None:
+    argv = ["run", "--kernel", "tests._fakes:CORRECT", "--oracle", "jax_reference", "--examples", "6"]
+    argv += ["--profile", "ci"]
+    seen = []
+    for i in (0, 1, 0):
+        out = tmp_path / f"s{len(seen)}"
+        assert cli.main([*argv, "--shard", f"{i}/2", "--jobs", "1", "--out", str(out)]) == 0
+        (run,) = out.glob("records/*/run.json")
+        meta = json.loads(run.read_text())
+        assert meta["shard"] == f"{i}/2" and meta["summary"][0]["examples"] == 3, meta["summary"]
+        seen.append({p.name.split("--")[0] for p in run.parent.glob("*--tests._fakes_CORRECT.json")})
+    assert seen[0] == seen[2] and not seen[0] & seen[1]
+
+
+def test_jobs_runs_workers_into_one_store_and_merges_their_summaries(tmp_path) -> None:
+    argv = ["run", "--kernel", "tests._fakes:BROKEN", "--oracle", "jax_reference", "--examples", "4"]
+    argv += ["--profile", "ci", "--max-shrinks", "1", "--jobs", "2", "--out", str(tmp_path)]
+    proc = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr  # BROKEN fails: a worker's discrepancy is the run's
+    runs = [json.loads(p.read_text()) for p in tmp_path.glob("records/*/run.json")]
+    assert sorted(r["shard"] for r in runs) == ["0/2", "1/2"]
+    assert len({r["jobs_parent"] for r in runs}) == 1
+    assert "merged summary of 2 of 2 shards" in proc.stdout
+    assert "pairwise coverage of declared features" in proc.stdout.split("merged summary")[1]
+    assert _fakes.BROKEN.name in proc.stdout.split("merged summary")[1]
+
+
+def test_the_ci_workflow_runs_every_shard_then_merges_reports_and_gates() -> None:
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "shards.yml").read_text())
+    count = int(wf["env"]["SHARDS"])
+    assert wf["jobs"]["shard"]["strategy"]["matrix"]["index"] == list(range(count))
+    assert wf["jobs"]["merge"]["needs"] == "shard" and wf["jobs"]["merge"]["if"] == "always()"
+    (shard_run,) = [s["run"] for s in wf["jobs"]["shard"]["steps"] if "nox -s tpu" in s.get("run", "")]
+    command = shard_run.replace("\\\n", " ").split("||")[0]
+    command = command.replace("${{ matrix.index }}", str(count - 1)).replace("$SHARDS", str(count))
+    argv = shlex.split(command.replace("$EXAMPLES", "200").split(" -- ", 1)[1])
+    args = cli.build_parser().parse_args(["run", *argv])
+    assert Shard.parse(args.shard) == Shard(count - 1, count)
+    merge_steps = [s["run"] for s in wf["jobs"]["merge"]["steps"] if "run" in s]
+    assert any(r.startswith("python -m harness merge stores/store-* --out reports/store") for r in merge_steps)
+    assert any(r.startswith("python -m harness report --store reports/store") for r in merge_steps)
