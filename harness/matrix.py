@@ -154,11 +154,11 @@ def run_steps(kernels: list[str]) -> list[list[str]]:
                 "--no-database",
                 "--examples",
                 str(n),
-                "--max-shrinks",
-                str(MAX_SHRINKS),
                 # One worker: one run.json per step, which the cell's coverage and report read.
                 "--jobs",
                 "1",
+                "--max-shrinks",
+                str(MAX_SHRINKS),
                 *chosen,
             ]
         )

@@ -65,6 +65,7 @@ def test_run_steps_run_every_kernel_once_with_its_budget_derandomized() -> None:
     assert sorted(named) == sorted(kernels)
     for step in steps:
         assert step[:3] == ["run", "--profile", "ci"] and "--no-database" in step
+        assert step[step.index("--jobs") + 1] == "1"  # one run.json per step
         budget = int(step[step.index("--examples") + 1])
         assert all(matrix.EXAMPLES[k] == budget for k in step[step.index("--max-shrinks") + 3 :: 2])
 
