@@ -86,8 +86,9 @@ SPARSE_DENSITIES = (0.25, 0.5, 0.75)
 
 def _offsets(q_len: int, kv_len: int) -> st.SearchStrategy[int]:
     # 0 is top-left and kv_len - q_len bottom-right alignment; others shift the band
-    # anywhere from "every row sees nothing" to "every row sees everything".
-    return st.sampled_from(sorted({0, kv_len - q_len})) | st.integers(-q_len, kv_len)
+    # anywhere from "every row sees nothing" (-q_len) to "every row sees everything" (kv_len),
+    # both corners sampled outright: an integer range reaches its ends only by chance.
+    return st.sampled_from(sorted({0, kv_len - q_len, -q_len, kv_len})) | st.integers(-q_len, kv_len)
 
 
 def windows(*, q_len: int, kv_len: int, causal: bool = False, aligned: bool = False) -> st.SearchStrategy[Window]:
