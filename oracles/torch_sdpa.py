@@ -9,10 +9,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness.case import DTYPES, KV_FORMATS, Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.case import Case
+from harness.contract import DENSE_ORACLE, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
-from harness.masks import MASK_COMPONENTS
 from harness.torchvjp import repeat_kv, torch_outputs
 
 
@@ -21,15 +20,7 @@ class TorchSDPA(Implementation):
     role = "oracle"
     framework = "torch"
     description = f"torch {torch.__version__} F.scaled_dot_product_attention on CPU"
-    capabilities = Capabilities(
-        dtypes=DTYPES,
-        head_dims=(32, 64, 80, 128, 256),
-        seq_lens=(16, 64, 128, 256),
-        # Every mask component: oracles read the dense mask (harness.masks.dense_mask).
-        mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
-        # Quantized K/V arrive dequantized (harness.inputs): nothing to do.
-        kv_formats=KV_FORMATS,
-    )
+    capabilities = DENSE_ORACLE
     conventions = Conventions(
         bias="QK^T * scale + attn_mask (float mask)",
         causal="is_causal is top-left; the adapter passes the dense mask instead",
@@ -37,9 +28,6 @@ class TorchSDPA(Implementation):
         empty_rows="zeros",
         notes="a fully masked row gives 0 output and 0 gradient (torch>=2.5 safe softmax)",
     )
-
-    def violations(self, case: Case) -> list[str]:
-        return [p for p in super().violations(case) if not p.startswith("head_dim")]
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         group = case.q_heads // case.kv_heads
