@@ -10,8 +10,8 @@ import pytest
 
 from harness import contract, native
 from harness.case import Case
-from harness.record import subject_record
 from harness.runner import run_case
+from harness.store.files import subject_record
 
 CASE = Case(batch=1, q_heads=2, kv_heads=1, q_len=64, kv_len=64, head_dim=32, seed=1)
 
