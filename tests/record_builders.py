@@ -140,9 +140,11 @@ def case_record(
         comparisons=comps,
         seconds=2.5,
         tolerance_version=1,
-        # The drawn API parameters the case exercised (harness.coverage.exercised), "API.param".
-        exercised=[f"flash_attention.flash_attention.{p}" for p in ("q", "k", "v")] if role == "kernel" else [],
-        **extra,
+        **{
+            # The drawn API parameters the case exercised (harness.coverage.exercised), "API.param".
+            "exercised": [f"flash_attention.flash_attention.{p}" for p in ("q", "k", "v")] if role == "kernel" else [],
+            **extra,
+        },
     ).to_json()
 
 

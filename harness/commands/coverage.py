@@ -8,8 +8,10 @@ exercised by at least one of them; 1 when one was not (a gap, listed); 2 for a s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 from pathlib import Path
+from typing import Any
 
 from harness import contract, coverage
 from harness.case import Case, CaseError
@@ -65,6 +67,22 @@ def _declared(name: str) -> contract.Implementation | None:
         return contract.resolve(name)
     except Exception:  # noqa: BLE001 - a module that fails to import here: its records are still counted
         return None
+
+
+def _with_drawn(api_parameters: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]] | None:
+    """run.json's api_parameters with "drawn" filled from the declarations here where a run recorded
+    them before run.json listed them."""
+    if not api_parameters:
+        return api_parameters
+    out = {}
+    for name, apis in api_parameters.items():
+        impl = _declared(name)
+        apis = {api: dict(info) for api, info in apis.items()}
+        for api in impl.api if impl is not None else ():
+            if api.name in apis and "drawn" not in apis[api.name]:
+                apis[api.name]["drawn"] = [p.name for p in api.params if p.is_drawn]
+        out[name] = apis
+    return out
 
 
 def parameter_table(name: str, rows: list[coverage.Row], *, cases: int) -> str:
@@ -133,23 +151,18 @@ def main(args: argparse.Namespace) -> int:
         print(parameter_table(name, rows, cases=len(stored)) + "\n")
         if stored:
             gaps += [f"{name}: {r.api} {r.param}" for r in rows if r.cases == 0]
-    # harness.coverage reads records as their JSON (it sits below the store).
-    case_docs = []
+    cases = []
     for rec in recs.cases:
-        doc = rec.to_json()
         if rec.exercised is None:  # written before records listed it: counted from the declarations here
             impl = _declared(rec.implementation)
             case = cases_of[rec.implementation][rec.case_id]
-            doc["exercised"] = [] if impl is None else coverage.exercised(impl, case)
-        case_docs.append(doc)
-    run_docs = {run_id: run.to_json() for run_id, run in recs.runs.items()}
-    for run in run_docs.values():
-        for name, apis in (run.get("api_parameters") or {}).items():
-            impl = _declared(name)
-            for api in impl.api if impl is not None else ():
-                if api.name in apis and "drawn" not in apis[api.name]:  # recorded before run.json listed them
-                    apis[api.name]["drawn"] = [p.name for p in api.params if p.is_drawn]
-    cells = coverage.cell_rows(run_docs, case_docs)
+            rec = dataclasses.replace(rec, exercised=[] if impl is None else coverage.exercised(impl, case))
+        cases.append(rec)
+    runs = {
+        run_id: dataclasses.replace(run, api_parameters=_with_drawn(run.api_parameters))
+        for run_id, run in recs.runs.items()
+    }
+    cells = coverage.cell_rows(runs, cases)
     if wanted:
         cells = [c for c in cells if c.implementation in wanted]
     print("== per cell: the verdict, and the drawn parameters its cases exercised")
