@@ -23,7 +23,7 @@ DEFAULT_CONSTRAINTS = "constraints/default.txt"
 STORE = "reports/store"
 # Exit code of a harness command for a discrepancy or a failed compile: the matrix records it
 # and goes on. A crash must not pass for one (Python exits 1 on an uncaught exception too),
-# so matrix steps run through HARNESS, which turns a crash into 3 (harness.cli.EXIT_HARNESS).
+# so matrix steps run through HARNESS, which turns a crash into 3 (harness.exit_codes.EXIT_HARNESS).
 RECORDED_FAILURE = 1
 CANNOT_RUN = 4
 
@@ -41,7 +41,7 @@ def _load(name: str):  # noqa: ANN202 - a module object
 MATRIX = _load("matrix")
 COMPAT = _load("compat")
 # `python -c HARNESS ...`: the CLI, with a crash (even while importing) exiting 3, never 1.
-HARNESS = _load("cli").ENTRY
+HARNESS = _load("exit_codes").ENTRY
 
 
 def interpreter(version: str) -> str:
@@ -191,7 +191,7 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matr
     session.run("python", "-c", "from harness import compat; print(compat.library_versions())")
     # Runs go on after a recorded discrepancy (exit 1), so every cell yields all its records;
     # bad usage (2) or a crash stops the cell.
-    # 4: a kernel that cannot run in this cell (recorded with its error, harness.cli.EXIT_CANNOT_RUN).
+    # 4: a kernel that cannot run in this cell (recorded with its error, harness.exit_codes.EXIT_CANNOT_RUN).
     ok = [0, RECORDED_FAILURE, CANNOT_RUN]
     harness = ("python", "-c", HARNESS)
     # Every kernel that registers here, derandomized, with its case budget (harness.matrix.EXAMPLES).

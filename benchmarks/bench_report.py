@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/bench_report.py [--records 10000] [--repeat 3] [--out FILE]
 
-Writes synthetic records that follow harness.record's schema (tests/record_builders.py) into a
+Writes synthetic records that follow harness.store's schema (tests/record_builders.py) into a
 temporary store: several library versions, each with case records for the kernel and an
 oracle (a few failing, one shrunk), benchmark samples and compile records for four TPU
 generations. Then times `python -m harness report` end to end in a fresh process (imports
@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness import thresholds  # noqa: E402
-from harness.report import conventions, data, records, render  # noqa: E402
+from harness.report import conventions, data, render  # noqa: E402
+from harness.store import read as records  # noqa: E402
 from tests import record_builders as rb  # noqa: E402
 
 VERSIONS = ["0.6.2", "0.7.2", "0.8.3", "0.9.2", "0.10.2", "0.11.0"]

@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from harness import compat, contract  # noqa: E402 - after the path set-up, so this checkout is measured
 from harness.commands.run import RULER  # noqa: E402
-from harness.record import atomic_write_json  # noqa: E402
 from harness.search import search  # noqa: E402
+from harness.store.files import atomic_write_json  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "matrix_budget.json"
 # The start of one `python -m harness run` process: imports and the registry (every kernel module).

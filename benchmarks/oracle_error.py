@@ -25,8 +25,8 @@ from harness.case import Case  # noqa: E402
 from harness.compare import TOLERANCES, compare  # noqa: E402
 from harness.contract import resolve  # noqa: E402
 from harness.inputs import make_inputs  # noqa: E402
-from harness.record import atomic_write_json  # noqa: E402
 from harness.runner import Reference  # noqa: E402
+from harness.store.files import atomic_write_json  # noqa: E402
 
 
 def needed_factors(oracle: str, dtype: str, regime: str, shape: tuple[int, int, int], seeds: int) -> dict:

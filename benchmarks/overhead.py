@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 
 import harness  # noqa: F401  (JAX platform set-up before jax is imported)
-from harness import contract
-from harness.record import RunStore, atomic_write_json
+from harness import contract, reference
 from harness.search import search
-from oracles import jax_reference
+from harness.store.files import RunStore, atomic_write_json
 
 CALLS = {"seconds": 0.0, "count": 0}
 
@@ -47,7 +46,7 @@ def main() -> None:
     for impl in (kernel, *oracles):
         impl.run = timed(impl.run)
     # truth() calls run_reference() in float64, so timing run_reference covers both references.
-    jax_reference.run_reference = timed(jax_reference.run_reference)
+    reference.run_reference = timed(reference.run_reference)
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore.create(tmp, meta={"command": "benchmarks/overhead.py"})
         start = time.perf_counter()

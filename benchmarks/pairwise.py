@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402,F401 - JAX platform set-up before jax is imported
 from harness import contract, features, runner, search  # noqa: E402
-from harness.record import atomic_write_json  # noqa: E402
+from harness.store.files import atomic_write_json  # noqa: E402
 
 
 def _pass(case, subjects, *, grads, time_limit) -> runner.CaseResult:  # noqa: ANN001 - runner.run_case's signature

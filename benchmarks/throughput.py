@@ -104,7 +104,7 @@ def main() -> None:
     args = p.parse_args()
     doc = measure(args.baseline, args.candidate, args.examples, args.kernel)
     sys.path.insert(0, str(ROOT))
-    from harness.record import atomic_write_json
+    from harness.store.files import atomic_write_json
 
     atomic_write_json(args.out, doc)
     cold, warm = doc["speedup_cold"], doc["speedup_warm"]

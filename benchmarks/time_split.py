@@ -36,10 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402,F401 - JAX platform set-up before jax is imported
-from harness import compat, contract, runner  # noqa: E402
-from harness.record import RunStore, atomic_write_json  # noqa: E402
+from harness import compat, contract, reference  # noqa: E402
 from harness.search import search  # noqa: E402
-from oracles import jax_reference  # noqa: E402
+from harness.store.files import RunStore, atomic_write_json  # noqa: E402
 
 STEPS = ("kernel", "truth", "ruler", "torch", "harness")
 # jax.monitoring duration events that are compilation, not execution (jax._src.dispatch).
@@ -105,9 +104,9 @@ def instrument(split: Split, kernel: contract.Implementation, oracles: list[cont
     kernel.run = split.wrap("kernel", kernel.run)
     for oracle in oracles:
         oracle.run = split.wrap("torch" if oracle.framework == "torch" else oracle.name, oracle.run)
-    jax_reference.truth = split.wrap("truth", jax_reference.truth)
-    jax_reference.run_reference = split.wrap("ruler", jax_reference.run_reference)
-    runner.jax_reference = jax_reference
+    # The runner calls them as reference.truth / reference.run_reference (harness.reference).
+    reference.truth = split.wrap("truth", reference.truth)
+    reference.run_reference = split.wrap("ruler", reference.run_reference)
 
 
 def measure(kernel_spec: str, examples: int, profile: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Pipeline: a Case (harness.case) is drawn (harness.strategies), run through a kernel and
 the oracles (harness.runner), compared with a float64 truth (harness.compare), recorded
-(harness.record) and reported. Kernels and oracles register through harness.contract.
+(harness.store) and reported. Kernels and oracles register through harness.contract.
 """
 
 from harness import compat as _compat

@@ -2,7 +2,7 @@
 
 The benchmarks themselves are pytest-benchmark tests in benchmarks/ (pedantic mode, one
 call per round); `python -m harness bench` runs them and converts the JSON here into
-kind "bench" records (schema in harness/record.py).
+kind "bench" records (harness.store.records.BenchRecord).
 
 A timing carries the backend it ran on. Under "tpu_interpret" the Pallas kernel is
 simulated on CPU, so its timing measures the interpreter and the harness, not the kernel;
@@ -13,7 +13,6 @@ one test for whether two bench records may be set side by side.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import resource
 import sys
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from harness import compat, placement
 from harness.case import Case
 from harness.contract import Implementation
 from harness.inputs import make_inputs
+from harness.store.records import BenchRecord, now
 
 # Rounds per benchmark. Under the interpreter one fwd+bwd call takes seconds, so few rounds
 # bound the run, but never fewer than the gate's min_samples (harness/gate_thresholds.toml):
@@ -82,15 +82,15 @@ def timed_via(impl: Implementation, case: Case) -> str:
     return "run" if impl.jax_fn(case) is None else "jit"
 
 
-def comparable(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def comparable(a: BenchRecord, b: BenchRecord) -> bool:
     """Whether two bench records may be compared: same implementation, shape and pass, and
     the same backend. An interpreter timing is never comparable with a native TPU one."""
-    return all(a.get(k) == b.get(k) for k in ("implementation", "pass", "backend", "timed")) and (
-        a.get("shape", {}).get("name") == b.get("shape", {}).get("name")
+    return all(getattr(a, k) == getattr(b, k) for k in ("implementation", "pass_", "backend", "timed")) and (
+        a.shape.get("name") == b.shape.get("name")
     )
 
 
-def records_from_pytest_benchmark(data: dict[str, Any], *, run_id: str) -> list[dict[str, Any]]:
+def records_from_pytest_benchmark(data: dict[str, Any], *, run_id: str) -> list[BenchRecord]:
     """kind "bench" records from a pytest-benchmark JSON document (--benchmark-json with
     --benchmark-save-data). Each benchmark's extra_info carries implementation, backend,
     shape, case and pass, set by benchmarks/test_speed.py; entries without them are skipped."""
@@ -100,32 +100,26 @@ def records_from_pytest_benchmark(data: dict[str, Any], *, run_id: str) -> list[
         if not {"implementation", "backend", "shape", "pass"} <= set(info):
             continue
         stats = bench.get("stats") or {}
-        samples = stats.get("data")
         out.append(
-            {
-                "kind": "bench",
-                "run_id": run_id,
-                "time": data.get("datetime") or dt.datetime.now(dt.UTC).isoformat(),
-                "implementation": info["implementation"],
-                "backend": info["backend"],
-                "device": info.get("device"),
-                "note": BENCH_NOTE.get(info["backend"], ""),
-                "timed": info.get("timed"),
-                "shape": {"name": info["shape"], "case": info.get("case")},
-                "pass": info["pass"],
-                "passed": True,
-                "samples": samples,
-                "stats": {k: stats.get(k) for k in ("min", "max", "mean", "median", "stddev", "rounds")},
-                "peak_rss_bytes": info.get("peak_rss_bytes"),
-                "device_peak_bytes": info.get("device_peak_bytes"),
-                "benchmark": bench.get("fullname") or bench.get("name"),
-            }
+            BenchRecord(
+                run_id=run_id,
+                time=data.get("datetime") or now(),
+                implementation=info["implementation"],
+                backend=info["backend"],
+                device=info.get("device"),
+                note=BENCH_NOTE.get(info["backend"], ""),
+                timed=info.get("timed"),
+                shape={"name": info["shape"], "case": info.get("case")},
+                pass_=info["pass"],
+                passed=True,
+                samples=stats.get("data"),
+                stats={k: stats.get(k) for k in ("min", "max", "mean", "median", "stddev", "rounds")},
+                peak_rss_bytes=info.get("peak_rss_bytes"),
+                device_peak_bytes=info.get("device_peak_bytes"),
+                benchmark=bench.get("fullname") or bench.get("name"),
+            )
         )
     return out
-
-
-def record_name(rec: dict[str, Any]) -> str:
-    return f"bench--{rec['implementation']}--{rec['shape']['name']}--{rec['pass']}"
 
 
 def bench_backend(impl: Implementation) -> str:

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import envs
-from harness.cli import ENTRY
+from harness.errors import InputError
+from harness.exit_codes import ENTRY
 
 GOOD, BAD, SKIPPED = "good", "bad", "skipped"
 # A replay exits 0 (passes), 1 (still fails), 2 (cannot be replayed) or 3 (crashed). Python
@@ -30,7 +31,7 @@ GOOD, BAD, SKIPPED = "good", "bad", "skipped"
 REPLAY = ENTRY
 
 
-class BisectError(ValueError):
+class BisectError(InputError):
     """Bad input for a bisect (a version the index does not list, good == bad): one line, exit 2."""
 
 

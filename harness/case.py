@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from harness.errors import InputError
 from harness.masks import Mask
 
 CASE_SCHEMA = 1
@@ -28,7 +29,7 @@ REGIMES: tuple[str, ...] = ("normal", "large", "ties")
 KV_FORMATS: tuple[str, ...] = ("int8",)
 
 
-class CaseError(ValueError):
+class CaseError(InputError):
     """A case description that cannot be built; the message names the field and the fix."""
 
 

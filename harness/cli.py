@@ -15,29 +15,28 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
-# An interrupted run ends with exit 1: what it finished is on disk, but it is not a pass.
-EXIT_INTERRUPTED = EXIT_FAIL
-CRASH_DIR_ENV = "ATTN_HARNESS_CRASH_DIR"
-# `run`: no discrepancy, but some kernel cannot run here (Implementation.cannot_run): never a pass.
-EXIT_CANNOT_RUN = 4
-# `python -c ENTRY COMMAND ARGS...` runs the CLI in another environment (a matrix cell, an upgrade
-# or bisect side). main() already maps a crash to EXIT_HARNESS; this also catches one while importing
-# the harness there (an API an old release lacks), which Python would end with 1, a discrepancy.
-ENTRY = (
-    "import sys, traceback\n"
-    "try:\n"
-    "    from harness.cli import main\n"
-    "    code = main(sys.argv[1:])\n"
-    "except Exception:\n"
-    "    traceback.print_exc()\n"
-    f"    code = {EXIT_HARNESS}\n"
-    "sys.exit(code)\n"
+from harness import envs, matrix
+from harness.errors import InputError
+from harness.exit_codes import (  # noqa: F401 - the commands read them from here
+    ENTRY,
+    EXIT_CANNOT_RUN,
+    EXIT_FAIL,
+    EXIT_HARNESS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
 )
 
+# Bad usage or input, from any layer: one line, exit 2. envs and matrix import only the
+# standard library (the noxfile loads them before the harness's dependencies are installed),
+# so their errors cannot subclass InputError and are named here instead.
+INPUT_ERRORS = (InputError, envs.EnvError, matrix.MatrixError)
 
-class UsageError(Exception):
-    """Bad usage or input: printed as one line, exit 2."""
+CRASH_DIR_ENV = "ATTN_HARNESS_CRASH_DIR"
+
+
+class UsageError(InputError):
+    """Bad usage of the command line: printed as one line, exit 2 (as every InputError)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,7 +47,8 @@ class _Parser(argparse.ArgumentParser):
 def _commands() -> dict[str, object]:
     import harness.commands as pkg
 
-    mods = (importlib.import_module(f"harness.commands.{m.name}") for m in pkgutil.iter_modules(pkg.__path__))
+    names = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]  # _shared: not a command
+    mods = (importlib.import_module(f"harness.commands.{name}") for name in names)
     return {m.NAME: m for m in mods}
 
 
@@ -82,8 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return int(args._main(args))
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except INPUT_ERRORS as e:
+        line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"error: {line}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

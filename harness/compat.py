@@ -91,27 +91,29 @@ class InterpretOptions:
         return cls(**d)
 
 
-_current = InterpretOptions()
-
-
-def set_interpret_options(options: InterpretOptions) -> None:
-    global _current
-    _current = options
+# The options of the kernel call in progress. Callers pass options explicitly
+# (harness.execute.execute(interpret=...)), which sets them for that call only; the Pallas
+# adapters read them through tpu_kernel_context. A ContextVar, not a global: nothing
+# outside the block that set them sees them.
+DEFAULT_INTERPRET = InterpretOptions()
+_interpret: contextvars.ContextVar[InterpretOptions] = contextvars.ContextVar(
+    "interpret_options", default=DEFAULT_INTERPRET
+)
 
 
 def interpret_options() -> InterpretOptions:
-    return _current
+    """The options of the kernel call in progress (the defaults outside any)."""
+    return _interpret.get()
 
 
 @contextlib.contextmanager
 def using_interpret_options(options: InterpretOptions) -> Iterator[None]:
     """`options` inside the block, the previous ones after it."""
-    previous = interpret_options()
-    set_interpret_options(options)
+    token = _interpret.set(options)
     try:
         yield
     finally:
-        set_interpret_options(previous)
+        _interpret.reset(token)
 
 
 # Set by forced_interpret(): run Pallas TPU kernels under the interpreter even on a TPU host,

@@ -29,6 +29,7 @@ from harness import shapes as shapes_mod
 from harness.case import Case
 from harness.contract import Implementation
 from harness.shapes import PASSES, BenchShape
+from harness.store.derive import compile_command
 
 # One chip of each generation the kernel targets (v4 and v5p name a 3-D torus).
 TOPOLOGIES: tuple[str, ...] = ("v4:1x1x1", "v5e:1x1", "v5p:1x1x1", "v6e:1x1")
@@ -122,15 +123,14 @@ def failure_document(result: CompileResult) -> dict[str, Any]:
         "error": result.error,
         "traceback": result.traceback,
         "versions": compat.library_versions(),
-        "replay": (
-            f"python -m harness compile --kernel {result.implementation} --topology {result.topology}"
-            f" --shape {result.shape} --pass {result.pass_}"
+        "replay": compile_command(
+            kernel=result.implementation, topology=result.topology, shape=result.shape, pass_=result.pass_
         ),
     }
 
 
 def write_failure(out_dir: Path, result: CompileResult) -> Path:
-    from harness.record import atomic_write_json, safe_name
+    from harness.store.files import atomic_write_json, safe_name
 
     name = safe_name(f"compile-{result.implementation}-{result.topology}-{result.shape}-{result.pass_}")
     path = Path(out_dir) / "failures" / f"{name}.json"

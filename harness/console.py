@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import shlex
 
 from harness.runner import CaseResult, SubjectResult
 
@@ -50,10 +49,6 @@ def summary_table(rows: list[dict]) -> str:
         per = f"{r['seconds'] / r['examples']:.2f}" if r["examples"] else "-"
         lines.append(f"{r['kernel']:<{width}} {r['examples']:>5} {r['failed']:>6} {worst:>15} {per:>7}  {r['status']}")
     return "\n".join(lines)
-
-
-def command_line(*argv: str) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
 
 
 def replay_header(path: object, doc: dict, case: object) -> str:

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from harness.case import Case
+from harness.case import DTYPES, KV_FORMATS, Case
+from harness.errors import InputError
+from harness.masks import MASK_COMPONENTS
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -45,7 +47,7 @@ class ContractError(ValueError):
     """A case outside an implementation's declared contract."""
 
 
-class UnknownImplementation(LookupError):
+class UnknownImplementation(InputError, LookupError):
     """A --kernel / --oracle name that no module registered and no MODULE:ATTR resolves."""
 
 
@@ -83,10 +85,25 @@ class Capabilities:
     sinks: bool = False
     residuals: bool = False
     kv_format_only_dtypes: tuple[str, ...] = ()
+    # Any head_dim runs (an oracle on the dense mask): head_dims are then only what strategies draw.
+    any_head_dim: bool = False
 
     def __post_init__(self) -> None:
         if self.kv_format_only_dtypes and not self.kv_formats:
             raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
+
+
+# What an oracle on the dense mask (harness.masks.dense_mask) accepts: every dtype, mask
+# component and head_dim, bias, and quantized K/V (they arrive dequantized, harness.inputs).
+# Soft cap, sinks, residuals and float64 are each oracle's own: dataclasses.replace adds them.
+DENSE_ORACLE = Capabilities(
+    dtypes=DTYPES,
+    head_dims=(32, 64, 80, 128, 256),
+    seq_lens=(16, 64, 128, 256),
+    mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
+    kv_formats=KV_FORMATS,
+    any_head_dim=True,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +192,7 @@ class Implementation(abc.ABC):
     def cannot_run(self) -> str | None:
         """Why this implementation cannot run in this environment at all (the interpreter's own
         error), probed once on a small case; None when it runs. `run` records such a kernel as
-        "cannot run here" (harness.cli.EXIT_CANNOT_RUN), never as a pass."""
+        "cannot run here" (harness.exit_codes.EXIT_CANNOT_RUN), never as a pass."""
         return None
 
     def tiling(self, case: Case) -> frozenset[str]:
@@ -192,7 +209,7 @@ class Implementation(abc.ABC):
         out = []
         if case.dtype not in caps.dtypes:
             out.append(f"dtype={case.dtype} not in {caps.dtypes}")
-        if case.head_dim not in caps.head_dims:
+        if not caps.any_head_dim and case.head_dim not in caps.head_dims:
             out.append(f"head_dim={case.head_dim} not in {caps.head_dims}")
         unsupported = (case.mask.components | ({"bias"} if case.bias else set())) - caps.mask_components
         if unsupported:

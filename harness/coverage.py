@@ -27,6 +27,7 @@ from harness.case import Case
 
 if TYPE_CHECKING:
     from harness.contract import Implementation
+    from harness.store.records import CaseRecord, RunRecord
 
 # A predicate on a case: whether it exercised a parameter.
 Exercised = Callable[[Case], bool]
@@ -279,9 +280,10 @@ def declaring_name(implementation: str) -> str:
     return "pallas_flash" if ":" in implementation else implementation
 
 
-def cell_name(run: dict[str, Any] | None) -> str:
-    """A run's matrix cell as harness.matrix names it (py3.11-jax0.10.2-torch2.13.0), from its versions."""
-    versions = (run or {}).get("versions") or {}
+def cell_name(run: RunRecord | dict[str, Any] | None) -> str:
+    """A run's matrix cell as harness.matrix names it (py3.11-jax0.10.2-torch2.13.0), from its versions
+    (a run record, or its run.json)."""
+    versions = (run.get("versions") if isinstance(run, dict) else run.versions if run is not None else None) or {}
     if not versions.get("jax"):
         return "unknown"
     python = ".".join(str(versions.get("python") or "?").split(".")[:2])
@@ -306,14 +308,14 @@ class CellRow:
     same_cases_as: str | None = None  # an earlier cell that ran exactly the same cases
 
 
-def _verdict(records: list[dict[str, Any]], summaries: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
+def _verdict(records: list[CaseRecord], summaries: list[dict[str, Any]], runs: list[RunRecord]) -> str:
     statuses = {s.get("status") for s in summaries}
-    if any(not r.get("passed") for r in records):
-        return "ORACLE FINDING" if all(r.get("role") == "oracle" for r in records) else "FAIL"
+    if any(not r.passed for r in records):
+        return "ORACLE FINDING" if all(r.role == "oracle" for r in records) else "FAIL"
     for status in ("FAIL", "cannot run here", "interrupted"):
         if status in statuses:
             return status
-    if any(run.get("status") not in ("finished", "cannot run here") for run in runs):
+    if any(run.status not in ("finished", "cannot run here") for run in runs):
         return "incomplete"
     return "PASS" if records else "no cases"
 
@@ -327,21 +329,22 @@ def _summary_name(row: dict[str, Any]) -> str:
     return str(row.get("kernel", "")).removesuffix(" (oracle)")
 
 
-def cell_rows(runs: dict[str, dict[str, Any]], cases: list[dict[str, Any]]) -> list[CellRow]:
+def cell_rows(runs: dict[str, RunRecord], cases: list[CaseRecord]) -> list[CellRow]:
     """One row per (cell, implementation) that a run's summary or a case record names, cells in version
     order, then implementations: a kernel that cannot run in a cell has a row with no cases.
 
-    From records alone (runs: run_id -> run.json; cases: case records): the drawn parameters are those
-    run.json's api_parameters declares drawn and present, the exercised ones those the case records list.
+    From records alone (runs: run_id -> its run record; cases: case records, harness.store.records): the
+    drawn parameters are those run.json's api_parameters declares drawn and present, the exercised ones
+    those the case records list.
     """
-    records: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    records: dict[tuple[str, str], list[CaseRecord]] = {}
     run_ids: dict[tuple[str, str], set[str]] = {}
     for rec in cases:
-        key = (cell_name(runs.get(rec["run_id"])), rec["implementation"])
+        key = (cell_name(runs.get(rec.run_id)), rec.implementation)
         records.setdefault(key, []).append(rec)
-        run_ids.setdefault(key, set()).add(rec["run_id"])
+        run_ids.setdefault(key, set()).add(rec.run_id)
     for run_id, run in runs.items():
-        for row in run.get("summary") or []:
+        for row in run.field("summary") or []:
             if isinstance(row, dict) and row.get("kernel"):  # a bench or compile run's rows name no kernel
                 run_ids.setdefault((cell_name(run), _summary_name(row)), set()).add(run_id)
     first_seen: dict[tuple[str, tuple[str, ...]], str] = {}
@@ -349,15 +352,15 @@ def cell_rows(runs: dict[str, dict[str, Any]], cases: list[dict[str, Any]]) -> l
     for (cell, name), ids_of_runs in sorted(run_ids.items(), key=lambda kv: (_natural(kv[0][0]), kv[0][1])):
         recs = records.get((cell, name), [])
         mine = [runs[i] for i in sorted(ids_of_runs) if i in runs]
-        summaries = [s for run in mine for s in (run.get("summary") or []) if _summary_name(s) == name]
+        summaries = [s for run in mine for s in (run.field("summary") or []) if _summary_name(s) == name]
         presence: dict[str, dict[str, Any]] = {}
         for run in mine:
-            presence.update(((run.get("api_parameters") or {}).get(declaring_name(name))) or {})
+            presence.update(((run.api_parameters or {}).get(declaring_name(name))) or {})
         drawn = {
             f"{api}.{p}" for api, info in presence.items() for p in info.get("drawn", ()) if p not in info["absent"]
         }
-        done = {p for r in recs for p in r.get("exercised") or ()}
-        ids = tuple(sorted({r["case_id"] for r in recs}))
+        done = {p for r in recs for p in r.exercised or ()}
+        ids = tuple(sorted({r.case_id for r in recs}))
         same = first_seen.setdefault((name, ids), cell) if ids else cell
         out.append(
             CellRow(

@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.case import Case, CaseError
-from harness.record import atomic_write_json
+from harness.store.files import atomic_write_json
+from harness.store.records import CaseRecord, RunRecord
+from harness.store.schema import FAILURE_SCHEMA
 
-# A failure file of harness.failures (FAILURE_SCHEMA). Spelled here, not imported:
-# harness.failures imports the runner (and jax), and the gate reads records without jax.
-REPLAY_SCHEMA = 1
 REPLAY_DIR = "drift"
 
 
@@ -141,18 +140,18 @@ def _num(x: Any) -> float:
         return math.nan
 
 
-def _figures(recs: list[dict[str, Any]]) -> list[tuple]:
+def _figures(recs: list[CaseRecord]) -> list[tuple]:
     return sorted(
         # The implementation's own error figures; the ruler's error and the bound belong to the
         # same-dtype oracle, which an upgrade of jax moves even when this implementation did not.
         (str(c.get("quantity")), _num(c.get("max_abs")), _num(c.get("max_rel")))
         for r in recs
-        for c in r.get("comparisons") or []
+        for c in r.comparisons or []
     )
 
 
-def _identical(base: list[dict[str, Any]], cand: list[dict[str, Any]]) -> bool:
-    digests = [r.get("digest") for r in (*base, *cand)]
+def _identical(base: list[CaseRecord], cand: list[CaseRecord]) -> bool:
+    digests = [r.digest for r in (*base, *cand)]
     if all(digests):
         return len(set(digests)) == 1
     return _same(_figures(base), _figures(cand))
@@ -163,25 +162,25 @@ def _same(a: list[tuple], b: list[tuple]) -> bool:
     return len(a) == len(b) and all(repr(x) == repr(y) for x, y in zip(a, b, strict=True))
 
 
-def _worst_by_quantity(recs: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+def _worst_by_quantity(recs: list[CaseRecord]) -> dict[str, tuple[float, float]]:
     """quantity -> (max_abs, bound) of the worst record of this side (a case recorded twice keeps its worst)."""
     out: dict[str, tuple[float, float]] = {}
     for r in recs:
-        for c in r.get("comparisons") or []:
+        for c in r.comparisons or []:
             q, err, bound = str(c.get("quantity")), _num(c.get("max_abs")), _num(c.get("bound"))
             if q not in out or not err <= out[q][0]:
                 out[q] = (err, bound)
     return out
 
 
-def _by_pair(cases: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+def _by_pair(cases: list[CaseRecord]) -> dict[tuple[str, str], list[CaseRecord]]:
+    out: dict[tuple[str, str], list[CaseRecord]] = defaultdict(list)
     for rec in cases:
-        out[(str(rec.get("implementation")), str(rec.get("case_id")))].append(rec)
+        out[(rec.implementation, rec.case_id)].append(rec)
     return out
 
 
-def pair(base_cases: list[dict[str, Any]], cand_cases: list[dict[str, Any]]) -> list[CaseDrift]:
+def pair(base_cases: list[CaseRecord], cand_cases: list[CaseRecord]) -> list[CaseDrift]:
     """Every (implementation, case id) recorded on both sides, compared quantity by quantity.
 
     A record that raised (no comparisons) pairs with no quantities; the correctness rows of the
@@ -200,10 +199,10 @@ def pair(base_cases: list[dict[str, Any]], cand_cases: list[dict[str, Any]]) -> 
             CaseDrift(
                 implementation=key[0],
                 case_id=key[1],
-                case=c[0].get("case") or {},
+                case=c[0].case or {},
                 identical=_identical(b, c),
-                passed_before=all(bool(r.get("passed")) for r in b),
-                passed_after=all(bool(r.get("passed")) for r in c),
+                passed_before=all(r.passed for r in b),
+                passed_after=all(r.passed for r in c),
                 quantities=quantities,
             )
         )
@@ -227,7 +226,7 @@ def with_replays(drifts: list[CaseDrift], roots: list[Path]) -> list[CaseDrift]:
 
 
 def replay_document(
-    drift: CaseDrift, *, run: dict[str, Any], grads: bool, why: str, results: dict[str, Any] | None = None
+    drift: CaseDrift, *, run: RunRecord | None, grads: bool, why: str, results: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A failure file (harness.failures) that replays `drift`'s case against its implementation alone.
 
@@ -236,16 +235,16 @@ def replay_document(
     replay computes.
     """
     doc = {
-        "schema": REPLAY_SCHEMA,
+        "schema": FAILURE_SCHEMA,
         "kind": "failure",
         "id": drift.replay_id,
         "kernel": drift.implementation,
         "oracles": [],
         "grads": grads,
         "case": drift.case,
-        "interpret": run.get("interpret") or {},
-        "time_limit": run.get("case_timeout"),
-        "versions": run.get("versions") or {},
+        "interpret": (run.interpret if run is not None else None) or {},
+        "time_limit": run.case_timeout if run is not None else None,
+        "versions": run.versions if run is not None else {},
         "failure": why,
     }
     if results is not None:
@@ -259,8 +258,8 @@ LISTED = 20
 
 def write_replays(
     drifts: list[CaseDrift],
-    cand_cases: list[dict[str, Any]],
-    runs: dict[str, dict[str, Any]],
+    cand_cases: list[CaseRecord],
+    runs: dict[str, RunRecord],
     out_dir: Path,
     *,
     factor: float,
@@ -280,15 +279,12 @@ def write_replays(
             out.append(d)
             continue
         rec = recs[(d.implementation, d.case_id)][0]
-        quantities = [str(c.get("quantity")) for c in rec.get("comparisons") or []]
+        quantities = [str(c.get("quantity")) for c in rec.comparisons or []]
         grads = any(q.split("[")[0] in ("dq", "dk", "dv", "dbias") for q in quantities)
         moved = beyond or ([d.worst] if d.worst is not None else [])
         why = f"numerics drift ({'beyond' if beyond else 'within'} x{factor:g}): " + "; ".join(q.text() for q in moved)
-        result = {"passed": rec.get("passed"), "backend": rec.get("backend"), "error": rec.get("error")}
-        result["comparisons"] = rec.get("comparisons") or []
-        doc = replay_document(
-            d, run=runs.get(rec.get("run_id"), {}), grads=grads, why=why, results={d.implementation: result}
-        )
+        result = {"passed": rec.passed, "backend": rec.backend, "error": rec.error, "comparisons": rec.comparisons}
+        doc = replay_document(d, run=runs.get(rec.run_id), grads=grads, why=why, results={d.implementation: result})
         path = Path(out_dir) / REPLAY_DIR / f"{d.replay_id}.json"
         atomic_write_json(path, doc)
         out.append(dataclasses.replace(d, replay=str(path)))

@@ -34,11 +34,12 @@ from typing import Any
 from harness import compat, contract
 from harness.case import Case, CaseError
 from harness.compare import TOLERANCE_VERSION
-from harness.record import atomic_write_json
+from harness.errors import InputError
 from harness.runner import CaseResult, run_case
+from harness.store.files import atomic_write_json
+from harness.store.schema import FAILURE_SCHEMA
 from harness.worker import implementation_spec
 
-FAILURE_SCHEMA = 1
 REQUIRED = ("schema", "kind", "kernel", "oracles", "grads", "case")
 OPTIONAL = (
     "id",
@@ -54,7 +55,7 @@ OPTIONAL = (
 )
 
 
-class FailureFileError(ValueError):
+class FailureFileError(InputError):
     """A failure file that cannot be replayed; the message is one line naming file and problem."""
 
 
@@ -72,6 +73,7 @@ def failure_document(
     kernel: str,
     oracles: list[str],
     grads: bool,
+    interpret: compat.InterpretOptions = compat.DEFAULT_INTERPRET,
     time_limit: float | None = None,
     search: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -85,7 +87,7 @@ def failure_document(
         "oracles": oracles,
         "grads": grads,
         "case": result.case.to_json(),
-        "interpret": compat.interpret_options().to_json(),
+        "interpret": interpret.to_json(),
         "time_limit": time_limit,
         "tolerance_version": TOLERANCE_VERSION,
         "versions": compat.library_versions(),
@@ -117,6 +119,7 @@ def write_failure(
     kernel: contract.Implementation | str,
     oracles: list[contract.Implementation | str],
     grads: bool,
+    interpret: compat.InterpretOptions = compat.DEFAULT_INTERPRET,
     time_limit: float | None = None,
     search: dict[str, Any] | None = None,
 ) -> Path:
@@ -127,6 +130,7 @@ def write_failure(
         kernel=spec(kernel),
         oracles=[spec(o) for o in oracles],
         grads=grads,
+        interpret=interpret,
         time_limit=time_limit,
         search=search,
     )
@@ -252,8 +256,7 @@ def load_failure(path: Path | str) -> FailureFile:
 def replay(ff: FailureFile, *, time_limit: float | None = None) -> CaseResult:
     """Run the recorded case through the recorded (or retargeted) kernel and oracles."""
     limit = time_limit if time_limit is not None else ff.time_limit
-    with compat.using_interpret_options(ff.interpret):
-        return run_case(ff.case, [ff.kernel, *ff.oracles], grads=ff.grads, time_limit=limit)
+    return run_case(ff.case, [ff.kernel, *ff.oracles], grads=ff.grads, time_limit=limit, interpret=ff.interpret)
 
 
 def version_differences(recorded: dict[str, str | None]) -> list[str]:

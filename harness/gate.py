@@ -11,16 +11,40 @@ one of its runs did not finish) always does. `format_table` prints the rows.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from harness import drift, stats
-from harness.report.describe import case_size, case_text, compile_replay, failure_file, failure_line, repro_command
-from harness.report.records import Records, bench_key, compile_key, samples
+from harness.store.derive import (
+    case_size,
+    case_text,
+    compile_replay,
+    failure_file,
+    failure_line,
+    leak_command,
+    repro_command,
+)
+from harness.store.read import Records, bench_key, compile_key, samples
+from harness.store.records import CaseRecord, CompileRecord
 from harness.thresholds import FIELDS, Thresholds, fmt_value
 
-STATUSES = ("worse", "incomplete", "missing", "insufficient", "better", "new", "incomparable", "unchanged")
+
+class Status(enum.StrEnum):
+    """How a row moved, most urgent first (the order the table lists them in)."""
+
+    WORSE = "worse"
+    INCOMPLETE = "incomplete"
+    MISSING = "missing"
+    INSUFFICIENT = "insufficient"
+    BETTER = "better"
+    NEW = "new"
+    INCOMPARABLE = "incomparable"
+    UNCHANGED = "unchanged"
+
+
+STATUSES = tuple(Status)
 CATEGORIES = ("correctness", "drift", "compile", "memory", "speed", "leak", "records")
 
 
@@ -28,7 +52,7 @@ CATEGORIES = ("correctness", "drift", "compile", "memory", "speed", "leak", "rec
 class Row:
     category: str  # one of CATEGORIES
     subject: str  # what was compared
-    status: str  # one of STATUSES
+    status: Status
     baseline: str  # the baseline's figure
     candidate: str  # the candidate's figure
     change: str  # the movement, in words and numbers
@@ -83,21 +107,21 @@ def fmt_seconds(s: float) -> str:
 # --- correctness ---
 
 
-def _by_subject(cases: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    out: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+def _by_subject(cases: list[CaseRecord]) -> dict[str, dict[str, list[CaseRecord]]]:
+    out: dict[str, dict[str, list[CaseRecord]]] = defaultdict(lambda: defaultdict(list))
     for rec in cases:
-        out[str(rec.get("implementation"))][str(rec.get("case_id"))].append(rec)
+        out[rec.implementation][rec.case_id].append(rec)
     return out
 
 
-def _passed(recs: list[dict[str, Any]]) -> bool:
-    return all(bool(r.get("passed")) for r in recs)
+def _passed(recs: list[CaseRecord]) -> bool:
+    return all(r.passed for r in recs)
 
 
-def _example(recs: list[dict[str, Any]], roots: list[Path]) -> str:
+def _example(recs: list[CaseRecord], roots: list[Path]) -> str:
     """The failure a person should look at first: a shrunk one with a repro file, else the smallest case."""
-    rec = min(recs, key=lambda r: (not r.get("shrunk"), not r.get("failure_file"), case_size(r)))
-    text = f"{case_text(rec.get('case'))}: {failure_line(rec)}"
+    rec = min(recs, key=lambda r: (not r.shrunk, not r.failure_file, case_size(r)))
+    text = f"{case_text(rec.case)}: {failure_line(rec)}"
     cmd = repro_command(failure_file(rec, roots))
     return text + (f"; repro: {cmd}" if cmd else "; no repro file recorded")
 
@@ -116,7 +140,7 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
                 Row(
                     "correctness",
                     impl,
-                    "missing",
+                    Status.MISSING,
                     b_fig,
                     c_fig,
                     "not run by the candidate",
@@ -130,12 +154,12 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         new = [cid for cid, recs in c.items() if not _passed(recs) and _passed(b.get(cid, []))]
         fixed = [cid for cid, recs in b.items() if not _passed(recs) and cid in c and _passed(c[cid])]
         if new:
-            example = _example([r for cid in new for r in c[cid] if not r.get("passed")], cand.roots)
+            example = _example([r for cid in new for r in c[cid] if not r.passed], cand.roots)
             rows.append(
                 Row(
                     "correctness",
                     impl,
-                    "worse",
+                    Status.WORSE,
                     b_fig,
                     c_fig,
                     f"+{len(new)} new failing",
@@ -144,12 +168,12 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
                 )
             )
         elif fixed:
-            rows.append(Row("correctness", impl, "better", b_fig, c_fig, f"{len(fixed)} fixed"))
+            rows.append(Row("correctness", impl, Status.BETTER, b_fig, c_fig, f"{len(fixed)} fixed"))
         elif not b:
-            rows.append(Row("correctness", impl, "new", b_fig, c_fig, "not run by the baseline"))
+            rows.append(Row("correctness", impl, Status.NEW, b_fig, c_fig, "not run by the baseline"))
         else:
             still = f"; {c_fail} failing in both" if c_fail else ""
-            rows.append(Row("correctness", impl, "unchanged", b_fig, c_fig, "no new failure" + still))
+            rows.append(Row("correctness", impl, Status.UNCHANGED, b_fig, c_fig, "no new failure" + still))
     return rows
 
 
@@ -172,7 +196,9 @@ def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
         largest = f"largest error growth x{max(finite):.2f}" if finite else "no error moved"
         if not beyond:
             detail = f"{largest}; limit x{th.drift_factor:g}"
-            rows.append(Row("drift", subject, "unchanged", fig, cand, f"{len(ds) - same} moved, within limit", detail))
+            rows.append(
+                Row("drift", subject, Status.UNCHANGED, fig, cand, f"{len(ds) - same} moved, within limit", detail)
+            )
             continue
         worst = max(beyond, key=lambda d: d.growth)
         replay = f"; replay: {repro_command(worst.replay)}" if worst.replay else ""
@@ -182,23 +208,23 @@ def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
             + "; ".join(q.text() for q in worst.beyond(th.drift_factor, th.drift_min_used))
             + replay
         )
-        rows.append(Row("drift", subject, "worse", fig, cand, f"{len(beyond)} drifted", detail, True))
+        rows.append(Row("drift", subject, Status.WORSE, fig, cand, f"{len(beyond)} drifted", detail, True))
     return rows
 
 
 # --- compile and compiled memory ---
 
 
-def _group(recs: list[dict[str, Any]], key: Any) -> dict[tuple[str, ...], list[dict[str, Any]]]:
-    out: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+def _group(recs: list[Any], key: Any) -> dict[tuple[str, ...], list[Any]]:
+    out: dict[tuple[str, ...], list[Any]] = defaultdict(list)
     for r in recs:
         out[key(r)].append(r)
     return out
 
 
-def _figure(recs: list[dict[str, Any]], field: str) -> float | None:
+def _figure(recs: list[CompileRecord], field: str) -> float | None:
     section, key = FIELDS[field]
-    values = sorted(float(v) for r in recs if (v := (r.get(section) or {}).get(key)) is not None)
+    values = sorted(float(v) for r in recs if (v := (getattr(r, section) or {}).get(key)) is not None)
     return stats.median(values) if values else None
 
 
@@ -209,14 +235,14 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         impl, topology, shape, pass_ = key
         subject = f"{impl} {pass_} {shape} on {topology}"
         b, c = b_all.get(key, []), c_all.get(key, [])
-        b_ok, c_ok = all(r.get("ok") for r in b), all(r.get("ok") for r in c)
+        b_ok, c_ok = all(r.ok for r in b), all(r.ok for r in c)
         ok = {True: "compiles", False: "fails"}
         if not c:
             rows.append(
                 Row(
                     "compile",
                     subject,
-                    "missing",
+                    Status.MISSING,
                     ok[b_ok],
                     "not run",
                     "not compiled by the candidate",
@@ -226,17 +252,19 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             )
             continue
         if not c_ok and (b_ok or not b):
-            bad = next(r for r in c if not r.get("ok"))
+            bad = next(r for r in c if not r.ok)
             detail = f"new compile failure: {failure_line(bad)}; repro: {compile_replay(bad)}"
             rows.append(
-                Row("compile", subject, "worse", ok[b_ok] if b else "not run", "fails", "new failure", detail, True)
+                Row(
+                    "compile", subject, Status.WORSE, ok[b_ok] if b else "not run", "fails", "new failure", detail, True
+                )
             )
             continue
         if not b:
-            rows.append(Row("compile", subject, "new", "not run", ok[c_ok], "not compiled by the baseline"))
+            rows.append(Row("compile", subject, Status.NEW, "not run", ok[c_ok], "not compiled by the baseline"))
             continue
         if not b_ok:
-            status, change = ("better", "fixed") if c_ok else ("unchanged", "fails in both")
+            status, change = (Status.BETTER, "fixed") if c_ok else (Status.UNCHANGED, "fails in both")
             rows.append(Row("compile", subject, status, "fails", ok[c_ok], change))
             continue
         for limit in th.limits:
@@ -254,7 +282,7 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
                     fmt_value(limit.field, cv),
                     change,
                     out.message,
-                    out.status == "worse",
+                    out.status == Status.WORSE,
                 )
             )
     return rows
@@ -283,16 +311,18 @@ def compare_samples(b: list[float], c: list[float], th: Thresholds) -> SpeedComp
             f"insufficient samples: baseline {n1}, candidate {n2}; need at least {th.min_samples} each "
             f"(and enough for p < {th.alpha:g})"
         )
-        return SpeedComparison("insufficient", ratio, None, text)
+        return SpeedComparison(Status.INSUFFICIENT, ratio, None, text)
     test = stats.mann_whitney_u(b, c)
     slower = f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
     figures = f"median {fmt_seconds(bm)} -> {fmt_seconds(cm)} ({slower}), Mann-Whitney p={test.p:.2g}"
     if test.p < th.alpha and ratio > th.factor:
-        return SpeedComparison("worse", ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}")
+        return SpeedComparison(Status.WORSE, ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}")
     if test.p < th.alpha and ratio < 1 / th.factor:
-        return SpeedComparison("better", ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}")
+        return SpeedComparison(
+            Status.BETTER, ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}"
+        )
     why = f"p >= {th.alpha:g}" if test.p >= th.alpha else f"within factor {th.factor:g}"
-    return SpeedComparison("unchanged", ratio, test.p, f"{figures}: noise ({why})")
+    return SpeedComparison(Status.UNCHANGED, ratio, test.p, f"{figures}: noise ({why})")
 
 
 def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
@@ -311,7 +341,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             b = [x for r in b_all[(*bench, where)] for x in samples(r)]
             c = [x for r in c_all[(*bench, where)] for x in samples(r)]
             cmp = compare_samples(b, c, th)
-            fails = cmp.status == "worse" or (cmp.status == "insufficient" and th.fail_on_insufficient)
+            fails = cmp.status == Status.WORSE or (cmp.status == Status.INSUFFICIENT and th.fail_on_insufficient)
             change = f"{cmp.ratio:.2f}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")
             fig = lambda xs: f"{fmt_seconds(stats.median(xs))} (n={len(xs)})" if xs else "no samples"  # noqa: E731
             rows.append(
@@ -322,7 +352,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
                 Row(
                     "speed",
                     f"{impl} {pass_} {shape}",
-                    "incomparable",
+                    Status.INCOMPARABLE,
                     ", ".join(sorted(bw)),
                     ", ".join(sorted(cw)),
                     "different backends",
@@ -334,7 +364,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
                 Row(
                     "speed",
                     f"{impl} {pass_} {shape}",
-                    "missing",
+                    Status.MISSING,
                     ", ".join(sorted(bw)),
                     "not run",
                     "not timed by the candidate",
@@ -347,7 +377,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
                 Row(
                     "speed",
                     f"{impl} {pass_} {shape}",
-                    "new",
+                    Status.NEW,
                     "not run",
                     ", ".join(sorted(cw)),
                     "not timed by the baseline",
@@ -362,30 +392,32 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
 def leak_rows(base: Records, cand: Records) -> list[Row]:
     """A candidate whose kernel's memory grows with calls fails, whatever the baseline did."""
     rows = []
-    b_all = _group(base.leaks, lambda r: (str(r.get("implementation")), str(r.get("variant"))))
-    c_all = _group(cand.leaks, lambda r: (str(r.get("implementation")), str(r.get("variant"))))
+    b_all = _group(base.leaks, lambda r: (str(r.implementation), str(r.variant)))
+    c_all = _group(cand.leaks, lambda r: (str(r.implementation), str(r.variant)))
     for key in sorted(c_all):
         impl, variant = key
         b, c = b_all.get(key, []), c_all[key]
-        b_fig = ("leaks" if not all(r.get("passed") for r in b) else "flat") if b else "not run"
-        bad = [r for r in c if not r.get("passed")]
+        b_fig = ("leaks" if not all(r.passed for r in b) else "flat") if b else "not run"
+        bad = [r for r in c if not r.passed]
         if bad:
-            grows = "; ".join(str(g) for g in bad[0].get("growing") or []) or str(bad[0].get("error"))
-            detail = f"memory grows with calls: {grows}; repro: python -m harness leak --kernel {impl}"
-            rows.append(Row("leak", f"{impl} {variant}", "worse", b_fig, "leaks", "grows per call", detail, True))
+            grows = "; ".join(str(g) for g in bad[0].growing or []) or str(bad[0].error)
+            detail = f"memory grows with calls: {grows}; repro: {leak_command(impl)}"
+            rows.append(Row("leak", f"{impl} {variant}", Status.WORSE, b_fig, "leaks", "grows per call", detail, True))
         elif b_fig == "leaks":
-            rows.append(Row("leak", f"{impl} {variant}", "better", b_fig, "flat", "leak fixed"))
+            rows.append(Row("leak", f"{impl} {variant}", Status.BETTER, b_fig, "flat", "leak fixed"))
         else:
-            rows.append(Row("leak", f"{impl} {variant}", "unchanged" if b else "new", b_fig, "flat", "no growth"))
+            rows.append(
+                Row("leak", f"{impl} {variant}", Status.UNCHANGED if b else Status.NEW, b_fig, "flat", "no growth")
+            )
     return rows
 
 
 def incomplete_rows(base: Records, cand: Records) -> list[Row]:
-    """A side whose records are not the whole of its runs is never a pass (harness.report.records)."""
+    """A side whose records are not the whole of its runs is never a pass (harness.store.read)."""
     rows = []
     for side, recs in (("baseline", base), ("candidate", cand)):
         for why in recs.incomplete():
-            rows.append(Row("records", side, "incomplete", "", "", "incomplete data", why, True))
+            rows.append(Row("records", side, Status.INCOMPLETE, "", "", "incomplete data", why, True))
     return rows
 
 
@@ -408,7 +440,7 @@ def compare(
 
 def format_table(result: GateResult, *, verbose: bool = False) -> str:
     """The compact table: every row that is not unchanged (all with verbose), then a count of the rest."""
-    shown = [r for r in result.rows if verbose or r.status != "unchanged"]
+    shown = [r for r in result.rows if verbose or r.status != Status.UNCHANGED]
     lines = [f"gate: baseline {result.baseline}  vs  candidate {result.candidate}  (thresholds: {result.thresholds})"]
     if shown:
         w = max(len(r.subject) for r in shown)
@@ -419,11 +451,11 @@ def format_table(result: GateResult, *, verbose: bool = False) -> str:
             status = r.status.upper() if r.fails else r.status
             subject = r.subject if len(r.subject) <= w else r.subject[: w - 3] + "..."
             lines.append(f"{r.category:<12} {status:<12} {subject:<{w}} {r.baseline:>22} {r.candidate:>22}  {r.change}")
-            if r.detail and (r.fails or verbose or r.status in ("insufficient", "incomparable")):
+            if r.detail and (r.fails or verbose or r.status in (Status.INSUFFICIENT, Status.INCOMPARABLE)):
                 lines.append(f"{'':<12} -> {r.detail}")
     unchanged = defaultdict(int)
     for r in result.rows:
-        if r.status == "unchanged":
+        if r.status == Status.UNCHANGED:
             unchanged[r.category] += 1
     if unchanged and not verbose:
         lines.append("unchanged: " + ", ".join(f"{c} {unchanged[c]}" for c in CATEGORIES if unchanged[c]))

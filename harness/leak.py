@@ -24,11 +24,14 @@ import gc
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.case import Case
 from harness.contract import Implementation
 from harness.inputs import make_inputs
+
+if TYPE_CHECKING:
+    from harness.store.records import LeakRecord
 
 LEAK_SCHEMA = 1
 DEFAULT_CALLS = 24  # sampled calls per variant, after the warm-up
@@ -190,7 +193,7 @@ def measure(
             for name, value in sample().items():
                 series.setdefault(name, []).append(value)
     except Exception as e:  # noqa: BLE001 - a kernel that raises is reported, not a harness crash
-        from harness.runner import is_interrupt
+        from harness.execute import is_interrupt
 
         if is_interrupt(e):
             raise KeyboardInterrupt(str(e)) from e
@@ -206,31 +209,27 @@ def measure(
     return LeakResult(**meta, calls=calls, samples=series, growth=judge(series), seconds=time.perf_counter() - start)
 
 
-def leak_record(result: LeakResult, *, run_id: str) -> dict[str, Any]:
-    """A kind "leak" record (schema in harness/record.py)."""
-    import datetime as dt
+def leak_record(result: LeakResult, *, run_id: str) -> LeakRecord:
+    """The kind "leak" record of `result` (harness.store.records.LeakRecord)."""
+    from harness.store.records import LeakRecord, now
 
-    from harness.record import RECORD_SCHEMA
-
-    return {
-        "schema": RECORD_SCHEMA,
-        "kind": "leak",
-        "leak_schema": LEAK_SCHEMA,
-        "run_id": run_id,
-        "time": dt.datetime.now(dt.UTC).isoformat(),
-        "implementation": result.implementation,
-        "backend": result.backend,
-        "variant": result.variant.name,
-        "pass": result.variant.pass_,
-        "via": result.variant.via,
-        "case": result.case.to_json(),
-        "case_id": result.case.case_id,
-        "calls": result.calls,
-        "warmup_calls": WARMUP_CALLS,
-        "samples": result.samples,
-        "growth": [dataclasses.asdict(g) for g in result.growth],
-        "growing": [str(g) for g in result.growing],
-        "passed": result.passed,
-        "error": result.error,
-        "seconds": result.seconds,
-    }
+    return LeakRecord(
+        leak_schema=LEAK_SCHEMA,
+        run_id=run_id,
+        time=now(),
+        implementation=result.implementation,
+        backend=result.backend,
+        variant=result.variant.name,
+        pass_=result.variant.pass_,
+        via=result.variant.via,
+        case=result.case.to_json(),
+        case_id=result.case.case_id,
+        calls=result.calls,
+        warmup_calls=WARMUP_CALLS,
+        samples=result.samples,
+        growth=[dataclasses.asdict(g) for g in result.growth],
+        growing=[str(g) for g in result.growing],
+        passed=result.passed,
+        error=result.error,
+        seconds=result.seconds,
+    )

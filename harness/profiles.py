@@ -20,6 +20,13 @@ import os
 
 from hypothesis import HealthCheck, Phase, settings
 
+from harness.errors import InputError
+
+
+class ProfileError(InputError):
+    """An unknown Hypothesis profile name; the message lists the known ones."""
+
+
 PROFILE_ENV = "ATTN_HARNESS_PROFILE"
 DEFAULT_PROFILE = "dev"
 
@@ -74,7 +81,7 @@ def profile_name(requested: str | None = None) -> str:
     """The profile to use: the argument, else the environment variable, else dev."""
     name = requested or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
     if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)} (--profile or {PROFILE_ENV})")
+        raise ProfileError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)} (--profile or {PROFILE_ENV})")
     return name
 
 

@@ -9,18 +9,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-import traceback
 
 import numpy as np
 
-from harness import compat, native
+from harness import reference
 from harness.case import Case
 from harness.compare import Comparison, check_empty_rows, compare, tolerance
+from harness.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.contract import GRADIENTS, QUANTITIES, Implementation, Outputs
+from harness.execute import Execution, execute
 from harness.inputs import Inputs, make_inputs
 from harness.locate import Located, locate
 from harness.magnitudes import term_magnitudes
-from oracles import jax_reference
+from harness.store.derive import reason
 
 
 @dataclasses.dataclass
@@ -55,13 +56,7 @@ class SubjectResult:
         """One line saying why it failed, or None."""
         if self.passed:
             return None
-        if self.error:
-            return self.error
-        return "; ".join(
-            f"{c.quantity}: err {c.max_abs:.3g} > bound {c.bound:.3g}" + (f" ({c.note})" if c.note else "")
-            for c in self.comparisons
-            if not c.passed
-        )
+        return reason(self.error, [(c.quantity, c.max_abs, c.bound, c.note) for c in self.comparisons if not c.passed])
 
 
 @dataclasses.dataclass
@@ -98,8 +93,8 @@ class Reference:
     @classmethod
     def compute(cls, case: Case, inputs: Inputs, *, grads: bool) -> Reference:
         return cls(
-            truth=jax_reference.truth(case, inputs, grads=grads),
-            ruler=jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype),
+            truth=reference.truth(case, inputs, grads=grads),
+            ruler=reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype),
             magnitudes=term_magnitudes(case, inputs),
         )
 
@@ -165,82 +160,6 @@ def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref:
         tol = tolerance(case.dtype, "lse", impl.name)
         out.append(compare("lse", got.lse, truth.lse, ruler.lse, tol, magnitude=mags["lse"], rows=rows))
     return out
-
-
-@dataclasses.dataclass
-class Execution:
-    """What running one implementation produced, before any comparison.
-
-    races: None when race detection was off. reordered: the outputs of a second run with
-    another interpreter grid order (None when the grid-order check was off).
-    """
-
-    outputs: Outputs | None
-    error: str | None = None
-    traceback: str | None = None
-    races: bool | None = None
-    reordered: Outputs | None = None
-    seconds: float = 0.0
-    native: dict | None = None  # harness.native timings, for a kernel on an accelerator
-
-
-def _one_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines() or [""]
-    # An error raised inside a jax callback (as the Pallas interpreter's out-of-bounds and
-    # race errors are) arrives with the callback's traceback; its last line says what happened.
-    line = lines[-1] if any("Traceback (most recent call last)" in x for x in lines) else lines[0]
-    return f"{type(e).__name__}: {line.strip()}"[:500]
-
-
-def is_interrupt(e: BaseException) -> bool:
-    """True for Ctrl-C however it arrives.
-
-    A KeyboardInterrupt raised while a jax host callback runs (the Pallas TPU interpreter
-    runs every kernel step in one) reaches the caller as a JaxRuntimeError whose text names
-    it: "INTERNAL: ... KeyboardInterrupt". The chained cause or context may hold it too.
-    """
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, KeyboardInterrupt) or "KeyboardInterrupt" in str(e):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
-
-
-def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool) -> Execution:
-    """Run `impl` with the interpreter checks the current InterpretOptions ask for.
-
-    An exception is returned as an error, never raised, and leaves the interpreter reset;
-    an interrupt (see is_interrupt) is raised as KeyboardInterrupt, never a kernel result.
-    Used in-process and, under a time limit, inside the worker process.
-    """
-    start = time.perf_counter()
-    interpreted = impl.backend() == "tpu_interpret"
-    opts = compat.interpret_options()
-    compat.clear_races()
-    try:
-        got = impl.run(case, inputs, grads=grads)
-        reordered = None
-        if interpreted and opts.check_grid_order:
-            # Another permutation of the 'parallel' grid axes (the interpreter's default seed is 0).
-            with compat.using_interpret_options(dataclasses.replace(opts, random_seed=(opts.random_seed or 0) + 1)):
-                reordered = impl.run(case, inputs, grads=grads)
-    except Exception as e:  # noqa: BLE001 - a kernel's exception is a finding, not a harness crash
-        if interpreted:
-            compat.reset_tpu_interpreter()
-        if is_interrupt(e):
-            raise KeyboardInterrupt(_one_line(e)) from e
-        return Execution(
-            None,
-            error=_one_line(e),
-            traceback=traceback.format_exc(limit=8),
-            seconds=time.perf_counter() - start,
-        )
-    races = compat.races_found() if interpreted and opts.detect_races else None
-    seconds = time.perf_counter() - start
-    timing = native.measure(impl, case, grads=grads).to_json() if native.measured(impl) else None
-    return Execution(got, races=races, reordered=reordered, seconds=seconds, native=timing)
 
 
 def _bitwise_diff(a: np.ndarray | None, b: np.ndarray | None) -> float:
@@ -334,24 +253,31 @@ def run_subject(
     *,
     grads: bool,
     time_limit: float | None = None,
+    interpret: InterpretOptions = DEFAULT_INTERPRET,
 ) -> SubjectResult:
     """Run one implementation; any exception (or, under a time limit, a hang or crash) becomes a failed result."""
     if time_limit is None:
-        ex = execute(impl, case, inputs, grads=grads)
+        ex = execute(impl, case, inputs, grads=grads, interpret=interpret)
     else:
-        from harness import worker
+        from harness import worker  # starts a process: only when a time limit asks for one
 
-        ex = worker.execute(impl, case, grads=grads, time_limit=time_limit)
+        ex = worker.execute(impl, case, grads=grads, time_limit=time_limit, interpret=interpret)
     return judge(impl, case, inputs, ex, ref)
 
 
 def run_case(
-    case: Case, subjects: list[Implementation], *, grads: bool = True, time_limit: float | None = None
+    case: Case,
+    subjects: list[Implementation],
+    *,
+    grads: bool = True,
+    time_limit: float | None = None,
+    interpret: InterpretOptions = DEFAULT_INTERPRET,
 ) -> CaseResult:
     """Truth (float64), ruler (same dtype), then every subject against them.
 
     time_limit: seconds per subject; when set, subjects run in a worker process that is
     killed (and restarted for the next subject) when it overruns or dies.
+    interpret: the Pallas TPU interpreter's options for every subject it interprets.
     """
     start = time.perf_counter()
     # An oracle runs only inside its declared contract: one that lacks a feature of the case
@@ -359,5 +285,8 @@ def run_case(
     subjects = [s for s in subjects if s.role != "oracle" or not s.violations(case)]
     inputs = make_inputs(case)
     ref = Reference.compute(case, inputs, grads=grads)
-    results = [run_subject(impl, case, inputs, ref, grads=grads, time_limit=time_limit) for impl in subjects]
+    results = [
+        run_subject(impl, case, inputs, ref, grads=grads, time_limit=time_limit, interpret=interpret)
+        for impl in subjects
+    ]
     return CaseResult(case=case, subjects=results, seconds=time.perf_counter() - start)

@@ -26,8 +26,10 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness import compat, profiles, runner, strategies
 from harness.case import Case
+from harness.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.contract import Implementation
-from harness.runner import CaseResult, is_interrupt
+from harness.execute import is_interrupt
+from harness.runner import CaseResult
 from harness.smoke import smoke_cases
 
 
@@ -82,12 +84,18 @@ class SearchOutcome:
 
 
 def _run_case(
-    case: Case, subjects: list[Implementation], state: dict, *, grads: bool, time_limit: float | None
+    case: Case,
+    subjects: list[Implementation],
+    state: dict,
+    *,
+    grads: bool,
+    time_limit: float | None,
+    interpret: InterpretOptions,
 ) -> CaseResult:
     """runner.run_case, with JAX's caches cleared when the shapes change, and errors sorted.
 
     An interrupt however it arrived is raised as KeyboardInterrupt; any other exception is
-    the harness's (the kernels' own exceptions are results, caught in runner.execute).
+    the harness's (the kernels' own exceptions are results, caught in harness.execute).
     """
     compiled_for = dataclasses.replace(case, seed=0, regime="normal")  # what compiled code depends on
     if state.get("compiled_for") != compiled_for:
@@ -98,7 +106,7 @@ def _run_case(
         jax.clear_caches()
         state["compiled_for"] = compiled_for
     try:
-        return runner.run_case(case, subjects, grads=grads, time_limit=time_limit)
+        return runner.run_case(case, subjects, grads=grads, time_limit=time_limit, interpret=interpret)
     except Exception as e:  # noqa: BLE001 - sorted into an interrupt or a harness error
         if is_interrupt(e):
             raise KeyboardInterrupt(str(e)) from e
@@ -146,6 +154,7 @@ def search(
     database: Path | None = None,
     grads: bool = True,
     time_limit: float | None = None,
+    interpret: InterpretOptions = DEFAULT_INTERPRET,
     shrink_runs: int | None = None,
     smoke: bool | Sequence[Case] = False,
     owns: Callable[[Case], bool] | None = None,
@@ -154,10 +163,10 @@ def search(
     """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`.
 
     database: the example database directory; ignored by derandomized profiles (ci).
-    time_limit: per-subject seconds (see runner.run_case). shrink_runs overrides the
-    profile's shrink budget in cases. smoke: start with the kernel's smoke cases
-    (harness.smoke; or these cases, a shard's share of them), counted in `examples`; a
-    failing smoke case is reported as it is (it is already the smallest case with its
+    time_limit: per-subject seconds, interpret: the interpreter's options (see runner.run_case).
+    shrink_runs overrides the profile's shrink budget in cases. smoke: start with the kernel's
+    smoke cases (harness.smoke; or these cases, a shard's share of them), counted in `examples`;
+    a failing smoke case is reported as it is (it is already the smallest case with its
     features) and the search stops there. owns: only cases it is true of are drawn and
     checked (a shard's part of the search, harness.shards).
     """
@@ -178,7 +187,7 @@ def search(
     on_result = _harness_errors(on_result)
 
     def run_case(case: Case, subjects: list[Implementation], *, grads: bool, time_limit: float | None) -> CaseResult:
-        return _run_case(case, subjects, state, grads=grads, time_limit=time_limit)
+        return _run_case(case, subjects, state, grads=grads, time_limit=time_limit, interpret=interpret)
 
     def check(case: Case) -> None:
         result = seen.get(case)

@@ -10,7 +10,12 @@ from __future__ import annotations
 import dataclasses
 
 from harness.case import Case
+from harness.errors import InputError
 from harness.masks import Mask
+
+
+class ShapeError(InputError):
+    """An unknown shape name; the message lists the known ones."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,10 +48,10 @@ PASSES: tuple[str, ...] = ("fwd", "fwd_bwd")
 
 
 def get(names: list[str] | None = None) -> list[BenchShape]:
-    """The named shapes (all when None); an unknown name raises KeyError listing the known ones."""
+    """The named shapes (all when None); an unknown name raises ShapeError listing the known ones."""
     if not names:
         return list(SHAPES.values())
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
-        raise KeyError(f"unknown shape(s) {unknown}; known: {sorted(SHAPES)}")
+        raise ShapeError(f"unknown shape(s) {unknown}; known: {sorted(SHAPES)}")
     return [SHAPES[n] for n in names]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.case import Case
-from harness.cli import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK, EXIT_USAGE
+from harness.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK, EXIT_USAGE
 
 # Environment variable a worker of `run --jobs` finds its parent's token in (written to its run.json).
 PARENT_ENV = "ATTN_HARNESS_JOBS_PARENT"

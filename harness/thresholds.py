@@ -12,6 +12,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from harness.errors import InputError
+
 DEFAULT_FILE = Path(__file__).with_name("gate_thresholds.toml")
 
 # Limit field -> (section of a compile record, key in it).
@@ -29,7 +31,7 @@ FIELDS: dict[str, tuple[str, str]] = {
 _UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
 
 
-class ThresholdError(ValueError):
+class ThresholdError(InputError):
     """A threshold file or limit string that cannot be used; the message names it and the fix."""
 
 

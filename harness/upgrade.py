@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import envs
-from harness.cli import ENTRY
+from harness.errors import InputError
+from harness.exit_codes import ENTRY
 
 # The step command exits 0 (all pass) or 1 (a recorded discrepancy or failed compile):
 # both leave a complete store. Anything else (2 bad usage, 3 or a crash) means the step
@@ -36,7 +37,7 @@ KERNELS = "import json; from harness import contract; print(json.dumps(contract.
 VERSIONS = "import json; from harness import compat; print(json.dumps(compat.library_versions()))"
 
 
-class UpgradeError(ValueError):
+class UpgradeError(InputError):
     """Bad usage of upgrade (a malformed --to, a budget below 1): one line, exit 2."""
 
 

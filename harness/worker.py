@@ -10,7 +10,7 @@ imports are paid once per run, not per case, and its start-up is not timed.
 
 Requests carry the implementation's spec (a registry name or MODULE:ATTR), the case as
 JSON and the interpreter options; the worker rebuilds the inputs (deterministic in the
-case) and returns a runner.Execution. Comparison stays in the parent.
+case) and returns a harness.execute.Execution. Comparison stays in the parent.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from harness import compat
 from harness.case import Case
 from harness.contract import Implementation, registry
-from harness.runner import Execution
+from harness.execute import Execution
 
 # Importing jax, torch and every registered implementation takes seconds, several times
 # longer on a loaded machine; the start-up is not part of any case's time limit.
@@ -108,7 +108,9 @@ class Worker:
                 pass
         self.kill()
 
-    def execute(self, spec: str, case: Case, *, grads: bool, time_limit: float) -> Execution:
+    def execute(
+        self, spec: str, case: Case, *, grads: bool, time_limit: float, interpret: compat.InterpretOptions
+    ) -> Execution:
         start = time.perf_counter()
         if not self.alive:
             try:
@@ -117,7 +119,7 @@ class Worker:
                 self.kill()
                 return Execution(None, error=f"WorkerDied: {e}")
             start = time.perf_counter()
-        self.outbox.send((spec, case.to_json(), grads, compat.interpret_options().to_json()))
+        self.outbox.send((spec, case.to_json(), grads, interpret.to_json()))
         if not self.inbox.poll(time_limit):
             self.kill()
             return Execution(
@@ -144,14 +146,16 @@ _worker = Worker()
 atexit.register(_worker.close)
 
 
-def execute(impl: Implementation, case: Case, *, grads: bool, time_limit: float) -> Execution:
-    """runner.execute in the worker process, killed after `time_limit` seconds."""
+def execute(
+    impl: Implementation, case: Case, *, grads: bool, time_limit: float, interpret: compat.InterpretOptions
+) -> Execution:
+    """harness.execute.execute in the worker process, killed after `time_limit` seconds."""
     try:
         spec = implementation_spec(impl)
     except ValueError as e:
         return Execution(None, error=f"ValueError: {e}")
     try:
-        return _worker.execute(spec, case, grads=grads, time_limit=time_limit)
+        return _worker.execute(spec, case, grads=grads, time_limit=time_limit, interpret=interpret)
     except BaseException:
         # Ctrl-C or a harness error while waiting: never leave a worker behind.
         _worker.kill()
@@ -177,7 +181,8 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
     setup: dict[str, Any] = inbox.recv()
     sys.path[:0] = [p for p in setup["sys_path"] if p not in sys.path]
     compat.default_platforms_env()
-    from harness import contract, runner
+    from harness import contract
+    from harness.execute import execute
     from harness.inputs import make_inputs
 
     contract.registry()
@@ -194,11 +199,11 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
         try:
             if spec not in impls:
                 impls[spec] = contract.resolve(spec)
-            compat.set_interpret_options(compat.InterpretOptions.from_json(options))
+            interpret = compat.InterpretOptions.from_json(options)
             case = Case.from_json(case_json)
-            result = runner.execute(impls[spec], case, make_inputs(case), grads=grads)
+            result = execute(impls[spec], case, make_inputs(case), grads=grads, interpret=interpret)
         except KeyboardInterrupt:
-            # runner.execute saw an interrupt inside a host callback: the harness stops, the
+            # execute saw an interrupt inside a host callback: the harness stops, the
             # kernel is not blamed (this process ignores SIGINT, so it came from the callback).
             result = INTERRUPTED
         except Exception as e:  # noqa: BLE001 - reported to the harness as this subject's error

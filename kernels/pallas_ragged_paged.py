@@ -271,7 +271,7 @@ def _probe(fn: Callable[..., Any]) -> str | None:
     """The interpreter's error on PROBE, or None when the kernel runs (once per function)."""
     if compat.has_tpu():
         return None
-    from harness.runner import _one_line
+    from harness.errors import one_line as _one_line
 
     try:
         PallasRaggedPaged(fn).run(PROBE, make_inputs(PROBE), grads=False)

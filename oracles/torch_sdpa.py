@@ -6,15 +6,16 @@ the same dense mask as every oracle, built from the case's mask description.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 
 from harness import coverage as cov
 from harness import extended
-from harness.case import DTYPES, FLOAT64, KV_FORMATS, Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.case import FLOAT64, Case
+from harness.contract import DENSE_ORACLE, Conventions, Implementation, Outputs, register
 from harness.inputs import Inputs
-from harness.masks import MASK_COMPONENTS
 from harness.torchvjp import repeat_kv, torch_outputs
 
 API = (
@@ -44,15 +45,10 @@ class TorchSDPA(Implementation):
     role = "oracle"
     framework = "torch"
     description = f"torch {torch.__version__} F.scaled_dot_product_attention on CPU"
-    capabilities = Capabilities(
+    capabilities = dataclasses.replace(
+        DENSE_ORACLE,
         # float64 where a truth more precise than float64 exists (harness.extended).
-        dtypes=DTYPES + ((FLOAT64,) if extended.EXTENDED is not None else ()),
-        head_dims=(32, 64, 80, 128, 256),
-        seq_lens=(16, 64, 128, 256),
-        # Every mask component: oracles read the dense mask (harness.masks.dense_mask).
-        mask_components=frozenset(MASK_COMPONENTS | {"bias"}),
-        # Quantized K/V arrive dequantized (harness.inputs): nothing to do.
-        kv_formats=KV_FORMATS,
+        dtypes=DENSE_ORACLE.dtypes + ((FLOAT64,) if extended.EXTENDED is not None else ()),
         # F.scaled_dot_product_attention has no logits soft cap, no sinks and returns no
         # logsumexp: cases with a cap or sinks are outside its contract (violations), and it sits
         # them out; on residual cases its output is checked and no residual.
@@ -68,9 +64,6 @@ class TorchSDPA(Implementation):
         notes="a fully masked row gives 0 output and 0 gradient (torch>=2.5 safe softmax)",
     )
     api = API
-
-    def violations(self, case: Case) -> list[str]:
-        return [p for p in super().violations(case) if not p.startswith("head_dim")]
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         group = case.q_heads // case.kv_heads

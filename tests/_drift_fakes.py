@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
+from harness import reference
 from harness.case import Case
 from harness.contract import Outputs
 from harness.inputs import Inputs
-from oracles import jax_reference
 from tests._fakes import FakeKernel
 
 DOUBLE_ENV = "ATTN_TEST_DOUBLE_OUT_ERROR"
@@ -27,7 +27,7 @@ class DriftingKernel(FakeKernel):
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         got = super().run(case, inputs, grads=grads)
         if doubled(case):
-            truth = jax_reference.truth(case, inputs, grads=False).out
+            truth = reference.truth(case, inputs, grads=False).out
             got.out = truth + 2.0 * (got.out - truth)
         return got
 

@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from harness import reference
 from harness.case import Case
 from harness.contract import Capabilities, Conventions, Implementation, Outputs
 from harness.inputs import Inputs
-from oracles import jax_reference
 
 
 class FakeKernel(Implementation):
@@ -51,7 +51,7 @@ class FakeKernel(Implementation):
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         self.calls.append(case)
-        got = jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
+        got = reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
         if not self.broken(case):
             return got
         if self.effect == "raise":

@@ -30,7 +30,7 @@ def measure(name: str) -> dict:
     from harness.search import search
     from tests.planted import FIXTURES, INTERPRET, PLANTED, spec
 
-    compat.set_interpret_options(compat.InterpretOptions(**INTERPRET.get(name, {})))
+    options = compat.InterpretOptions(**INTERPRET.get(name, {}))
     kernel = contract.resolve(spec(name))
     oracles = [contract.resolve("torch_sdpa")]
     first: dict = {}
@@ -39,11 +39,11 @@ def measure(name: str) -> dict:
         if not result.passed and not first:
             first.update(cpu_s=time.process_time(), wall_s=time.perf_counter() - WALL0)
 
-    outcome = search(kernel, oracles, profile="ci", smoke=SMOKE, on_result=on_result)
+    outcome = search(kernel, oracles, profile="ci", interpret=options, smoke=SMOKE, on_result=on_result)
     return {
         "planted": name,
         "kind": {**PLANTED, **FIXTURES}[name],
-        "interpret": compat.interpret_options().to_json(),
+        "interpret": options.to_json(),
         "smoke": SMOKE,
         "detected": outcome.shrunk is not None,
         "cases_to_detect": len(outcome.results),

@@ -1,10 +1,11 @@
 """Records for the report and gate tests: a store written by the real writers, and builders for variations.
 
 `real_store` is a store written once per test session by the real
-`python -m harness run`, `compile` and `bench` commands on tiny inputs. The builders return
-record dicts for the variations a test needs (a speed regression, a version sort);
-tests/test_report.py holds them to the real records' fields, so they cannot drift from what
-the writers write. `write_store` lays records out as a store (STORE/records/<run_id>/<name>.json).
+`python -m harness run`, `compile` and `bench` commands on tiny inputs. The builders build
+the store's own record classes (harness.store.records) for the variations a test needs (a
+speed regression, a version sort) and return their JSON, which a test may edit;
+tests/test_report.py also holds them to the real records' fields. `write_store` lays records
+out as a store, named as the writers name them (harness.store.files.record_name).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -25,7 +25,8 @@ import pytest
 
 from harness.case import Case
 from harness.masks import Mask
-from harness.record import RECORD_SCHEMA
+from harness.store.files import record_name
+from harness.store.records import BenchRecord, CaseRecord, CompileRecord, RunRecord, from_json
 
 VERSIONS = {
     "python": "3.11.9",
@@ -46,29 +47,22 @@ QUANTITIES = ("out", "dq", "dk", "dv")
 def run_record(
     run_id: str, *, versions: dict[str, Any] | None = None, machine: dict[str, Any] | None = None, **extra: Any
 ) -> dict[str, Any]:
-    return {
-        "schema": RECORD_SCHEMA,
-        "kind": "run",
-        "run_id": run_id,
-        "versions": {**VERSIONS, **(versions or {})},
-        "machine": {**MACHINE, **(machine or {})},
-        "command": ["python", "-m", "harness", "run", "--profile", "ci"],
-        "profile": "ci",
-        "kernels": ["pallas_flash"],
-        "case_timeout": None,
-        "interpret": {
+    doc = RunRecord(
+        run_id=run_id,
+        versions={**VERSIONS, **(versions or {})},
+        machine={**MACHINE, **(machine or {})},
+        command=["python", "-m", "harness", "run", "--profile", "ci"],
+        profile="ci",
+        interpret={
             "check_grid_order": False,
             "detect_races": False,
             "random_seed": None,
             "uninitialized_memory": "nan",
         },
-        "summary": [
-            {"kernel": "pallas_flash", "examples": 12, "failed": 0, "seconds": 30.0, "status": "PASS", "worst": 0.4}
-        ],
-        "placement": {"references": "cpu:0", "pallas_flash": "cpu:0", "torch_sdpa": "cpu"},
-        "cannot_run": {},
+        cannot_run={},
+        status="finished",
         # What each wrapped API has where the run ran (harness.coverage.Api.presence).
-        "api_parameters": {
+        api_parameters={
             "pallas_flash": {
                 "flash_attention.flash_attention": {
                     "installed": True,
@@ -79,9 +73,16 @@ def run_record(
                 }
             }
         },
-        "status": "finished",
-        **extra,
-    }
+        more={
+            "kernels": ["pallas_flash"],
+            "summary": [
+                {"kernel": "pallas_flash", "examples": 12, "failed": 0, "seconds": 30.0, "status": "PASS", "worst": 0.4}
+            ],
+            "placement": {"references": "cpu:0", "pallas_flash": "cpu:0", "torch_sdpa": "cpu"},
+        },
+    ).to_json()
+    # As `run` writes it: with no --case-timeout, case_timeout is left out (a null is not written).
+    return {**doc, **extra}
 
 
 def case(seed: int = 0, *, dtype: str = "float32", causal: bool = False, q_len: int = 128, **kw: Any) -> Case:
@@ -121,30 +122,30 @@ def case_record(
     """One implementation on one case; failing when `error` or `fail_quantity` (that quantity at 5x its bound)."""
     comps = [] if error else [comparison(q, 5.0 if q == fail_quantity else used) for q in QUANTITIES]
     passed = error is None and fail_quantity is None
-    return {
-        "schema": RECORD_SCHEMA,
-        "kind": "case",
-        "run_id": run_id,
-        "time": "2026-11-29T12:00:00+00:00",
-        "case_id": c.case_id,
-        "case": c.to_json(),
-        "implementation": implementation,
-        "role": role,
-        "backend": backend,
-        "device": "cpu:0" if role == "kernel" or implementation == "jax_reference" else "cpu",
-        "native": None,
-        "digest": None if error else f"{c.case_id}-{implementation}-{used}",
-        "empty_rows": "uniform" if role == "kernel" else "zeros",
-        "passed": passed,
-        "error": error,
-        "traceback": "Traceback (most recent call last):\n  ...\n" + error if error else None,
-        "comparisons": comps,
-        "seconds": 2.5,
-        "tolerance_version": 1,
-        # The drawn API parameters the case exercised (harness.coverage.exercised), "API.param".
-        "exercised": [f"flash_attention.flash_attention.{p}" for p in ("q", "k", "v")] if role == "kernel" else [],
-        **extra,
-    }
+    return CaseRecord(
+        run_id=run_id,
+        time="2026-11-29T12:00:00+00:00",
+        case_id=c.case_id,
+        case=c.to_json(),
+        implementation=implementation,
+        role=role,
+        backend=backend,
+        device="cpu:0" if role == "kernel" or implementation == "jax_reference" else "cpu",
+        native=None,
+        digest=None if error else f"{c.case_id}-{implementation}-{used}",
+        empty_rows="uniform" if role == "kernel" else "zeros",
+        passed=passed,
+        error=error,
+        traceback="Traceback (most recent call last):\n  ...\n" + error if error else None,
+        comparisons=comps,
+        seconds=2.5,
+        tolerance_version=1,
+        **{
+            # The drawn API parameters the case exercised (harness.coverage.exercised), "API.param".
+            "exercised": [f"flash_attention.flash_attention.{p}" for p in ("q", "k", "v")] if role == "kernel" else [],
+            **extra,
+        },
+    ).to_json()
 
 
 def bench_record(
@@ -156,22 +157,20 @@ def bench_record(
     pass_: str = "fwd",
     backend: str = "tpu_interpret",
 ) -> dict[str, Any]:
-    return {
-        "schema": RECORD_SCHEMA,
-        "kind": "bench",
-        "run_id": run_id,
-        "time": "2026-11-29T12:00:00+00:00",
-        "implementation": implementation,
-        "backend": backend,
+    return BenchRecord(
+        run_id=run_id,
+        time="2026-11-29T12:00:00+00:00",
+        implementation=implementation,
+        backend=backend,
         # As benchmarks/test_speed.py records it (Implementation.device); native timings on the chip.
-        "device": "tpu:0 (TPU v5 lite)" if backend == "tpu" else "cpu:0",
-        "note": "",
-        "timed": "jit",
-        "shape": {"name": shape, "case": case().to_json()},
-        "pass": pass_,
-        "passed": True,
-        "samples": list(samples),
-        "stats": {
+        device="tpu:0 (TPU v5 lite)" if backend == "tpu" else "cpu:0",
+        note="",
+        timed="jit",
+        shape={"name": shape, "case": case().to_json()},
+        pass_=pass_,
+        passed=True,
+        samples=list(samples),
+        stats={
             "min": min(samples),
             "max": max(samples),
             "mean": statistics.fmean(samples),
@@ -179,10 +178,10 @@ def bench_record(
             "stddev": statistics.stdev(samples) if len(samples) > 1 else 0.0,
             "rounds": len(samples),
         },
-        "peak_rss_bytes": 900_000_000,
-        "device_peak_bytes": None,
-        "benchmark": f"benchmarks/test_speed.py::test_speed[{implementation}-{shape}-{pass_}]",
-    }
+        peak_rss_bytes=900_000_000,
+        device_peak_bytes=None,
+        benchmark=f"benchmarks/test_speed.py::test_speed[{implementation}-{shape}-{pass_}]",
+    ).to_json()
 
 
 def compile_record(
@@ -198,25 +197,22 @@ def compile_record(
     failure_file: str | None = None,
 ) -> dict[str, Any]:
     c = case()
-    return {
-        "schema": RECORD_SCHEMA,
-        "kind": "compile",
-        "run_id": run_id,
-        "time": "2026-11-29T12:00:00+00:00",
-        "implementation": implementation,
-        "backend": "tpu_compile_only",
-        "topology": topology,
-        "shape": {"name": shape, "case": c.to_json()},
-        "case_id": c.case_id,
-        "pass": pass_,
-        "ok": ok,
-        "passed": ok,
-        "error": error,
-        "memory": {**MEMORY, **(memory or {})} if ok else {},
-        "cost": dict(COST) if ok else {},
-        "seconds": 1.5,
-        "failure_file": failure_file,
-    }
+    return CompileRecord(
+        run_id=run_id,
+        time="2026-11-29T12:00:00+00:00",
+        implementation=implementation,
+        topology=topology,
+        shape={"name": shape, "case": c.to_json()},
+        case_id=c.case_id,
+        pass_=pass_,
+        ok=ok,
+        passed=ok,
+        error=error,
+        memory={**MEMORY, **(memory or {})} if ok else {},
+        cost=dict(COST) if ok else {},
+        seconds=1.5,
+        failure_file=failure_file,
+    ).to_json()
 
 
 def timings(median: float, n: int = 8, *, spread: float = 0.02, seed: int = 0) -> list[float]:
@@ -224,25 +220,13 @@ def timings(median: float, n: int = 8, *, spread: float = 0.02, seed: int = 0) -
     return [median * (1 + spread * (((i * 7919 + seed * 104729) % 97) / 48.0 - 1)) for i in range(n)]
 
 
-def record_name(rec: dict[str, Any]) -> str:
-    kind = rec["kind"]
-    if kind == "run":
-        return "run"
-    if kind == "case":
-        return f"{rec['case_id']}--{rec['implementation']}"
-    shape = rec["shape"]["name"]
-    if kind == "bench":
-        return f"bench--{rec['implementation']}--{shape}--{rec['pass']}"
-    return f"compile--{rec['implementation']}--{rec['topology']}--{shape}--{rec['pass']}"
-
-
 def write_store(root: Path | str, records: Iterable[dict[str, Any]]) -> Path:
-    """Write records as a store, named as the harness writers name them (made file-safe as they do)."""
+    """Write records as a store, named as the harness writers name them."""
     root = Path(root)
     for rec in records:
         d = root / "records" / rec["run_id"]
         os.makedirs(d, exist_ok=True)
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", record_name(rec))
+        name = record_name(from_json(rec))
         with open(d / f"{name}.json", "w") as f:
             json.dump(rec, f, indent=1, sort_keys=True)
     return root

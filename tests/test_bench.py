@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from harness import bench
+from harness.store.files import record_name
 
 SYNTHETIC = {
     "datetime": "2026-01-01T00:00:00",
@@ -36,20 +39,21 @@ SYNTHETIC = {
 
 
 def test_pytest_benchmark_json_becomes_bench_records() -> None:
-    (rec,) = bench.records_from_pytest_benchmark(SYNTHETIC, run_id="r1")
+    (typed,) = bench.records_from_pytest_benchmark(SYNTHETIC, run_id="r1")
+    rec = typed.to_json()
     assert rec["kind"] == "bench" and rec["run_id"] == "r1"
     assert rec["samples"] == [0.1, 0.2, 0.3]
     assert (rec["implementation"], rec["backend"], rec["pass"]) == ("pallas_flash", "tpu_interpret", "fwd")
     assert rec["shape"] == {"name": "mha_f32_256", "case": {"batch": 1}}
     assert rec["peak_rss_bytes"] == 123 and rec["device_peak_bytes"] is None
     assert "never compare" in rec["note"]
-    assert bench.record_name(rec) == "bench--pallas_flash--mha_f32_256--fwd"
+    assert record_name(typed) == "bench--pallas_flash--mha_f32_256--fwd"
 
 
 def test_interpreter_timings_are_never_comparable_with_native_ones() -> None:
     (rec,) = bench.records_from_pytest_benchmark(SYNTHETIC, run_id="r1")
-    native = {**rec, "backend": "tpu"}
-    assert bench.comparable(rec, dict(rec))
+    native = dataclasses.replace(rec, backend="tpu")
+    assert bench.comparable(rec, dataclasses.replace(rec))
     assert not bench.comparable(rec, native)
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from harness import thresholds
 from harness.report import compose, render
-from harness.report.records import load
+from harness.store.read import load
 from tests import record_builders as rb
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,8 +10,8 @@ from harness import compile as aot
 from harness import contract
 from harness.case import Case
 from harness.cli import main
-from harness.record import iter_records
 from harness.shapes import SHAPES, BenchShape
+from harness.store.files import iter_records
 
 pytest.importorskip("libtpu", reason="compile checks need libtpu (pip install .[tpu])")
 

@@ -17,7 +17,7 @@ from harness import coverage as cov
 from harness.case import Case
 from harness.cli import main
 from harness.masks import Lengths, Mask, Segments
-from harness.report.records import load as load_store
+from harness.store.read import load as load_store
 from kernels import _tokamax, torch_sdpa_backends, xla_attention
 from tests import record_builders as rb
 

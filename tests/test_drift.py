@@ -10,7 +10,8 @@ import pytest
 
 from harness import drift, gate, thresholds
 from harness.cli import main
-from harness.report.records import load
+from harness.store.read import load
+from harness.store.records import CaseRecord
 from tests import _drift_fakes
 
 KERNEL = "tests._drift_fakes:KERNEL"
@@ -124,9 +125,11 @@ def test_drift_thresholds_are_validated() -> None:
     assert thresholds.load().drift_factor == 1.5
 
 
-def _rec(digest: str | None, err: float) -> dict:
+def _rec(digest: str | None, err: float) -> CaseRecord:
     comp = {"quantity": "out", "max_abs": err, "max_rel": err, "bound": 1e-3, "passed": True}
-    return {"implementation": "k", "case_id": "c", "case": {}, "passed": True, "digest": digest, "comparisons": [comp]}
+    return CaseRecord(
+        run_id="r", implementation="k", case_id="c", case={}, passed=True, digest=digest, comparisons=[comp]
+    )
 
 
 @pytest.mark.parametrize(
@@ -141,6 +144,6 @@ def _rec(digest: str | None, err: float) -> dict:
         pytest.param(_rec(None, 1e-6), _rec(None, 2e-6), False, id="no-digest-other-error"),
     ],
 )
-def test_identical_means_the_same_returned_bits(base: dict, cand: dict, identical: bool) -> None:
+def test_identical_means_the_same_returned_bits(base: CaseRecord, cand: CaseRecord, identical: bool) -> None:
     (d,) = drift.pair([base], [cand])
     assert d.identical is identical

@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import extended
+from harness import extended, reference
 from harness.case import Case
 from harness.inputs import make_inputs
 from harness.masks import Mask, Window
-from oracles import jax_reference
 
 pytestmark = pytest.mark.skipif(extended.EXTENDED is None, reason="numpy longdouble is no wider than float64 here")
 
@@ -36,7 +35,7 @@ def test_extended_truth_matches_the_float64_reference(name: str) -> None:
     case = CASES[name]
     inputs = make_inputs(case)
     wide = extended.truth(case, inputs, grads=True)
-    f64 = jax_reference.truth(case, inputs, grads=True)
+    f64 = reference.truth(case, inputs, grads=True)
     for q in ("out", "dq", "dk", "dv", "dbias"):
         if f64.get(q) is not None:
             np.testing.assert_allclose(wide.get(q), f64.get(q), rtol=0, atol=1e-13, err_msg=q)
@@ -48,7 +47,7 @@ def test_extended_truth_matches_the_float64_reference(name: str) -> None:
 def test_float64_case_truth_is_extended() -> None:
     case = CASES["plain"].replace(dtype="float64")
     inputs = make_inputs(case)
-    wide = jax_reference.truth(case, inputs, grads=False)
-    f64 = jax_reference.run_reference(case, inputs, grads=False, dtype=np.float64)
+    wide = reference.truth(case, inputs, grads=False)
+    f64 = reference.run_reference(case, inputs, grads=False, dtype=np.float64)
     # Not the float64 computation itself: the two differ by float64 rounding, and not by more.
     assert 0 < np.abs(wide.out - f64.out).max() < 1e-14

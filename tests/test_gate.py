@@ -9,7 +9,7 @@ import pytest
 
 from harness import gate, thresholds
 from harness.cli import main
-from harness.report.records import load
+from harness.store.read import load
 from harness.thresholds import Limit, ThresholdError
 from tests import record_builders as rb
 
@@ -71,7 +71,7 @@ def _th(**kw) -> thresholds.Thresholds:
 
 
 def _records(*recs: dict) -> object:
-    from harness.report.records import Records
+    from harness.store.read import Records
 
     out = Records()
     for r in recs:

@@ -9,7 +9,7 @@ import pytest
 
 from harness import gate
 from harness.cli import main
-from harness.report import records
+from harness.store import read as records
 from harness.thresholds import load
 
 RUN = "20260101T000000Z-host-aaaaaa"

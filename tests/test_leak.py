@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from harness import gate, leak
 from harness.cli import main
 from harness.contract import resolve
-from harness.report import records
+from harness.store import read as records
 from harness.thresholds import load
 
 OUTPUTS = "tests.planted.leak_outputs:flash_attention"
@@ -68,8 +69,7 @@ def test_the_leak_command_records_and_the_gate_fails_a_leaking_candidate(tmp_pat
     assert len(rec["samples"]["live_arrays"]) == CALLS
     # The gate compares by implementation name: rename the candidate's records as an upgrade would be.
     b, c = records.load([base]), records.load([cand])
-    for r in c.leaks:
-        r["implementation"] = "pallas_flash"
+    c.leaks = [dataclasses.replace(r, implementation="pallas_flash") for r in c.leaks]
     result = gate.compare(b, c, load(None))
     (row,) = [r for r in result.rows if r.category == "leak"]
     assert row.fails and row.status == "worse" and "live_arrays" in row.detail

@@ -8,11 +8,11 @@ import itertools
 import numpy as np
 import pytest
 
+from harness import reference
 from harness.case import Case
 from harness.inputs import Inputs, make_inputs
 from harness.magnitudes import term_magnitudes
 from harness.masks import Mask
-from oracles import jax_reference
 
 
 def brute_force(case: Case, x: Inputs | None = None) -> dict[str, float]:
@@ -98,7 +98,7 @@ def test_magnitudes_bound_the_truth():
     case = CASES["gqa_bias"].replace(residuals=True)
     inputs = make_inputs(case)
     mags = term_magnitudes(case, inputs)
-    truth = jax_reference.truth(case, inputs, grads=True)
+    truth = reference.truth(case, inputs, grads=True)
     for quantity, m in mags.items():
         assert np.abs(truth.get(quantity)).max() <= m * (1 + 1e-12), quantity
 
@@ -108,7 +108,7 @@ def test_one_visible_key_cancels_dq_but_not_its_magnitude():
     # must still scale with the terms every kernel rounds (the reason the module exists).
     case = Case(batch=1, q_heads=1, kv_heads=1, q_len=3, kv_len=3, head_dim=2, mask=Mask(causal="top_left"))
     inputs = make_inputs(case)
-    truth = jax_reference.truth(case, inputs, grads=True)
+    truth = reference.truth(case, inputs, grads=True)
     assert np.abs(truth.dq[0, 0, 0]).max() < 1e-15
     assert term_magnitudes(case, inputs)["dq"] > 0.1
 

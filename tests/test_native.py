@@ -10,8 +10,8 @@ import pytest
 
 from harness import contract, native
 from harness.case import Case
-from harness.record import subject_record
 from harness.runner import run_case
+from harness.store.files import subject_record
 
 CASE = Case(batch=1, q_heads=2, kv_heads=1, q_len=64, kv_len=64, head_dim=32, seed=1)
 
@@ -35,7 +35,7 @@ def test_a_native_kernel_is_timed_per_case_and_recorded(monkeypatch: pytest.Monk
     assert timing["median_s"] == sorted(timing["warm_s"])[native.WARM_CALLS // 2]
     assert timing["first_call_s"] > 0
     assert timing["peak_bytes"] is None  # the CPU backend reports no device memory
-    record = subject_record(CASE, kernel, run_id="r")
+    record = subject_record(CASE, kernel, run_id="r").to_json()
     assert record["native"] == timing and record["device"] == "cpu:0"
 
 

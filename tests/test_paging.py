@@ -131,11 +131,11 @@ def test_accepts_reads_the_signature() -> None:
 
 def test_the_truth_gathered_from_the_pages_is_the_dense_truth() -> None:
     # What the paged adapters feed the kernel, read back through the table, gives the oracles' answer.
-    from oracles import jax_reference
+    from harness import reference
 
     case = _case((0, 17, 64), dtype="bfloat16", kv_format="int8", seed=5)
     inputs = make_inputs(case)
     truth, ruler = paging.case_reference(case, inputs, page_size=16, spare_pages=2)
-    want = jax_reference.truth(case, inputs, grads=False).out
+    want = reference.truth(case, inputs, grads=False).out
     np.testing.assert_allclose(truth, want, rtol=0, atol=1e-12)
     assert 0 < np.abs(ruler - truth).max() < 0.05  # the bfloat16 ruler: rounded, not a copy

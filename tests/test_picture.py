@@ -17,9 +17,10 @@ from harness import thresholds
 from harness.case import Case
 from harness.locate import Located, Strip, locate
 from harness.masks import Mask, Window
-from harness.record import RunStore
-from harness.report import compose, picture, records, render
+from harness.report import compose, picture, render
 from harness.runner import run_case
+from harness.store import read as records
+from harness.store.files import RunStore
 from tests import _fakes
 from tests.test_browser import _chromium, _Dom, _run
 
@@ -101,7 +102,7 @@ def _report(tmp_path: Path) -> Path:
     store = RunStore.create(tmp_path / "store", meta={"command": ["test"], "profile": "ci"})
     case = _fakes.small_case(mask=Mask(causal="top_left"))
     result = run_case(case, [_fakes.BROKEN], grads=True)
-    (path,) = store.write_case(result, extra={"shrunk": True})
+    (path,) = store.write_case(result, shrunk=True)
     old = json.loads(path.read_text())
     old.pop("located")
     old["case"]["seed"] = 1

@@ -34,9 +34,11 @@ def _size(case):
 def test_planted_bug_is_caught_shrunk_and_replayed(tmp_path, capsys, name):
     kernel = contract.resolve(spec(name))
     oracles = [contract.resolve("torch_sdpa")]
-    with compat.using_interpret_options(compat.InterpretOptions(**INTERPRET.get(name, {}))):
-        outcome = search(kernel, oracles, profile="ci")
-        path = outcome.shrunk and write_failure(tmp_path, outcome.shrunk, kernel=kernel, oracles=oracles, grads=True)
+    options = compat.InterpretOptions(**INTERPRET.get(name, {}))
+    outcome = search(kernel, oracles, profile="ci", interpret=options)
+    path = outcome.shrunk and write_failure(
+        tmp_path, outcome.shrunk, kernel=kernel, oracles=oracles, grads=True, interpret=options
+    )
     assert outcome.shrunk is not None, f"{name} ({PLANTED[name]}) passed {len(outcome.results)} ci cases"
     first = next(r for r in outcome.results if not r.passed)
     assert _size(outcome.shrunk.case) <= _size(first.case)

@@ -9,10 +9,17 @@ import pytest
 
 from harness.case import Case
 from harness.locate import Located, Strip
-from harness.record import RunStore, iter_records, merge_stores, write_record
 from harness.runner import CaseResult, SubjectResult
+from harness.store.files import MergeError, RunStore, iter_records, merge_stores
+from harness.store.records import BenchRecord
 
 CASE = Case(1, 2, 2, 128, 128, 64)
+
+
+def _bench(run_id: str, seconds: float) -> BenchRecord:
+    return BenchRecord(
+        run_id=run_id, implementation="pallas_flash", shape={"name": "tiny"}, pass_="fwd", samples=[seconds]
+    )
 
 
 def _machine_store(root: Path, host: str, seconds: float) -> RunStore:
@@ -20,7 +27,7 @@ def _machine_store(root: Path, host: str, seconds: float) -> RunStore:
     store = RunStore.create(root, meta={"command": ["test"], "host_label": host})
     subject = SubjectResult("pallas_flash", "kernel", "tpu_interpret", "uniform", True, [], seconds=seconds)
     store.write_case(CaseResult(case=CASE, subjects=[subject]))
-    write_record(store, "bench--pallas_flash--tiny--fwd", {"kind": "bench", "samples": [seconds]})
+    store.write(_bench(store.run_id, seconds))
     (root / "failures").mkdir(exist_ok=True)
     (root / "failures" / f"{CASE.case_id}-abc123.json").write_text(json.dumps({"host": host}))
     return store
@@ -52,7 +59,7 @@ def test_a_changed_record_is_a_conflict_not_an_overwrite(tmp_path: Path) -> None
     a, dest = tmp_path / "a", tmp_path / "merged"
     run = _machine_store(a, "machine-a", 1.0)
     merge_stores([a], dest)
-    write_record(run, "bench--pallas_flash--tiny--fwd", {"kind": "bench", "samples": [9.0]})
+    run.write(_bench(run.run_id, 9.0))
     report = merge_stores([a], dest)
     assert len(report.conflicts) == 1
     kept = json.loads((dest / "records" / run.run_id / "bench--pallas_flash--tiny--fwd.json").read_text())
@@ -60,7 +67,7 @@ def test_a_changed_record_is_a_conflict_not_an_overwrite(tmp_path: Path) -> None
 
 
 def test_merging_a_directory_that_is_not_a_store_says_so(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="not a results store"):
+    with pytest.raises(MergeError, match="not a results store"):
         merge_stores([tmp_path], tmp_path / "dest")
 
 
@@ -72,5 +79,5 @@ def test_where_the_errors_sit_is_kept_on_the_shrunk_failure_only(tmp_path):
     store = RunStore.create(tmp_path, meta={})
     (example,) = store.write_case(CaseResult(case, [subject]))
     assert "located" not in json.loads(example.read_text())  # one of many met while shrinking: listed, not drawn
-    (shrunk,) = store.write_case(CaseResult(case, [subject]), extra={"shrunk": True, "failure_file": "f.json"})
+    (shrunk,) = store.write_case(CaseResult(case, [subject]), shrunk=True, failure_file="f.json")
     assert Located.from_json(json.loads(shrunk.read_text())["located"]) == located

@@ -11,7 +11,7 @@ import pytest
 from harness import thresholds
 from harness.cli import main
 from harness.report import compose, conventions, data, render
-from harness.report.records import load
+from harness.store.read import load
 from tests import record_builders as rb
 
 BASE, CAND = "20261129T100000Z-ci-aaaaaa", "20261129T110000Z-ci-bbbbbb"

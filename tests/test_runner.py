@@ -10,7 +10,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from harness import compat, contract
+from harness import compat, contract, reference
 from harness.case import Case
 from harness.inputs import make_inputs
 from harness.masks import Lengths, Mask
@@ -83,7 +83,7 @@ class RacyKernel(_fakes.FakeKernel):
     def run(self, case, inputs, *, grads):
         with compat.tpu_kernel_context():
             jax.block_until_ready(_racy(jnp.ones((8, 128), jnp.float32)))
-        return jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
+        return reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
 
 
 RACY = RacyKernel("tests.test_runner:RACY", backend="tpu_interpret")
@@ -91,8 +91,8 @@ RACY = RacyKernel("tests.test_runner:RACY", backend="tpu_interpret")
 
 @pytest.mark.parametrize("detect", [False, True])
 def test_a_race_fails_the_case_only_with_race_detection(detect):
-    with compat.using_interpret_options(compat.InterpretOptions(detect_races=detect)):
-        (s,) = run_case(_fakes.small_case(), [RACY], grads=False).subjects
+    options = compat.InterpretOptions(detect_races=detect)
+    (s,) = run_case(_fakes.small_case(), [RACY], grads=False, interpret=options).subjects
     races = [c for c in s.comparisons if c.quantity == "races"]
     if detect:
         assert not s.passed and races and not races[0].passed
@@ -131,7 +131,7 @@ class OutOfBoundsKernel(_fakes.FakeKernel):
                 out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
             )
             jax.block_until_ready(read(x))
-        return jax_reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
+        return reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
 
 
 def test_an_out_of_bounds_read_fails_the_case_and_names_itself():
@@ -148,8 +148,7 @@ def test_a_result_that_depends_on_grid_order_fails(name, depends):
     # (seeds 1 and 2 permute them differently; with two tiles they may coincide).
     case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=512, head_dim=64, blocks=FLASH_BLOCKS)
     options = compat.InterpretOptions(random_seed=1, check_grid_order=True)
-    with compat.using_interpret_options(options):
-        (s,) = run_case(case, [contract.resolve(name)], grads=False).subjects
+    (s,) = run_case(case, [contract.resolve(name)], grads=False, interpret=options).subjects
     (grid,) = [c for c in s.comparisons if c.quantity == "grid_order"]
     assert grid.passed is not depends
     assert (grid.max_abs > 0) is depends

@@ -20,6 +20,7 @@ from harness import profiles
 from harness import runner as harness_runner
 from harness import search as search_module
 from harness.case import Case
+from harness.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.runner import CaseResult, SubjectResult
 from harness.search import search
 from tests import _fakes
@@ -88,7 +89,13 @@ class StandInRunner:
         self.calls: list[tuple[Case, bool, float | None]] = []
 
     def run_case(
-        self, case: Case, subjects: list, *, grads: bool = True, time_limit: float | None = None
+        self,
+        case: Case,
+        subjects: list,
+        *,
+        grads: bool = True,
+        time_limit: float | None = None,
+        interpret: InterpretOptions = DEFAULT_INTERPRET,  # runner.run_case's; the fakes interpret nothing
     ) -> CaseResult:
         self.calls.append((case, grads, time_limit))
         kernel = subjects[0]

@@ -12,8 +12,8 @@ import pytest
 from harness import cli
 from harness.failures import write_failure
 from harness.masks import Mask
-from harness.record import RunStore
 from harness.runner import run_case
+from harness.store.files import RunStore
 from tests import _fakes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def test_a_failure_file_shows_mask_and_errors_as_text_svg_and_html(tmp_path, cap
 
 def test_a_case_record_shows_its_located_errors(tmp_path, capsys, failed):
     store = RunStore.create(tmp_path, meta={})
-    (path,) = store.write_case(failed, extra={"shrunk": True})
+    (path,) = store.write_case(failed, shrunk=True)
     assert cli.main(["show", str(path)]) == cli.EXIT_OK
     assert "out: past the bound" in capsys.readouterr().out
 

@@ -1,4 +1,5 @@
-"""harness.upgrade, `python -m harness upgrade`, and the workflow users copy (.github/workflows/upgrade-gate.yml)."""
+"""harness.upgrade, `python -m harness upgrade`, and the workflow users copy
+(.github/workflows/upgrade-gate.yml)."""
 
 from __future__ import annotations
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from harness import bench, compat, shapes
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
-from harness.record import RunStore, write_record
+from harness.commands._shared import add_out, create_store
+from harness.store.schema import KernelStatus, RunStatus
 
 NAME = "bench"
 HELP = "time every kernel and oracle at the benchmark shapes, fwd and fwd+bwd, and record samples and memory"
-DEFAULT_OUT = "reports/store"
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -24,9 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--shape", action="append", metavar="S", help=f"benchmark shape (repeatable; one of {list(shapes.SHAPES)})"
     )
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression over test ids (impl-shape-pass)")
-    p.add_argument(
-        "--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR", help=f"results store (default {DEFAULT_OUT})"
-    )
+    add_out(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -36,15 +34,12 @@ def main(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise UsageError(f"bench needs pytest and pytest-benchmark ({e}): pip install -e '.[test]'") from None
 
-    try:
-        shapes.get(args.shape)
-    except KeyError as e:
-        raise UsageError(str(e.args[0])) from None
+    shapes.get(args.shape)  # an unknown name is bad input (ShapeError), said before anything runs
     if not (BENCHMARKS / "test_speed.py").is_file():
         raise UsageError(f"benchmarks not found at {BENCHMARKS}; run from a source checkout (pip install -e .)")
     if args.shape:
         os.environ["ATTN_BENCH_SHAPES"] = ",".join(args.shape)
-    store = RunStore.create(args.out, meta={"command": sys.argv, "mode": "bench"})
+    store = create_store(args.out, {"command": sys.argv, "mode": "bench"})
     print(f"results -> {store.dir}")
     if compat.jax_platform() == "cpu":
         print("no accelerator: the Pallas kernel is timed under the TPU interpreter (backend tpu_interpret);")
@@ -67,15 +62,15 @@ def main(args: argparse.Namespace) -> int:
         data = json.loads(out_json.read_text()) if out_json.exists() else {"benchmarks": []}
     records = bench.records_from_pytest_benchmark(data, run_id=store.run_id)
     for rec in records:
-        write_record(store, bench.record_name(rec), rec)
-    status = "PASS" if code == 0 and records else "FAIL"
+        store.write(rec)
+    status = KernelStatus.PASS if code == 0 and records else KernelStatus.FAIL
     store.write_meta(
         {
             "command": sys.argv,
             "mode": "bench",
-            "status": "finished",
+            "status": RunStatus.FINISHED,
             "summary": [{"benchmarks": len(records), "pytest_exit": int(code), "status": status}],
         }
     )
     print(f"{len(records)} bench records -> {store.dir}")
-    return EXIT_OK if status == "PASS" else EXIT_FAIL
+    return EXIT_OK if status == KernelStatus.PASS else EXIT_FAIL

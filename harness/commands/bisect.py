@@ -42,10 +42,7 @@ def index_options(args: argparse.Namespace) -> envs.IndexOptions:
             find_links=tuple(str(Path(d).resolve()) for d in args.find_links),
             no_index=args.no_index,
         )
-    try:
-        return envs.IndexOptions.from_pip()
-    except envs.EnvError as e:
-        raise UsageError(str(e)) from None
+    return envs.IndexOptions.from_pip()
 
 
 def read_constraints(path: Path) -> str:
@@ -73,11 +70,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout={args.timeout} must be positive")
     constraints = read_constraints(args.constraints)
     index = index_options(args)
-    try:
-        released = envs.available_versions(args.package, index)
-        seq = bisect.between(released, args.good, args.bad)
-    except (envs.EnvError, bisect.BisectError) as e:
-        raise UsageError(str(e)) from None
+    released = envs.available_versions(args.package, index)
+    seq = bisect.between(released, args.good, args.bad)
     older = released.index(args.good) < released.index(args.bad)
     direction = "regression" if older else "fix"
     print(f"bisect {args.package}: {len(seq)} releases, {seq[0]} (good) .. {seq[-1]} (bad), a {direction}")

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from harness import compile as aot
-from harness import contract, shapes
-from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
-from harness.record import RunStore, write_compile
+from harness import shapes
+from harness.cli import EXIT_FAIL, EXIT_OK
+from harness.commands._shared import add_kernel, add_out, create_store, kernel_specs
+from harness.store.files import write_compile
+from harness.store.schema import KernelStatus, RunStatus
 
 NAME = "compile"
 HELP = "compile kernels for TPU generations without a TPU (libtpu) and record compiled memory and cost"
-DEFAULT_OUT = "reports/store"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,15 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"benchmark shape (repeatable; default all: {', '.join(shapes.SHAPES)})",
     )
-    p.add_argument(
-        "--kernel", action="append", metavar="K", help="kernel name or MODULE:ATTR drop-in (default pallas_flash)"
-    )
+    add_kernel(p)
     p.add_argument(
         "--pass", dest="passes", action="append", choices=shapes.PASSES, help="fwd and/or fwd_bwd (default both)"
     )
-    p.add_argument(
-        "--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR", help=f"results store (default {DEFAULT_OUT})"
-    )
+    add_out(p)
 
 
 def _fmt_bytes(n: int | None) -> str:
@@ -59,17 +55,10 @@ def line(r: aot.CompileResult) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        chosen = shapes.get(args.shape)
-    except KeyError as e:
-        raise UsageError(str(e.args[0])) from None
-    specs = args.kernel or ["pallas_flash"]
+    chosen = shapes.get(args.shape)
     topologies = args.topology or list(aot.TOPOLOGIES)
-    try:
-        jobs = aot.plan(specs, chosen, topologies, args.passes or shapes.PASSES)
-    except contract.UnknownImplementation as e:
-        raise UsageError(str(e)) from None
-    store = RunStore.create(args.out, meta={"command": sys.argv, "mode": "compile", "topologies": topologies})
+    jobs = aot.plan(kernel_specs(args), chosen, topologies, args.passes or shapes.PASSES)
+    store = create_store(args.out, {"command": sys.argv, "mode": "compile", "topologies": topologies})
     print(f"results -> {store.dir}")
     print(f"== ahead-of-time compile for {', '.join(topologies)} (compile-only devices: nothing runs)")
 
@@ -81,13 +70,13 @@ def main(args: argparse.Namespace) -> int:
 
     results = aot.compile_all(jobs, on_result=on_result)
     failed = [r for r in results if not r.ok]
-    status = "PASS" if results and not failed else "FAIL"
+    status = KernelStatus.PASS if results and not failed else KernelStatus.FAIL
     store.write_meta(
         {
             "command": sys.argv,
             "mode": "compile",
             "topologies": topologies,
-            "status": "finished",
+            "status": RunStatus.FINISHED,
             "summary": [{"compiled": len(results), "failed": len(failed), "status": status}],
         }
     )
@@ -96,4 +85,4 @@ def main(args: argparse.Namespace) -> int:
         print(f"  failure: {r.failure_file}")
     if not results:
         print("nothing compiled: every shape is outside the kernel's contract", file=sys.stderr)
-    return EXIT_OK if status == "PASS" else EXIT_FAIL
+    return EXIT_OK if status == KernelStatus.PASS else EXIT_FAIL

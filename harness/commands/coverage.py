@@ -8,6 +8,7 @@ exercised by at least one of them; 1 when one was not (a gap, listed); 2 for a s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from harness import contract, coverage
 from harness.case import Case, CaseError
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.commands.run import RULER
-from harness.report import records as store_records
+from harness.store import read as store_read
+from harness.store.records import CaseRecord
 
 NAME = "coverage"
 HELP = "per implementation: each parameter of the wrapped API, the values drawn, and the stored cases exercising it"
@@ -39,17 +41,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _parse(rec: dict[str, Any]) -> Case:
+def _parse(rec: CaseRecord) -> Case:
     try:
-        return Case.from_json(rec.get("case"))
+        return Case.from_json(rec.case)
     except CaseError as e:
-        raise UsageError(f"case record {rec.get('case_id')!r} of run {rec.get('run_id')!r}: bad case: {e}") from None
+        raise UsageError(f"case record {rec.case_id!r} of run {rec.run_id!r}: bad case: {e}") from None
 
 
-def _load(stores: list[Path]) -> store_records.Records:
+def _load(stores: list[Path]) -> store_read.Records:
     try:
-        recs = store_records.load(stores)
-    except store_records.SpecError as e:
+        recs = store_read.load(stores)
+    except store_read.SpecError as e:
         raise UsageError(f"{e}; give --store DIR, a store written by `python -m harness run --out DIR`") from None
     if recs.problems:
         more = f" (and {len(recs.problems) - 1} more)" if len(recs.problems) > 1 else ""
@@ -65,6 +67,22 @@ def _declared(name: str) -> contract.Implementation | None:
         return contract.resolve(name)
     except Exception:  # noqa: BLE001 - a module that fails to import here: its records are still counted
         return None
+
+
+def _with_drawn(api_parameters: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]] | None:
+    """run.json's api_parameters with "drawn" filled from the declarations here where a run recorded
+    them before run.json listed them."""
+    if not api_parameters:
+        return api_parameters
+    out = {}
+    for name, apis in api_parameters.items():
+        impl = _declared(name)
+        apis = {api: dict(info) for api, info in apis.items()}
+        for api in impl.api if impl is not None else ():
+            if api.name in apis and "drawn" not in apis[api.name]:
+                apis[api.name]["drawn"] = [p.name for p in api.params if p.is_drawn]
+        out[name] = apis
+    return out
 
 
 def parameter_table(name: str, rows: list[coverage.Row], *, cases: int) -> str:
@@ -118,7 +136,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--implementation {unknown} cannot be loaded here; built-ins: {sorted(registered)}")
     cases_of: dict[str, dict[str, Case]] = {}
     for rec in recs.cases:
-        cases_of.setdefault(rec["implementation"], {}).setdefault(rec["case_id"], _parse(rec))
+        cases_of.setdefault(rec.implementation, {}).setdefault(rec.case_id, _parse(rec))
     every = {case_id: case for cases in cases_of.values() for case_id, case in cases.items()}
     names = sorted(set(wanted or registered) | (set(cases_of) if not wanted else set()))
     gaps = []
@@ -133,19 +151,18 @@ def main(args: argparse.Namespace) -> int:
         print(parameter_table(name, rows, cases=len(stored)) + "\n")
         if stored:
             gaps += [f"{name}: {r.api} {r.param}" for r in rows if r.cases == 0]
+    cases = []
     for rec in recs.cases:
-        if "exercised" not in rec:  # written before records listed it: counted from the declarations here
-            impl = _declared(rec["implementation"])
-            rec["exercised"] = (
-                [] if impl is None else coverage.exercised(impl, cases_of[rec["implementation"]][rec["case_id"]])
-            )
-    for run in recs.runs.values():
-        for name, apis in (run.get("api_parameters") or {}).items():
-            impl = _declared(name)
-            for api in impl.api if impl is not None else ():
-                if api.name in apis and "drawn" not in apis[api.name]:  # recorded before run.json listed them
-                    apis[api.name]["drawn"] = [p.name for p in api.params if p.is_drawn]
-    cells = coverage.cell_rows(recs.runs, recs.cases)
+        if rec.exercised is None:  # written before records listed it: counted from the declarations here
+            impl = _declared(rec.implementation)
+            case = cases_of[rec.implementation][rec.case_id]
+            rec = dataclasses.replace(rec, exercised=[] if impl is None else coverage.exercised(impl, case))
+        cases.append(rec)
+    runs = {
+        run_id: dataclasses.replace(run, api_parameters=_with_drawn(run.api_parameters))
+        for run_id, run in recs.runs.items()
+    }
+    cells = coverage.cell_rows(runs, cases)
     if wanted:
         cells = [c for c in cells if c.implementation in wanted]
     print("== per cell: the verdict, and the drawn parameters its cases exercised")

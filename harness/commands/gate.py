@@ -8,7 +8,7 @@ from pathlib import Path
 from harness import gate
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.commands.report import SPEC_HELP, add_store_arguments, load_inputs
-from harness.report import compose, records
+from harness.report import compose
 
 NAME = "gate"
 HELP = "compare a candidate's records with a baseline's: exit 1 on a new failure or a regression beyond noise"
@@ -24,14 +24,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     pool, th = load_inputs(args)
-    try:
-        if args.report is not None:
-            report, result = compose.make(pool, thresholds=th, baseline=args.baseline, candidate=args.candidate)
-        else:
-            base, base_label, cand, cand_label = compose.sides(pool, args.baseline, args.candidate)
-            result = gate.compare(base, cand, th, labels=(base_label, cand_label))
-    except records.SpecError as e:
-        raise UsageError(str(e)) from None
+    if args.report is not None:
+        report, result = compose.make(pool, thresholds=th, baseline=args.baseline, candidate=args.candidate)
+    else:
+        base, base_label, cand, cand_label = compose.sides(pool, args.baseline, args.candidate)
+        result = gate.compare(base, cand, th, labels=(base_label, cand_label))
     if not result.rows:
         raise UsageError(f"{result.summary()} (baseline {result.baseline}, candidate {result.candidate})")
     print(gate.format_table(result, verbose=args.verbose))

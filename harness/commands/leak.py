@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from harness import contract, leak
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
-from harness.commands.run import DEFAULT_OUT, _create_store, _interrupt_signals, _resolve
-from harness.record import write_record
+from harness.commands._shared import add_kernel, add_out, create_store, interrupt_signals, kernel_specs, resolve
+from harness.store.schema import RunStatus
 
 NAME = "leak"
 HELP = "call each kernel many times (forward, forward+backward; eager and jitted) and fail if memory grows per call"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--kernel",
-        action="append",
-        metavar="K",
-        help="built-in kernel name, MODULE:ATTR drop-in, or KERNEL=MODULE:ATTR (repeatable; default pallas_flash)",
-    )
+    add_kernel(p)
     p.add_argument(
         "--calls",
         type=int,
@@ -35,9 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=[v.name for v in leak.VARIANTS],
         help="only these ways of calling (repeatable; default all)",
     )
-    p.add_argument(
-        "--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR", help=f"results store (default {DEFAULT_OUT})"
-    )
+    add_out(p)
 
 
 def _line(r: leak.LeakResult) -> str:
@@ -50,16 +42,16 @@ def _line(r: leak.LeakResult) -> str:
 def main(args: argparse.Namespace) -> int:
     if args.calls < 3:
         raise UsageError(f"--calls={args.calls} is too few to fit a growth per call; give at least 3")
-    kernels: list[contract.Implementation] = _resolve(args.kernel or ["pallas_flash"], "kernel")
+    kernels: list[contract.Implementation] = resolve(kernel_specs(args), "kernel")
     variants = [v for v in leak.VARIANTS if not args.variant or v.name in args.variant]
     meta = {"command": sys.argv, "mode": "leak", "kernels": [k.name for k in kernels], "calls": args.calls}
-    store = _create_store(args.out, meta)
+    store = create_store(args.out, meta)
     print(f"results -> {store.dir}")
     print(f"each variant: {leak.WARMUP_CALLS} warm-up calls, then {args.calls} sampled, at {leak.LEAK_CASE}")
     results: list[leak.LeakResult] = []
-    status = "finished"
+    status = RunStatus.FINISHED
     try:
-        with _interrupt_signals():
+        with interrupt_signals():
             for kernel in kernels:
                 print(f"== {kernel.name} on {kernel.backend()}")
                 for variant in variants:
@@ -67,20 +59,18 @@ def main(args: argparse.Namespace) -> int:
                     if r is None:
                         print(f"  {variant.name:<12} n/a    (no jax_fn to jit)")
                         continue
-                    write_record(
-                        store, f"leak--{kernel.name}--{variant.name}", leak.leak_record(r, run_id=store.run_id)
-                    )
+                    store.write(leak.leak_record(r, run_id=store.run_id))
                     results.append(r)
                     print(_line(r), flush=True)
     except KeyboardInterrupt:
-        status = "interrupted"
+        status = RunStatus.INTERRUPTED
     failed = [r for r in results if not r.passed]
     summary = [{"implementation": r.implementation, "variant": r.variant.name, "passed": r.passed} for r in results]
     store.write_meta({**meta, "status": status, "summary": summary})
     for r in failed:
         why = r.error or "; ".join(str(g) for g in r.growing)
         print(f"\nLEAK {r.implementation} {r.variant.name}: {why}")
-    if status == "interrupted":
+    if status == RunStatus.INTERRUPTED:
         print("\nleak check interrupted: every variant finished so far is in", store.dir)
         return EXIT_FAIL
     if not failed:

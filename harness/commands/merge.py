@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
-from harness.record import MergeError, merge_stores
+from harness.cli import EXIT_FAIL, EXIT_OK
+from harness.store.files import merge_stores
 
 NAME = "merge"
 HELP = "copy the records and failure files of several results stores into one, without overwriting"
@@ -18,10 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        report = merge_stores(args.sources, args.out)
-    except (FileNotFoundError, MergeError) as e:
-        raise UsageError(str(e)) from None
+    report = merge_stores(args.sources, args.out)
     print(f"merged into {args.out}: {report.copied} copied, {report.identical} already present")
     for path in report.kept_both:
         print(f"  {path}")

@@ -13,9 +13,9 @@ import datetime as dt
 from pathlib import Path
 
 from harness import console
-from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
-from harness.failures import FailureFileError, failure_id, load_failure, replay
-from harness.record import atomic_write_json
+from harness.cli import EXIT_FAIL, EXIT_OK
+from harness.failures import failure_id, load_failure, replay
+from harness.store.files import atomic_write_json
 
 NAME = "pin"
 HELP = "add a failure file to the regression corpus (tests/regressions/) replayed by the test suite"
@@ -30,13 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        ff = load_failure(args.file)
-        found_with = ff.doc["kernel"]
-        if args.kernel:
-            ff.retarget(args.kernel)
-    except FailureFileError as e:
-        raise UsageError(str(e)) from None
+    ff = load_failure(args.file)
+    found_with = ff.doc["kernel"]
+    if args.kernel:
+        ff.retarget(args.kernel)
     kernel = ff.doc["kernel"]
     if not args.no_check:
         result = replay(ff)

@@ -6,13 +6,14 @@ import argparse
 from pathlib import Path
 
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
-from harness.report import compose, records
-from harness.thresholds import ThresholdError, load
+from harness.commands._shared import DEFAULT_STORE, add_out
+from harness.report import compose
+from harness.store import read as records
+from harness.thresholds import load
 
 NAME = "report"
 HELP = "render the results records as one static HTML report (optionally against a baseline, with the gate)"
-DEFAULT_STORE = "reports/store"
-DEFAULT_OUT = "reports/index.html"
+DEFAULT_OUT = Path("reports/index.html")
 SPEC_HELP = "a store or run directory, a run id in the --store stores, or KEY=VALUE[,...] such as jax=0.10.2"
 
 
@@ -41,24 +42,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--candidate", metavar="SPEC", help="the candidate side (default: every run in the stores not in the baseline)"
     )
-    p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="FILE", help=f"default {DEFAULT_OUT}")
+    add_out(p, default=DEFAULT_OUT, what="the HTML report to write")
     p.add_argument("--title", default="Attention kernel report", help="the report's title")
 
 
 def load_inputs(args: argparse.Namespace):  # -> (records.Records, thresholds.Thresholds)
-    """The stores' records and the thresholds, every problem a UsageError (exit 2, one line)."""
-    stores = args.store or [Path(DEFAULT_STORE)]
-    try:
-        th = load(args.thresholds, limits=args.limit)
-    except ThresholdError as e:
-        raise UsageError(str(e)) from None
+    """The stores' records and the thresholds, every problem an InputError (exit 2, one line)."""
+    stores = args.store or [DEFAULT_STORE]
+    th = load(args.thresholds, limits=args.limit)
     specs = [s for s in (getattr(args, "baseline", None), getattr(args, "candidate", None)) if s is not None]
     if args.store is None and len(specs) == 2 and all(Path(s).is_dir() for s in specs):
         return records.Records(), th  # both sides name their own directories: no store to select from
-    try:
-        return records.load(stores), th
-    except records.SpecError as e:
-        raise UsageError(str(e)) from None
+    return records.load(stores), th
 
 
 def main(args: argparse.Namespace) -> int:
@@ -67,12 +62,7 @@ def main(args: argparse.Namespace) -> int:
             f"--out={str(args.out)!r} is a directory; give the HTML file to write, e.g. {args.out / 'index.html'}"
         )
     pool, th = load_inputs(args)
-    try:
-        report, gate = compose.make(
-            pool, thresholds=th, baseline=args.baseline, candidate=args.candidate, title=args.title
-        )
-    except records.SpecError as e:
-        raise UsageError(str(e)) from None
+    report, gate = compose.make(pool, thresholds=th, baseline=args.baseline, candidate=args.candidate, title=args.title)
     if not len(pool) and gate is None:
         raise UsageError(f"no records in {', '.join(map(str, args.store or [DEFAULT_STORE]))}")
     out = compose.write(report, args.out)

@@ -11,7 +11,7 @@ from harness import console, strips
 from harness.case import Case
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.compare import TOLERANCE_VERSION
-from harness.failures import FailureFileError, load_failure, replay, version_differences
+from harness.failures import load_failure, replay, version_differences
 
 NAME = "repro"
 HELP = "replay a failure file (DIR/failures/<id>.json): exit 1 if it still fails, 0 if it passes now"
@@ -51,12 +51,9 @@ def _check_fits(path: Path, case: Case) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.case_timeout is not None and not (math.isfinite(args.case_timeout) and args.case_timeout > 0):
         raise UsageError(f"--case-timeout={args.case_timeout} must be a positive number of seconds")
-    try:
-        ff = load_failure(args.file)
-        if args.kernel:
-            ff.retarget(args.kernel)
-    except FailureFileError as e:
-        raise UsageError(str(e)) from None
+    ff = load_failure(args.file)
+    if args.kernel:
+        ff.retarget(args.kernel)
     _check_fits(ff.path, ff.case)
     print(console.replay_header(ff.path, ff.doc, ff.case))
     changed = version_differences(ff.versions)

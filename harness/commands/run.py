@@ -6,32 +6,35 @@ import argparse
 import contextlib
 import math
 import os
-import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from harness import compat, console, contract, crosscheck, features, placement, profiles, shards, strips, worker
 from harness.cli import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, UsageError
+from harness.commands._shared import (
+    SIGNALLED,
+    add_kernel,
+    add_out,
+    create_store,
+    interrupt_signals,
+    kernel_specs,
+    resolve,
+)
 from harness.failures import write_failure
-from harness.record import RunStore
 from harness.search import search
+from harness.store.derive import repro_command
+from harness.store.files import RunStore
+from harness.store.schema import KernelStatus, RunStatus
 
 NAME = "run"
 HELP = "draw attention cases and check each kernel against the oracles and a float64 truth"
-DEFAULT_OUT = "reports/store"
 # The same-dtype JAX oracle is the ruler every subject is measured by, not a subject.
 RULER = "jax_reference"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--kernel",
-        action="append",
-        metavar="K",
-        help="built-in kernel name, MODULE:ATTR drop-in, or KERNEL=MODULE:ATTR (repeatable; default pallas_flash)",
-    )
+    add_kernel(p)
     p.add_argument(
         "--oracle", action="append", metavar="O", help="oracle to check beside the kernel (default: all but the ruler)"
     )
@@ -47,9 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="P",
         help=f"Hypothesis profile: {', '.join(profiles.PROFILES)} (default: ${profiles.PROFILE_ENV} or dev)",
     )
-    p.add_argument(
-        "--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR", help=f"results store (default {DEFAULT_OUT})"
-    )
+    add_out(p)
     p.add_argument("--no-grads", action="store_true", help="forward pass only")
     p.add_argument("--no-database", action="store_true", help="do not replay or save examples in DIR/.hypothesis")
     p.add_argument(
@@ -102,67 +103,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _resolve(specs: list[str], role: str) -> list[contract.Implementation]:
-    out = []
-    for spec in specs:
-        try:
-            impl = contract.resolve(spec)
-        except contract.UnknownImplementation as e:
-            raise UsageError(str(e)) from None
-        except Exception as e:  # noqa: BLE001 - importing a MODULE:ATTR drop-in runs its code: bad input
-            line = (str(e).strip().splitlines() or [""])[0]
-            raise UsageError(f"--{role} {spec!r} failed to load: {type(e).__name__}: {line}; fix that module") from None
-        if role == "oracle" and impl.role != "oracle":
-            raise UsageError(f"--oracle {spec!r} is a {impl.role}; oracles: {contract.names('oracle')}")
-        out.append(impl)
-    return out
-
-
-# Signals received during the run. The handler's KeyboardInterrupt is lost when it lands in
-# code that ignores exceptions (a garbage-collection callback of XLA's, measured): the next
-# finished case then raises it again (on_result in _run_kernels).
-_SIGNALLED: list[int] = []
-
-
-@contextlib.contextmanager
-def _interrupt_signals() -> Iterator[None]:
-    """Ctrl-C and `kill` stop the run: the summary and run.json say interrupted.
-
-    Installed whatever the run inherited: a background job of a non-interactive shell (and
-    some CI agents) starts with SIGINT ignored, and Python then installs no handler of its own.
-    """
-
-    def handler(signum: int, frame: object) -> None:
-        _SIGNALLED.append(signum)
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    _SIGNALLED.clear()
-
-    previous = {}
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        pass
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def _create_store(out: Path, meta: dict) -> RunStore:
-    """The run's store; an --out that cannot hold one is bad input (exit 2), said before any case runs."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out={str(out)!r} is a file; give a directory (it is created if missing)")
-    try:
-        return RunStore.create(out, meta=meta)
-    except OSError as e:
-        raise UsageError(
-            f"--out={str(out)!r} cannot be written ({e.strerror or e}); give a writable directory"
-        ) from None
-
-
 def _create_dir(out: Path) -> None:
     """The store directory for workers to share; an --out that cannot be one is bad input (exit 2)."""
     if out.exists() and not out.is_dir():
@@ -210,7 +150,7 @@ def _run_jobs(args: argparse.Namespace, jobs: int) -> int:
     print(f"\n== merged summary of {len(runs)} of {jobs} shards: {', '.join(m['run_id'] for m in runs)}")
     print(console.summary_table(rows))
     ids = {m["run_id"] for m in runs}
-    for kernel in _resolve(args.kernel or ["pallas_flash"], "kernel"):
+    for kernel in resolve(kernel_specs(args), "kernel"):
         cases = shards.worker_cases(args.out, ids, kernel.name)
         print(f"{kernel.name}: {features.coverage(kernel, cases).line()}")
     return code
@@ -236,15 +176,15 @@ def main(args: argparse.Namespace) -> int:
     if jobs > 1 and args.shard is not None:
         raise UsageError(f"--shard={args.shard} checks one shard in this process; drop --jobs={jobs} (or use --jobs 1)")
     if jobs > 1:
-        _resolve(args.kernel or ["pallas_flash"], "kernel")  # bad input is said once, before any worker starts
+        resolve(kernel_specs(args), "kernel")  # bad input is said once, before any worker starts
         _create_dir(args.out)
         return _run_jobs(args, jobs)
-    kernels = _resolve(args.kernel or ["pallas_flash"], "kernel")
+    kernels = resolve(kernel_specs(args), "kernel")
     if args.cross_interpret and not crosscheck.twins(kernels):
         raise UsageError("--cross-interpret needs a kernel running natively on a TPU; here none does")
     if args.cross_interpret and args.case_timeout is not None:
         raise UsageError("--cross-interpret runs its interpreted twins in-process; drop --case-timeout")
-    oracles = _resolve(args.oracle or [n for n in contract.names("oracle") if n != RULER], "oracle")
+    oracles = resolve(args.oracle or [n for n in contract.names("oracle") if n != RULER], "oracle")
     grads = not args.no_grads
     options = compat.InterpretOptions(
         detect_races=args.detect_races,
@@ -263,21 +203,23 @@ def main(args: argparse.Namespace) -> int:
     # Where each side computed: kernels on the accelerator, the references on the CPU (harness.placement).
     meta["placement"] = {"references": placement.describe(placement.reference_device())}
     meta["placement"] |= {i.name: i.device() for i in (*kernels, *oracles)}
-    store = _create_store(args.out, meta)
+    store = create_store(args.out, meta)
     print(f"results -> {store.dir}")
     print(f"references (float64 truth, ruler, oracles) on {meta['placement']['references']}")
     rows: list[dict] = []
     failures: list = []
     interrupted = False
     try:
-        with compat.using_interpret_options(options), _interrupt_signals():
-            interrupted = _run_kernels(args, kernels, oracles, profile, grads, store, rows, failures, shard)
+        with interrupt_signals():
+            interrupted = _run_kernels(args, kernels, oracles, profile, grads, options, store, rows, failures, shard)
     except KeyboardInterrupt:
         interrupted = True
     except BaseException as e:
         # The harness failed (exit 3 in harness.cli): run.json must not stay "running".
         with contextlib.suppress(OSError):
-            store.write_meta({**meta, "status": "failed", "error": f"{type(e).__name__}: {e}"[:500], "summary": rows})
+            store.write_meta(
+                {**meta, "status": RunStatus.FAILED, "error": f"{type(e).__name__}: {e}"[:500], "summary": rows}
+            )
         raise
     finally:
         worker.shutdown()
@@ -288,7 +230,7 @@ def main(args: argparse.Namespace) -> int:
         for s in result.subjects:
             if not s.passed:
                 print(console.comparison_table(s) + strips.appendix(s.located))
-        print(f"  replay: {console.command_line('python', '-m', 'harness', 'repro', str(path))}")
+        print(f"  replay: {repro_command(str(path))}")
     findings = [r for r in rows if r.get("oracle") and r["failed"]]
     for r in findings:
         print(
@@ -296,15 +238,15 @@ def main(args: argparse.Namespace) -> int:
             "cases; not counted against any kernel (the kernels are judged on the float64 truth). "
             f"Its records are in {store.dir}"
         )
-    cannot = {r["kernel"]: r["error"] for r in rows if r["status"] == CANNOT_RUN}
-    status = "interrupted" if interrupted else (CANNOT_RUN if cannot else "finished")
+    cannot = {r["kernel"]: r["error"] for r in rows if r["status"] == KernelStatus.CANNOT_RUN}
+    status = RunStatus.INTERRUPTED if interrupted else (RunStatus.CANNOT_RUN if cannot else RunStatus.FINISHED)
     store.write_meta({**meta, "status": status, "summary": rows, "cannot_run": cannot})
     if interrupted:
         print("\nrun interrupted: every case finished so far is in", store.dir)
         return EXIT_FAIL
     # Oracle rows never fail the run: their findings are reported apart (_oracle_rows).
     kernel_rows = [r for r in rows if not r.get("oracle")]
-    if failures or any(r["status"] not in ("PASS", CANNOT_RUN) for r in kernel_rows):
+    if failures or any(r["status"] not in (KernelStatus.PASS, KernelStatus.CANNOT_RUN) for r in kernel_rows):
         return EXIT_FAIL
     return EXIT_CANNOT_RUN if cannot else EXIT_OK
 
@@ -325,17 +267,21 @@ def _oracle_rows(results: list, oracles: list[contract.Implementation]) -> list[
                 "failed": len(found),
                 "worst": max(used, default=None),
                 "seconds": sum(s.seconds for s in mine),
-                "status": "ORACLE FINDING" if found else "PASS",
+                "status": KernelStatus.ORACLE_FINDING if found else KernelStatus.PASS,
             }
         )
     return rows
 
 
-CANNOT_RUN = "cannot run here"
-
-
 def _cannot_run_row(kernel: str, reason: str) -> dict:
-    row = {"kernel": kernel, "examples": 0, "failed": 0, "worst": None, "seconds": 0.0, "status": CANNOT_RUN}
+    row = {
+        "kernel": kernel,
+        "examples": 0,
+        "failed": 0,
+        "worst": None,
+        "seconds": 0.0,
+        "status": KernelStatus.CANNOT_RUN,
+    }
     return row | {"error": reason}
 
 
@@ -345,6 +291,7 @@ def _run_kernels(
     oracles: list[contract.Implementation],
     profile: str,
     grads: bool,
+    options: compat.InterpretOptions,
     store: RunStore,
     rows: list[dict],
     failures: list,
@@ -366,7 +313,7 @@ def _run_kernels(
         reason = kernel.cannot_run()
         if reason is not None:
             # A result, not a skip: recorded in run.json with the interpreter's own error.
-            print(f"   {CANNOT_RUN}: {reason}")
+            print(f"   {KernelStatus.CANNOT_RUN}: {reason}")
             rows.append(_cannot_run_row(kernel.name, reason))
             continue
         counter = {"i": 0}
@@ -375,8 +322,8 @@ def _run_kernels(
             counter["i"] += 1
             store.write_case(result)
             print(console.progress_line(counter["i"], n, result), flush=True)
-            if _SIGNALLED:
-                raise KeyboardInterrupt(f"signal {_SIGNALLED[0]}")
+            if SIGNALLED:
+                raise KeyboardInterrupt(f"signal {SIGNALLED[0]}")
 
         start = time.perf_counter()
         outcome = search(
@@ -388,6 +335,7 @@ def _run_kernels(
             database=None if args.no_database else args.out / ".hypothesis",
             grads=grads,
             time_limit=args.case_timeout,
+            interpret=options,
             shrink_runs=args.max_shrinks,
             smoke=not args.no_smoke,
             owns=shard.owns if shard.count > 1 else None,
@@ -402,7 +350,11 @@ def _run_kernels(
             for c in s.comparisons
             if c.passed and c.bound > 0
         ]
-        status = "interrupted" if outcome.interrupted else ("PASS" if outcome.passed else "FAIL")
+        status = (
+            KernelStatus.INTERRUPTED
+            if outcome.interrupted
+            else (KernelStatus.PASS if outcome.passed else KernelStatus.FAIL)
+        )
         covered = features.coverage(kernel, [r.case for r in outcome.results])
         print(f"   {covered.line()}")
         rows.append(
@@ -433,9 +385,10 @@ def _run_kernels(
                 oracles=oracles,
                 grads=grads,
                 time_limit=args.case_timeout,
+                interpret=options,
                 search=search_info,
             )
-            store.write_case(outcome.shrunk, extra={"shrunk": True, "failure_file": str(path)})
+            store.write_case(outcome.shrunk, shrunk=True, failure_file=str(path))
             failures.append((kernel.name, outcome.shrunk, path))
         if outcome.interrupted:
             return True

@@ -10,9 +10,11 @@ from typing import Any
 
 from harness import drift, envs, gate, upgrade
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
+from harness.commands._shared import add_out
 from harness.commands.bisect import ROOT, add_index_arguments, index_options, read_constraints
-from harness.report import compose, records
-from harness.thresholds import ThresholdError, Thresholds, load
+from harness.report import compose
+from harness.store import read as records
+from harness.thresholds import Thresholds, load
 
 NAME = "upgrade"
 HELP = "should we take this release: the suite, compile checks and benchmarks in a baseline and a candidate env, gated"
@@ -39,9 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--compile-shape", action="append", default=[], metavar="S", help="compile only these shapes")
     b.add_argument("--no-bench", action="store_true", help="skip the benchmarks")
     b.add_argument("--bench-shape", action="append", default=[], metavar="S", help="benchmark only these shapes")
-    p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help=f"stores, logs and report (default {DEFAULT_OUT})"
-    )
+    add_out(p, default=DEFAULT_OUT, what="stores, logs and report")
     p.add_argument("--thresholds", type=Path, metavar="FILE", help="gate thresholds TOML (default: the built-in file)")
     add_index_arguments(p)
 
@@ -54,11 +54,8 @@ def _environments(args: argparse.Namespace, changes: dict[str, str]) -> tuple[en
     def spec(reqs: tuple[str, ...], label: str) -> envs.EnvSpec:
         return envs.EnvSpec(python=sys.executable, requirements=reqs, index=index, editable=(str(ROOT),), label=label)
 
-    try:
-        base = envs.build(spec(envs.requirements_with(constraints, {}), "baseline"), args.envs)
-        cand = envs.build(spec(envs.requirements_with(constraints, changes), f"candidate ({change})"), args.envs)
-    except envs.EnvError as e:
-        raise UsageError(str(e)) from None
+    base = envs.build(spec(envs.requirements_with(constraints, {}), "baseline"), args.envs)
+    cand = envs.build(spec(envs.requirements_with(constraints, changes), f"candidate ({change})"), args.envs)
     return base, cand
 
 
@@ -79,29 +76,23 @@ def _judge(stores: dict[str, Path], th: Thresholds) -> tuple[Any, gate.GateResul
 
 def main(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    try:
-        th = load(args.thresholds)
-        changes = upgrade.targets(args.to, read_constraints(args.constraints))
-        budget = upgrade.Budget(
-            kernels=tuple(args.kernel),
-            examples=args.examples,
-            seed=args.seed,
-            compile=not args.no_compile,
-            compile_shapes=tuple(args.compile_shape),
-            bench=not args.no_bench,
-            bench_shapes=tuple(args.bench_shape),
-            case_timeout=args.case_timeout,
-        )
-    except (upgrade.UpgradeError, ThresholdError) as e:
-        raise UsageError(str(e)) from None
+    th = load(args.thresholds)
+    changes = upgrade.targets(args.to, read_constraints(args.constraints))
+    budget = upgrade.Budget(
+        kernels=tuple(args.kernel),
+        examples=args.examples,
+        seed=args.seed,
+        compile=not args.no_compile,
+        compile_shapes=tuple(args.compile_shape),
+        bench=not args.no_bench,
+        bench_shapes=tuple(args.bench_shape),
+        case_timeout=args.case_timeout,
+    )
     base_env, cand_env = _environments(args, changes)
-    try:
-        base_kernels = upgrade.query(base_env, upgrade.KERNELS, cwd=ROOT)
-        cand_kernels = upgrade.query(cand_env, upgrade.KERNELS, cwd=ROOT)
-        base_versions = upgrade.query(base_env, upgrade.VERSIONS, cwd=ROOT)
-        cand_versions = upgrade.query(cand_env, upgrade.VERSIONS, cwd=ROOT)
-    except envs.EnvError as e:
-        raise UsageError(str(e)) from None
+    base_kernels = upgrade.query(base_env, upgrade.KERNELS, cwd=ROOT)
+    cand_kernels = upgrade.query(cand_env, upgrade.KERNELS, cwd=ROOT)
+    base_versions = upgrade.query(base_env, upgrade.VERSIONS, cwd=ROOT)
+    cand_versions = upgrade.query(cand_env, upgrade.VERSIONS, cwd=ROOT)
     change = ", ".join(
         f"{k} {base_versions.get(k)} -> {cand_versions.get(k)}"
         for k in base_versions

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from harness import gate as gate_mod
 from harness.report import conventions, data, render
-from harness.report.records import Records, SpecError, select
+from harness.store.read import Records, SpecError, select
 from harness.thresholds import Thresholds
 
 
 def sides(pool: Records, baseline: str, candidate: str | None) -> tuple[Records, str, Records, str]:
-    """(baseline records, label, candidate records, label) for two SPECs (see harness.report.records).
+    """(baseline records, label, candidate records, label) for two SPECs (see harness.store.read).
 
     Without a candidate SPEC the candidate is every run in `pool` that is not in the baseline.
     """

@@ -12,7 +12,7 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
-from harness.report.records import Records
+from harness.store.read import Records
 
 
 @dataclasses.dataclass
@@ -42,13 +42,13 @@ def collect(records: Records) -> tuple[list[ConventionRow], str]:
     roles: dict[str, str] = {}
     observed: dict[str, set[str]] = defaultdict(set)
     for rec in records.cases:
-        name = str(rec.get("implementation"))
-        roles.setdefault(name, str(rec.get("role")))
-        if rec.get("empty_rows"):
-            observed[name].add(str(rec["empty_rows"]))
+        name = rec.implementation
+        roles.setdefault(name, str(rec.role))
+        if rec.empty_rows:
+            observed[name].add(str(rec.empty_rows))
     recorded: dict[str, dict[str, Any]] = {}
     for run in records.runs.values():
-        for name, conv in (run.get("conventions") or {}).items():
+        for name, conv in (run.conventions or {}).items():
             if isinstance(conv, dict):
                 recorded[name] = conv
     rows, sources = [], set()

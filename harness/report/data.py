@@ -19,18 +19,6 @@ from harness.coverage import CellRow, cell_rows
 from harness.gate import GateResult
 from harness.locate import Located, where
 from harness.report.conventions import ConventionRow
-from harness.report.describe import (
-    Uses,
-    case_text,
-    compile_replay,
-    failure_file,
-    failure_line,
-    repro_command,
-    used,
-    uses_of,
-)
-from harness.report.describe import record_uses as _uses
-from harness.report.records import Records, compile_key
 from harness.report.versions import (
     CorrectnessRow,
     Env,
@@ -40,6 +28,20 @@ from harness.report.versions import (
     memory_by_version,
     speed_by_version,
 )
+from harness.store.derive import (
+    Uses,
+    case_text,
+    compile_replay,
+    failure_file,
+    failure_line,
+    mask_label,
+    repro_command,
+    used,
+    uses_of,
+)
+from harness.store.derive import record_uses as _uses
+from harness.store.read import Records, compile_key
+from harness.store.records import CaseRecord, LeakRecord
 from harness.thresholds import Thresholds
 
 # A passing comparison that used more than this share of its tolerance is shown as close.
@@ -92,33 +94,24 @@ def _num(x: Any) -> float:
         return math.nan
 
 
-def mask_label(case_json: dict[str, Any]) -> str:
-    """Case.mask_label from a case's JSON, without building the Case."""
-    mask = case_json.get("mask") or {}
-    parts = [f"causal_{mask['causal']}"] if mask.get("causal") else []
-    parts += ["segments"] if mask.get("segments") else []
-    parts += ["bias"] if case_json.get("bias") else []
-    return "+".join(sorted(parts)) or "none"
-
-
-def kernel_of(cases: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+def kernel_of(cases: list[CaseRecord]) -> dict[tuple[str, str], str]:
     """(run_id, case_id) -> the kernel that case was drawn for (oracles run beside it)."""
-    return {(r["run_id"], r.get("case_id")): str(r.get("implementation")) for r in cases if r.get("role") == "kernel"}
+    return {(r.run_id, r.case_id): r.implementation for r in cases if r.role == "kernel"}
 
 
-def matrix(cases: list[dict[str, Any]], uses: Uses | None = None) -> Matrix:
+def matrix(cases: list[CaseRecord], uses: Uses | None = None) -> Matrix:
     kernels = kernel_of(cases)
     cells: dict[tuple[str, str, str, str], Cell] = {}
     roles: dict[str, str] = {}
     for rec in cases:
-        c = rec.get("case") or {}
-        subject = str(rec.get("implementation"))
-        roles[subject] = str(rec.get("role"))
-        kernel = kernels.get((rec["run_id"], rec.get("case_id")), "-")
-        comps = rec.get("comparisons") or []
-        cell = cells.setdefault((kernel, subject, str(c.get("dtype")), mask_label(c)), Cell())
+        c = rec.case or {}
+        subject = rec.implementation
+        roles[subject] = str(rec.role)
+        kernel = kernels.get((rec.run_id, rec.case_id), "-")
+        comps = rec.comparisons or []
+        cell = cells.setdefault((kernel, subject, str(c.get("dtype")), mask_label(rec)), Cell())
         cell.n += 1
-        cell.failed += not rec.get("passed")
+        cell.failed += not rec.passed
         cell.worst_used = max(cell.worst_used, _finite_max(_uses(rec, uses)))
         cell.worst_ratio = max(cell.worst_ratio, _finite_max([_num(x.get("ratio")) for x in comps]))
     dtypes = [d for d in DTYPES if any(k[2] == d for k in cells)]
@@ -150,10 +143,10 @@ class Histogram:
     over_bound: int
 
 
-def histograms(cases: list[dict[str, Any]], uses: Uses | None = None) -> list[Histogram]:
+def histograms(cases: list[CaseRecord], uses: Uses | None = None) -> list[Histogram]:
     by_impl: dict[str, list[float]] = defaultdict(list)
     for rec in cases:
-        by_impl[str(rec.get("implementation"))].extend(u for u in _uses(rec, uses) if not math.isnan(u))
+        by_impl[rec.implementation].extend(u for u in _uses(rec, uses) if not math.isnan(u))
     labels = [f"<1e{HIST_EDGES[0]:g}"] + [f"1e{lo:g}" for lo in HIST_EDGES[:-1]] + [f">1e{HIST_EDGES[-1]:g}"]
     out = []
     for impl in sorted(by_impl):
@@ -207,9 +200,9 @@ class FailureView:
     where: list[str] = dataclasses.field(default_factory=list)
 
 
-def _comparison_views(rec: dict[str, Any]) -> list[ComparisonView]:
+def _comparison_views(rec: CaseRecord) -> list[ComparisonView]:
     out = []
-    for c in rec.get("comparisons") or []:
+    for c in rec.comparisons or []:
         u = used(c)
         out.append(
             ComparisonView(
@@ -231,46 +224,42 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
     """(failures with a shrunk case or a repro file, and up to MAX_OTHER_FAILURES other failing examples)."""
     main, other = [], []
     for rec in records.cases:
-        if rec.get("passed"):
+        if rec.passed:
             continue
         path = failure_file(rec, records.roots)
         view = FailureView(
             "case",
-            str(rec.get("implementation")),
-            run_env[rec["run_id"]].label,
-            rec["run_id"],
-            case_text(rec.get("case")),
-            json.dumps(rec.get("case"), indent=1, sort_keys=True),
+            rec.implementation,
+            run_env[rec.run_id].label,
+            rec.run_id,
+            case_text(rec.case),
+            json.dumps(rec.case, indent=1, sort_keys=True),
             failure_line(rec),
-            rec.get("error"),
-            rec.get("traceback"),
+            rec.error,
+            rec.traceback,
             _comparison_views(rec),
             repro_command(path),
-            bool(rec.get("shrunk")),
+            rec.shrunk,
         )
-        located = Located.from_json(rec.get("located"))
-        if located is not None and isinstance(rec.get("case"), dict):
-            view.case, view.located, view.where = rec["case"], located, [where(s) for s in located.strips]
-        (main if rec.get("shrunk") or path else other).append(view)
+        located = Located.from_json(rec.located)
+        if located is not None and isinstance(rec.case, dict):
+            view.case, view.located, view.where = rec.case, located, [where(s) for s in located.strips]
+        (main if rec.shrunk or path else other).append(view)
     for rec in records.compiles:
-        if rec.get("ok"):
+        if rec.ok:
             continue
         impl, topology, shape, pass_ = compile_key(rec)
         main.append(
             FailureView(
                 "compile",
                 impl,
-                run_env[rec["run_id"]].label,
-                rec["run_id"],
+                run_env[rec.run_id].label,
+                rec.run_id,
                 f"compile {pass_} of shape {shape} for {topology}",
-                json.dumps(
-                    (rec.get("shape") or {}).get("case") if isinstance(rec.get("shape"), dict) else None,
-                    indent=1,
-                    sort_keys=True,
-                ),
+                json.dumps(rec.shape.get("case") if isinstance(rec.shape, dict) else None, indent=1, sort_keys=True),
                 failure_line(rec),
-                rec.get("error"),
-                rec.get("traceback"),
+                rec.error,
+                None,  # a compile record keeps no traceback: its failure file does
                 [],
                 compile_replay(rec),
                 False,
@@ -308,21 +297,21 @@ def runs(records: Records, run_env: dict[str, Env], sides: dict[str, str]) -> li
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for kind, group in (("cases", records.cases), ("bench", records.benches), ("compile", records.compiles)):
         for r in group:
-            counts[r["run_id"]][kind] += 1
+            counts[r.run_id][kind] += 1
     out = []
     for run_id in sorted(records.run_ids, key=lambda r: (_started(r), r)):
-        run = records.runs.get(run_id, {})
-        cmd = run.get("command")
+        run = records.runs.get(run_id)
+        cmd = run.command if run is not None else None
         out.append(
             RunView(
                 run_id,
                 _started(run_id),
-                str(run.get("status", "no run.json")),
-                str(run.get("profile", "")),
+                str(run.status) if run is not None else "no run.json",
+                str(run.profile or "") if run is not None else "",
                 " ".join(map(str, cmd)) if isinstance(cmd, list) else str(cmd or ""),
                 run_env[run_id].label,
-                sorted((str(k), str(v)) for k, v in (run.get("versions") or {}).items()),
-                sorted((str(k), str(v)) for k, v in (run.get("machine") or {}).items()),
+                sorted((str(k), str(v)) for k, v in (run.versions if run is not None else {}).items()),
+                sorted((str(k), str(v)) for k, v in (run.machine if run is not None else {}).items()),
                 ", ".join(f"{n} {k}" for k, n in counts[run_id].items()) or "no records",
                 sides.get(run_id, ""),
             )
@@ -347,10 +336,10 @@ class LeakRow:
     plotted: str
 
 
-def leak_rows(leaks: list[dict[str, Any]]) -> list[LeakRow]:
+def leak_rows(leaks: list[LeakRecord]) -> list[LeakRow]:
     rows = []
-    for rec in sorted(leaks, key=lambda r: (str(r.get("implementation")), str(r.get("variant")))):
-        growth = [g for g in rec.get("growth") or [] if isinstance(g, dict)]
+    for rec in sorted(leaks, key=lambda r: (str(r.implementation), str(r.variant))):
+        growth = [g for g in rec.growth or [] if isinstance(g, dict)]
         text = [
             (
                 str(g.get("series")),
@@ -360,14 +349,14 @@ def leak_rows(leaks: list[dict[str, Any]]) -> list[LeakRow]:
             for g in growth
         ]
         plotted = next((name for name, _, bad in text if bad), "live_bytes")
-        samples = (rec.get("samples") or {}).get(plotted) or []
+        samples = (rec.samples or {}).get(plotted) or []
         rows.append(
             LeakRow(
-                implementation=str(rec.get("implementation")),
-                variant=str(rec.get("variant")),
-                calls=int(rec.get("calls") or 0),
-                passed=bool(rec.get("passed")),
-                error=rec.get("error"),
+                implementation=str(rec.implementation),
+                variant=str(rec.variant),
+                calls=int(rec.calls or 0),
+                passed=bool(rec.passed),
+                error=rec.error,
                 growth=text,
                 samples=[float(x) for x in samples if isinstance(x, int | float)],
                 plotted=plotted,
@@ -414,10 +403,10 @@ class Report:
 
 def verdict(current: Records, gate: GateResult | None) -> Verdict:
     # An oracle outside its tolerance is a finding about the oracle: shown, never a kernel failure.
-    failing = sum(not r.get("passed") for r in current.cases if r.get("role") != "oracle")
-    oracle_findings = sum(not r.get("passed") for r in current.cases if r.get("role") == "oracle")
-    compile_fail = sum(not r.get("ok") for r in current.compiles)
-    leaking = sorted({str(r.get("implementation")) for r in current.leaks if not r.get("passed")})
+    failing = sum(not r.passed for r in current.cases if r.role != "oracle")
+    oracle_findings = sum(not r.passed for r in current.cases if r.role == "oracle")
+    compile_fail = sum(not r.ok for r in current.compiles)
+    leaking = sorted({str(r.implementation) for r in current.leaks if not r.passed})
     details = []
     if oracle_findings:
         details.append(
@@ -490,7 +479,7 @@ def build(
         memory=memory_by_version(records.compiles, envs, run_env, thresholds),
         failures=main,
         other_failures=other,
-        other_failures_total=sum(not r.get("passed") for r in records.cases) - sum(f.kind == "case" for f in main),
+        other_failures_total=sum(not r.passed for r in records.cases) - sum(f.kind == "case" for f in main),
         conventions=conventions[0],
         conventions_source=conventions[1],
         runs=runs(records, run_env, sides or {}),

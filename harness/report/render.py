@@ -18,9 +18,9 @@ from markupsafe import Markup
 
 from harness.case import Case, CaseError
 from harness.gate import fmt_seconds
-from harness.record import publish_mode
 from harness.report import picture, svg
 from harness.report.data import FailureView, Report, SeriesRow
+from harness.store.files import publish_mode
 from harness.thresholds import fmt_bytes
 
 TEMPLATES = Path(__file__).with_name("templates")

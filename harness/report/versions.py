@@ -14,9 +14,10 @@ from typing import Any
 
 from harness import stats
 from harness.gate import SpeedComparison, compare_samples, fmt_seconds
-from harness.report.describe import Uses, failure_line
-from harness.report.describe import record_uses as _uses
-from harness.report.records import Records, bench_key, compile_key, generation, samples
+from harness.store.derive import Uses, failure_line
+from harness.store.derive import record_uses as _uses
+from harness.store.read import Records, bench_key, compile_key, generation, samples
+from harness.store.records import BenchRecord, CaseRecord, CompileRecord
 from harness.thresholds import Thresholds, fmt_bytes
 
 # Libraries whose versions name an environment, most significant first.
@@ -50,8 +51,8 @@ def environments(records: Records) -> tuple[list[Env], dict[str, Env]]:
     envs: dict[tuple[tuple[str, str], ...], Env] = {}
     run_env: dict[str, Env] = {}
     for run_id in sorted(records.run_ids):
-        run = records.runs.get(run_id, {})
-        versions = {k: str(v) for k, v in (run.get("versions") or {}).items() if v is not None}
+        run = records.runs.get(run_id)
+        versions = {k: str(v) for k, v in (run.versions if run is not None else {}).items() if v is not None}
         key = tuple(sorted(versions.items()))
         env = envs.setdefault(key, Env(key, versions))
         env.runs.append(run_id)
@@ -106,11 +107,11 @@ class SeriesRow:
 
 
 def correctness_by_version(
-    cases: list[dict[str, Any]], envs: list[Env], run_env: dict[str, Env], uses: Uses | None = None
+    cases: list[CaseRecord], envs: list[Env], run_env: dict[str, Env], uses: Uses | None = None
 ) -> list[CorrectnessRow]:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[CaseRecord]] = defaultdict(list)
     for rec in cases:
-        groups[(str(rec.get("implementation")), run_env[rec["run_id"]].label)].append(rec)
+        groups[(rec.implementation, run_env[rec.run_id].label)].append(rec)
     rows = []
     for impl in sorted({k[0] for k in groups}):
         prev: tuple[int, float] | None = None
@@ -119,7 +120,7 @@ def correctness_by_version(
             if not recs:
                 continue
             ratios = [u for r in recs for u in _uses(r, uses) if not math.isnan(u)]
-            failed = sum(not r.get("passed") for r in recs)
+            failed = sum(not r.passed for r in recs)
             worst = max(ratios, default=math.nan)
             if prev is None:
                 mv = Movement("first version", "na")
@@ -152,11 +153,11 @@ def _speed_movement(cmp: SpeedComparison, th: Thresholds) -> Movement:
 
 
 def speed_by_version(
-    benches: list[dict[str, Any]], envs: list[Env], run_env: dict[str, Env], th: Thresholds
+    benches: list[BenchRecord], envs: list[Env], run_env: dict[str, Env], th: Thresholds
 ) -> list[SeriesRow]:
     groups: dict[tuple[str, ...], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for rec in benches:
-        groups[bench_key(rec)][run_env[rec["run_id"]].label].extend(samples(rec))
+        groups[bench_key(rec)][run_env[rec.run_id].label].extend(samples(rec))
     rows = []
     for key in sorted(groups):
         impl, shape, pass_, where = key
@@ -185,12 +186,12 @@ def speed_by_version(
 
 
 def memory_by_version(
-    compiles: list[dict[str, Any]], envs: list[Env], run_env: dict[str, Env], th: Thresholds
+    compiles: list[CompileRecord], envs: list[Env], run_env: dict[str, Env], th: Thresholds
 ) -> list[SeriesRow]:
     """Compiled temp memory per TPU generation, shape and pass, moved against the gate's temp limit."""
-    groups: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    groups: dict[tuple[str, ...], dict[str, list[CompileRecord]]] = defaultdict(lambda: defaultdict(list))
     for rec in compiles:
-        groups[compile_key(rec)][run_env[rec["run_id"]].label].append(rec)
+        groups[compile_key(rec)][run_env[rec.run_id].label].append(rec)
     limit = next((lim for lim in th.limits if lim.field == "temp_bytes"), None)
     rows = []
     for key in sorted(groups, key=lambda k: (generation(k[1]), k)):
@@ -202,17 +203,17 @@ def memory_by_version(
             if not recs:
                 cells.append(SeriesCell(None, "-", "not compiled", None))
                 continue
-            if not all(r.get("ok") for r in recs):
-                bad = next(r for r in recs if not r.get("ok"))
+            if not all(r.ok for r in recs):
+                bad = next(r for r in recs if not r.ok)
                 cells.append(SeriesCell(None, "FAILS", failure_line(bad), Movement("compile fails", "worse", True)))
                 prev = None
                 continue
-            temps = [float(t) for r in recs if (t := (r.get("memory") or {}).get("temp")) is not None]
+            temps = [float(t) for r in recs if (t := (r.memory or {}).get("temp")) is not None]
             if not temps:
                 cells.append(SeriesCell(None, "?", "no memory figures recorded", None))
                 continue
             temp = stats.median(temps)
-            mem = recs[0].get("memory") or {}
+            mem = recs[0].memory or {}
             total = sum(float(mem.get(k) or 0) for k in ("argument", "output", "temp", "generated_code"))
             detail = ", ".join(f"{k} {fmt_bytes(float(v))}" for k, v in mem.items() if v is not None)
             mv = None

@@ -1,36 +1,10 @@
-"""Results records: versioned JSON, one file per result, written atomically.
+"""Writing a results store: atomic files, one run's directory, and merging stores.
 
 Layout: STORE/records/<run_id>/<name>.json, plus STORE/records/<run_id>/run.json for the
-run's metadata (kind "run": versions, machine, command, profile, status, and api_parameters:
-per implementation and wrapped API, which declared parameters the installed library has,
-harness.coverage). run_id embeds
-host, time and a random suffix, so stores from several machines merge by copying
-directories. Every record has "schema" (RECORD_SCHEMA), "kind" and "run_id"; the
-versions and machine of a record are those of its run.json.
-
-kind "case"    (<case_id>--<impl>.json): one implementation on one case: case, implementation,
-               role, backend, device (where it computed, harness.placement), empty_rows, passed,
-               error, comparisons, seconds, native (on an accelerator: harness.native timings
-               and device memory, else null), digest (a hash of the returned arrays, to the
-               bit; null when it raised), tolerance_version, exercised (the drawn API
-               parameters the case exercised, "API.param": harness.coverage); "shrunk": true and
-               "failure_file" on a minimal failure, with "located" (harness.locate.Located
-               JSON): where its errors sit.
-kind "bench"   (bench--<impl>--<shape>--<pass>.json): timing samples in seconds of one
-               implementation at one benchmark shape: implementation, backend, note, timed
-               ("jit" or "run"), device, shape {name, case}, pass ("fwd" or "fwd_bwd"), samples,
-               stats, peak_rss_bytes, device_peak_bytes (null off an accelerator). Timings
-               with backend "tpu_interpret" are never compared with "tpu" ones.
-kind "compile" (compile--<impl>--<topology>--<shape>--<pass>.json): an ahead-of-time TPU
-               compile: implementation, backend "tpu_compile_only", topology, shape {name,
-               case}, case_id, pass, ok (= passed), error, memory {argument, output, temp,
-               generated_code, alias} bytes, cost {flops, bytes_accessed, transcendentals,
-               optimal_seconds}, seconds, failure_file.
-kind "leak"    (leak--<impl>--<variant>.json): one kernel called many times one way (harness.leak):
-               leak_schema, implementation, backend, variant ("fwd-run", "fwd_bwd-jit", ...),
-               pass, via, case, case_id, calls, warmup_calls, samples {series: [one value per
-               call]}, growth [{series, slope, limit, first, last}], growing (one line per
-               series past its limit), passed, error, seconds.
+run's metadata (harness.store.records.RunRecord; its api_parameters: per implementation and
+wrapped API, which declared parameters the installed library has, harness.coverage). run_id
+embeds host, time and a random suffix, so stores from several machines merge by copying
+directories.
 
 `merge_stores` (or `python -m harness merge`) copies the runs of several stores into one.
 """
@@ -53,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from harness import compat
 from harness.case import Case
-from harness.compare import TOLERANCE_VERSION, Comparison
+from harness.compare import TOLERANCE_VERSION
+from harness.errors import InputError
+from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, now
+from harness.store.schema import RunStatus
 
 if TYPE_CHECKING:  # the runner imports jax; reading records must not
+    from harness.compile import CompileResult
     from harness.runner import CaseResult, SubjectResult
-
-RECORD_SCHEMA = 1
 
 
 def new_run_id() -> str:
@@ -136,36 +112,34 @@ def _safe(name: str) -> str:
 
 
 def subject_record(
-    case: Case, subject: SubjectResult, *, run_id: str, kind: str = "case", extra: dict | None = None
-) -> dict[str, Any]:
-    rec = {
-        "schema": RECORD_SCHEMA,
-        "kind": kind,
-        "run_id": run_id,
-        "time": dt.datetime.now(dt.UTC).isoformat(),
-        "case_id": case.case_id,
-        "case": case.to_json(),
-        "implementation": subject.implementation,
-        "role": subject.role,
-        "backend": subject.backend,
-        "device": subject.device,
-        "native": subject.native,
-        "digest": subject.digest,
-        "empty_rows": subject.empty_rows,
-        "passed": subject.passed,
-        "error": subject.error,
-        "traceback": subject.traceback,
-        "comparisons": [c.to_json() for c in subject.comparisons],
-        "seconds": subject.seconds,
-        "tolerance_version": TOLERANCE_VERSION,
-        "exercised": _exercised(subject.implementation, case),
-    }
-    rec.update(extra or {})
+    case: Case, subject: SubjectResult, *, run_id: str, shrunk: bool = False, failure_file: str | None = None
+) -> CaseRecord:
     # Where the errors sit (a few KB) on the failures the report draws: the shrunk one and any
     # with a failure file; the many failing examples met while shrinking are listed, not drawn.
-    if subject.located is not None and (rec.get("shrunk") or rec.get("failure_file")):
-        rec["located"] = subject.located.to_json()
-    return rec
+    located = subject.located.to_json() if subject.located is not None and (shrunk or failure_file) else None
+    return CaseRecord(
+        run_id=run_id,
+        time=now(),
+        case_id=case.case_id,
+        case=case.to_json(),
+        implementation=subject.implementation,
+        role=subject.role,
+        backend=subject.backend,
+        device=subject.device,
+        native=subject.native,
+        digest=subject.digest,
+        empty_rows=subject.empty_rows,
+        passed=subject.passed,
+        error=subject.error,
+        traceback=subject.traceback,
+        comparisons=[c.to_json() for c in subject.comparisons],
+        seconds=subject.seconds,
+        tolerance_version=TOLERANCE_VERSION,
+        exercised=_exercised(subject.implementation, case),
+        shrunk=shrunk,
+        failure_file=failure_file,
+        located=located,
+    )
 
 
 @dataclasses.dataclass
@@ -178,7 +152,7 @@ class RunStore:
     @classmethod
     def create(cls, root: Path | str, *, meta: dict[str, Any]) -> RunStore:
         store = cls(Path(root), new_run_id())
-        store.write_meta({**meta, "status": "running"})
+        store.write_meta({**meta, "status": RunStatus.RUNNING})
         return store
 
     @property
@@ -186,37 +160,55 @@ class RunStore:
         return self.root / "records" / self.run_id
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        base = {
-            "schema": RECORD_SCHEMA,
-            "kind": "run",
-            "run_id": self.run_id,
-            "versions": compat.library_versions(),
-            "machine": machine(),
-            "api_parameters": api_parameters(),
-        }
-        atomic_write_json(self.dir / "run.json", {**base, **meta})
+        """(Re)write run.json: this machine's versions, the installed APIs' parameters and `meta`
+        (a command's own fields, its status)."""
+        base = {"versions": compat.library_versions(), "machine": machine(), "api_parameters": api_parameters()}
+        doc = {**base, **meta, "schema": RunRecord.schema, "kind": "run", "run_id": self.run_id}
+        atomic_write_json(self.dir / "run.json", RunRecord.from_json(doc, "run.json").to_json())  # validated
 
-    def write_case(self, result: CaseResult, *, extra: dict[str, Any] | None = None) -> list[Path]:
+    def write_case(self, result: CaseResult, *, shrunk: bool = False, failure_file: str | None = None) -> list[Path]:
         paths = []
         for subject in result.subjects:
-            path = self.dir / f"{result.case.case_id}--{_safe(subject.implementation)}.json"
-            atomic_write_json(path, subject_record(result.case, subject, run_id=self.run_id, extra=extra))
-            paths.append(path)
+            rec = subject_record(result.case, subject, run_id=self.run_id, shrunk=shrunk, failure_file=failure_file)
+            paths.append(self.write(rec))
         return paths
+
+    def write(self, record: Record) -> Path:
+        """Write one record as STORE/records/<run_id>/<record_name>.json."""
+        if record.run_id != self.run_id:
+            raise ValueError(f"a record of run {record.run_id} written into run {self.run_id}")
+        path = self.dir / f"{record_name(record)}.json"
+        atomic_write_json(path, record.to_json())
+        return path
+
+
+def record_name(rec: Record) -> str:
+    """The file name (without .json) of a record in its run's directory, made file-safe.
+
+    One record per name: a case per implementation, a benchmark per shape and pass, a compile
+    per topology, shape and pass, a leak check per variant.
+    """
+    if isinstance(rec, RunRecord):
+        return "run"
+    if isinstance(rec, CaseRecord):
+        name = f"{rec.case_id}--{rec.implementation}"
+    elif isinstance(rec, BenchRecord):
+        name = f"bench--{rec.implementation}--{rec.shape.get('name')}--{rec.pass_}"
+    elif isinstance(rec, CompileRecord):
+        name = f"compile--{rec.implementation}--{rec.topology}--{rec.shape.get('name')}--{rec.pass_}"
+    else:
+        name = f"leak--{rec.implementation}--{rec.variant}"
+    return _safe(name)
 
 
 def iter_records(root: Path | str) -> Iterator[dict[str, Any]]:
-    """Every record under a store (or several merged stores), run metadata included."""
+    """Every record under a store (or several merged stores), run metadata included, as JSON."""
     for path in sorted(Path(root).glob("records/*/*.json")):
         with open(path) as f:
             yield json.load(f)
 
 
-def comparisons(record: dict[str, Any]) -> list[Comparison]:
-    return [Comparison.from_json(c) for c in record.get("comparisons", [])]
-
-
-# --- Compile and benchmark records, and merging stores from several machines ---
+# --- Compile records, and merging stores from several machines ---
 
 
 def safe_name(name: str) -> str:
@@ -224,42 +216,31 @@ def safe_name(name: str) -> str:
     return _safe(name)
 
 
-def write_record(store: RunStore, name: str, record: dict[str, Any]) -> Path:
-    """Write one record (its "kind" and fields already set) as STORE/records/<run_id>/<name>.json."""
-    path = store.dir / f"{_safe(name)}.json"
-    atomic_write_json(path, {"schema": RECORD_SCHEMA, "run_id": store.run_id, **record})
-    return path
+def compile_record(result: CompileResult, *, run_id: str) -> CompileRecord:
+    """The record of one harness.compile.CompileResult."""
+    return CompileRecord(
+        run_id=run_id,
+        time=now(),
+        implementation=result.implementation,
+        topology=result.topology,
+        shape={"name": result.shape, "case": result.case.to_json()},
+        case_id=result.case.case_id,
+        pass_=result.pass_,
+        ok=result.ok,
+        passed=result.ok,
+        error=result.error,
+        memory=result.memory,
+        cost=result.cost,
+        seconds=result.seconds,
+        failure_file=result.failure_file,
+    )
 
 
-def compile_record(result: Any, *, run_id: str) -> dict[str, Any]:
-    """A kind "compile" record from a harness.compile.CompileResult."""
-    return {
-        "schema": RECORD_SCHEMA,
-        "kind": "compile",
-        "run_id": run_id,
-        "time": dt.datetime.now(dt.UTC).isoformat(),
-        "implementation": result.implementation,
-        "backend": "tpu_compile_only",
-        "topology": result.topology,
-        "shape": {"name": result.shape, "case": result.case.to_json()},
-        "case_id": result.case.case_id,
-        "pass": result.pass_,
-        "ok": result.ok,
-        "passed": result.ok,
-        "error": result.error,
-        "memory": result.memory,
-        "cost": result.cost,
-        "seconds": result.seconds,
-        "failure_file": result.failure_file,
-    }
+def write_compile(store: RunStore, result: CompileResult) -> Path:
+    return store.write(compile_record(result, run_id=store.run_id))
 
 
-def write_compile(store: RunStore, result: Any) -> Path:
-    name = f"compile--{result.implementation}--{result.topology}--{result.shape}--{result.pass_}"
-    return write_record(store, name, compile_record(result, run_id=store.run_id))
-
-
-class MergeError(ValueError):
+class MergeError(InputError):
     """A source store that cannot be merged; nothing was copied. The message names the file."""
 
 
@@ -311,7 +292,7 @@ def merge_stores(sources: list[Path | str], dest: Path | str) -> MergeReport:
     plan: list[tuple[Path, Any, bool]] = []  # (destination, content, is a failure file)
     for source in map(Path, sources):
         if not (source / "records").is_dir():
-            raise FileNotFoundError(f"{source} is not a results store: it has no records/ directory")
+            raise MergeError(f"{source} is not a results store: it has no records/ directory; nothing was merged")
         for pattern, failure in (("records/*/*.json", False), ("failures/*.json", True)):
             for src in sorted(source.glob(pattern)):
                 plan.append((dest / src.relative_to(source), _read_source(src), failure))

@@ -1,7 +1,8 @@
 """Reading a results store fast, and choosing the runs a comparison uses.
 
-The schema is harness.record's (kinds "run", "case", "bench", "compile"). Records are
-grouped by kind once, here, so every later step walks only what it needs. A baseline or
+Records are parsed into their classes (harness.store.records) and grouped by kind once,
+here, so every later step walks only typed records of the kind it needs. A file that does
+not parse is listed in `problems`, never dropped silently. A baseline or
 candidate is named by a SPEC:
 
   PATH             a store directory (every run under PATH/records/) or one run's directory;
@@ -19,16 +20,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.record import RECORD_SCHEMA
-
-KINDS = ("run", "case", "bench", "compile", "leak")
-# Run statuses whose records are the whole of what the run was asked to do.
-COMPLETE = ("finished",)
-# Fields of a case record every reader relies on, with the type each must have.
-_CASE_FIELDS = {"implementation": str, "case_id": str, "passed": bool, "comparisons": list}
+from harness.errors import InputError
+from harness.store.records import BenchRecord, CaseRecord, CompileRecord, LeakRecord, RunRecord, from_json
+from harness.store.schema import RecordError, RunStatus
 
 
-class SpecError(ValueError):
+class SpecError(InputError):
     """A store path or run selector that selects nothing; the message says what exists."""
 
 
@@ -36,11 +33,11 @@ class SpecError(ValueError):
 class Records:
     """Records grouped by kind. runs: run_id -> run.json. problems: files that could not be read."""
 
-    runs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    cases: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    benches: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    compiles: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    leaks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    runs: dict[str, RunRecord] = dataclasses.field(default_factory=dict)
+    cases: list[CaseRecord] = dataclasses.field(default_factory=list)
+    benches: list[BenchRecord] = dataclasses.field(default_factory=list)
+    compiles: list[CompileRecord] = dataclasses.field(default_factory=list)
+    leaks: list[LeakRecord] = dataclasses.field(default_factory=list)
     roots: list[Path] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)
 
@@ -52,40 +49,29 @@ class Records:
         """Every run that has a record here, with or without its run.json."""
         ids = set(self.runs)
         for group in (self.cases, self.benches, self.compiles, self.leaks):
-            ids.update(r["run_id"] for r in group)
+            ids.update(r.run_id for r in group)
         return ids
 
-    def add(self, rec: dict[str, Any], where: str) -> None:
-        kind = rec.get("kind")
-        if rec.get("schema") != RECORD_SCHEMA:
-            self.problems.append(f"{where}: record schema {rec.get('schema')!r}, this harness reads {RECORD_SCHEMA}")
-        elif not isinstance(rec.get("run_id"), str):
-            self.problems.append(f"{where}: record has no run_id")
-        elif kind == "run":
-            self.runs[rec["run_id"]] = rec
-        elif kind == "case":
-            bad = [f"{k}={rec.get(k)!r}" for k, t in _CASE_FIELDS.items() if not isinstance(rec.get(k), t)]
-            if bad:
-                want = ", ".join(f"{k} a {t.__name__}" for k, t in _CASE_FIELDS.items())
-                self.problems.append(f"{where}: case record with {', '.join(bad)}; expected {want}")
-            else:
-                self.cases.append(rec)
-        elif kind == "leak":
-            self.leaks.append(rec)
-        elif kind == "bench":
-            self.benches.append(rec)
-        elif kind == "compile":
-            self.compiles.append(rec)
+    def add(self, doc: Any, where: str) -> None:
+        """Parse one stored document into its group, or list why it cannot be read."""
+        try:
+            rec = from_json(doc, where)
+        except RecordError as e:
+            self.problems.append(str(e))
+            return
+        if isinstance(rec, RunRecord):
+            self.runs[rec.run_id] = rec
         else:
-            self.problems.append(f"{where}: unknown record kind {kind!r}; known: {KINDS}")
+            group = {CaseRecord: self.cases, BenchRecord: self.benches, CompileRecord: self.compiles}
+            group.get(type(rec), self.leaks).append(rec)  # type: ignore[arg-type]
 
     def subset(self, run_ids: set[str]) -> Records:
         return Records(
             runs={k: v for k, v in self.runs.items() if k in run_ids},
-            cases=[r for r in self.cases if r["run_id"] in run_ids],
-            benches=[r for r in self.benches if r["run_id"] in run_ids],
-            compiles=[r for r in self.compiles if r["run_id"] in run_ids],
-            leaks=[r for r in self.leaks if r["run_id"] in run_ids],
+            cases=[r for r in self.cases if r.run_id in run_ids],
+            benches=[r for r in self.benches if r.run_id in run_ids],
+            compiles=[r for r in self.compiles if r.run_id in run_ids],
+            leaks=[r for r in self.leaks if r.run_id in run_ids],
             roots=list(self.roots),
         )
 
@@ -96,13 +82,13 @@ class Records:
         """
         out = [f"unreadable or invalid record: {p}" for p in self.problems]
         for run_id, run in sorted(self.runs.items()):
-            status = run.get("status")
-            if status == "cannot run here":
+            status = run.status
+            if status == RunStatus.CANNOT_RUN:
                 # A kernel the interpreter cannot run (Implementation.cannot_run): a result, never a pass.
-                for kernel, error in sorted((run.get("cannot_run") or {}).items()):
+                for kernel, error in sorted((run.cannot_run or {}).items()):
                     out.append(f"run {run_id}: {kernel} cannot run here: {error}")
-            elif status is not None and status not in COMPLETE:
-                why = run.get("error") or "its records are only what it finished"
+            elif status is not None and status != RunStatus.FINISHED:
+                why = run.error or "its records are only what it finished"
                 out.append(f"run {run_id} is {status!r}, not finished: {why}")
         return out
 
@@ -134,9 +120,6 @@ def _read_run_dir(run_dir: str, out: Records) -> None:
         except (OSError, ValueError) as e:
             out.problems.append(f"{path}: unreadable ({type(e).__name__}: {e})")
             continue
-        if not isinstance(rec, dict):
-            out.problems.append(f"{path}: not a JSON object")
-            continue
         out.add(rec, path)
 
 
@@ -167,8 +150,8 @@ def load(paths: list[Path | str]) -> Records:
     return out
 
 
-def _matches(run: dict[str, Any], key: str, want: str) -> bool:
-    for source in (run.get("versions") or {}, run, run.get("machine") or {}):
+def _matches(run: RunRecord, key: str, want: str) -> bool:
+    for source in (run.versions or {}, run.to_json(), run.machine or {}):
         if key in source:
             got = source[key]
             got = "" if got is None else str(got)
@@ -197,7 +180,7 @@ def select(spec: str, pool: Records) -> tuple[Records, str]:
         ids = {rid for rid, run in pool.runs.items() if all(_matches(run, k, v) for k, v in wanted)}
         if not ids:
             seen = sorted(
-                {f"{k}={(r.get('versions') or {}).get(k, r.get(k))}" for r in pool.runs.values() for k, _ in wanted}
+                {f"{k}={(r.versions or {}).get(k, r.field(k))}" for r in pool.runs.values() for k, _ in wanted}
             )
             raise SpecError(f"no run matches {spec!r}; the stores have {', '.join(seen) or 'no runs'}")
         return pool.subset(ids), f"{spec} ({len(ids)} run{'s' if len(ids) != 1 else ''})"
@@ -215,8 +198,8 @@ def select(spec: str, pool: Records) -> tuple[Records, str]:
 # --- Keys: what makes two records measure the same thing ---
 
 
-def shape_name(rec: dict[str, Any]) -> str:
-    shape = rec.get("shape")
+def shape_name(rec: BenchRecord | CompileRecord) -> str:
+    shape = rec.shape
     return str(shape.get("name")) if isinstance(shape, dict) else str(shape)
 
 
@@ -225,27 +208,27 @@ def generation(topology: str) -> str:
     return str(topology).split(":")[0]
 
 
-def bench_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
+def bench_key(rec: BenchRecord) -> tuple[str, str, str, str]:
     """(implementation, shape, pass, where): `where` is the backend, and the device when recorded.
 
     Timings on different backends (the TPU interpreter measures the harness, a TPU the
     kernel) or devices are different series and are never compared.
     """
-    where = str(rec.get("backend") or "unknown")
-    if rec.get("device"):
-        where += f" ({rec['device']})"
-    return (str(rec.get("implementation")), shape_name(rec), str(rec.get("pass")), where)
+    where = str(rec.backend or "unknown")
+    if rec.device:
+        where += f" ({rec.device})"
+    return (str(rec.implementation), shape_name(rec), str(rec.pass_), where)
 
 
-def compile_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
+def compile_key(rec: CompileRecord) -> tuple[str, str, str, str]:
     """(implementation, topology, shape, pass)."""
-    return (str(rec.get("implementation")), str(rec.get("topology")), shape_name(rec), str(rec.get("pass")))
+    return (str(rec.implementation), str(rec.topology), shape_name(rec), str(rec.pass_))
 
 
-def samples(rec: dict[str, Any]) -> list[float]:
+def samples(rec: BenchRecord) -> list[float]:
     """The finite timing samples of a bench record, in seconds."""
     out = []
-    for x in rec.get("samples") or []:
+    for x in rec.samples or []:
         try:
             v = float(x)
         except (TypeError, ValueError):

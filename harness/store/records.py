@@ -1,0 +1,254 @@
+"""The stored records, one frozen class per kind, with their JSON round trip.
+
+Writers build these and write `to_json()`; readers get them from `from_json` (through
+harness.store.read), so a field is named in one place. Field names are the JSON keys, except
+`pass_` (JSON "pass", a Python keyword). Nested values that are JSON documents of their own
+(a case, comparisons, located errors, timing samples) stay JSON here: the classes that own
+them (harness.case.Case, harness.compare.Comparison, harness.locate.Located) parse them where
+they are used, and a record whose case no longer parses can still be listed.
+
+Records written by every release so far (schema 1) load; `from_json` fills fields that older
+writers did not write with their defaults, and raises RecordError (one line) on a record it
+cannot read: an unknown schema, a missing or mistyped field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+from typing import Any, ClassVar, Self
+
+from harness.store.schema import RECORD_SCHEMA, Kind, RecordError, RunStatus, check_schema
+
+JSON = dict[str, Any]
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def _json_key(name: str) -> str:
+    return "pass" if name == "pass_" else name
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Record:
+    """Fields shared by every kind; subclasses set KIND, REQUIRED (JSON key -> type) and SPARSE."""
+
+    KIND: ClassVar[Kind]
+    # Keys a reader cannot do without, with the JSON type each must have.
+    REQUIRED: ClassVar[dict[str, type | tuple[type, ...]]] = {}
+    # Keys written only when set (not None / False), as the writers always have.
+    SPARSE: ClassVar[frozenset[str]] = frozenset()
+
+    run_id: str
+    time: str | None = None
+    schema: int = RECORD_SCHEMA
+
+    def to_json(self) -> JSON:
+        out: JSON = {"kind": str(self.KIND)}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in self.SPARSE and (value is None or value is False):
+                continue
+            out[_json_key(f.name)] = value
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "record") -> Self:
+        doc = check_schema(doc, where)
+        if doc.get("kind") != cls.KIND:
+            raise RecordError(f"{where}: a {doc.get('kind')!r} record, expected {str(cls.KIND)!r}")
+        required = {"run_id": str, **cls.REQUIRED}
+        bad = [f"{k}={doc.get(k)!r}" for k, t in required.items() if not isinstance(doc.get(k), t)]
+        if bad:
+            want = ", ".join(f"{k} a {_type_name(t)}" for k, t in required.items())
+            raise RecordError(f"{where}: {cls.KIND} record with {', '.join(bad)}; expected {want}")
+        # Keys of this class only: a record from a newer writer with extra keys still reads.
+        names = _names(cls)
+        return cls(**{names[k]: v for k, v in doc.items() if k in names})
+
+
+@functools.cache
+def _names(cls: type) -> dict[str, str]:
+    """JSON key -> field name (computed once per class: a report reads thousands of records)."""
+    return {_json_key(f.name): f.name for f in dataclasses.fields(cls)}
+
+
+def _type_name(t: type | tuple[type, ...]) -> str:
+    return " or ".join(x.__name__ for x in t) if isinstance(t, tuple) else t.__name__
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CaseRecord(_Record):
+    """One implementation on one case (STORE/records/<run_id>/<case_id>--<impl>.json)."""
+
+    KIND = Kind.CASE
+    REQUIRED = {"implementation": str, "case_id": str, "passed": bool, "comparisons": list}
+    # exercised is left out only of records written before it existed (a list otherwise, [] included).
+    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised"})
+
+    case_id: str
+    implementation: str
+    passed: bool
+    comparisons: list[JSON]  # harness.compare.Comparison JSON, one per quantity
+    case: JSON | None = None  # harness.case.Case JSON
+    role: str | None = None  # "kernel" or "oracle"
+    backend: str | None = None
+    device: str | None = None  # where it computed (harness.placement)
+    native: JSON | None = None  # on an accelerator: harness.native timings and device memory
+    digest: str | None = None  # a hash of the returned arrays, to the bit; None when it raised
+    empty_rows: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    seconds: float | None = None
+    tolerance_version: int | None = None
+    # The drawn API parameters the case exercised, "API.param" (harness.coverage.exercised);
+    # None in records written before it existed.
+    exercised: list[str] | None = None
+    shrunk: bool = False  # the minimal failure Hypothesis shrank to
+    failure_file: str | None = None  # its replayable failure file (harness.failures)
+    located: JSON | None = None  # where its errors sit (harness.locate.Located JSON)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchRecord(_Record):
+    """Timing samples of one implementation at one benchmark shape and pass (harness.bench)."""
+
+    KIND = Kind.BENCH
+
+    implementation: str | None = None
+    backend: str | None = None  # "tpu_interpret" timings are never compared with "tpu" ones
+    device: str | None = None
+    note: str = ""
+    timed: str | None = None  # "jit" or "run"
+    shape: JSON = dataclasses.field(default_factory=dict)  # {name, case}
+    pass_: str | None = None  # "fwd" or "fwd_bwd"
+    passed: bool = True
+    samples: list[Any] | None = None  # seconds, one per round
+    stats: JSON = dataclasses.field(default_factory=dict)
+    peak_rss_bytes: int | None = None
+    device_peak_bytes: int | None = None  # None off an accelerator
+    benchmark: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompileRecord(_Record):
+    """One ahead-of-time TPU compile (harness.compile): memory and cost, or the error."""
+
+    KIND = Kind.COMPILE
+
+    implementation: str | None = None
+    backend: str = "tpu_compile_only"
+    topology: str | None = None
+    shape: JSON = dataclasses.field(default_factory=dict)  # {name, case}
+    case_id: str | None = None
+    pass_: str | None = None
+    ok: bool = False
+    passed: bool = False  # = ok
+    error: str | None = None
+    memory: JSON = dataclasses.field(default_factory=dict)  # argument, output, temp, generated_code, alias bytes
+    cost: JSON = dataclasses.field(default_factory=dict)  # flops, bytes_accessed, transcendentals, optimal_seconds
+    seconds: float | None = None
+    failure_file: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LeakRecord(_Record):
+    """One kernel called many times one way (harness.leak): per-call samples and their growth."""
+
+    KIND = Kind.LEAK
+
+    leak_schema: int | None = None
+    implementation: str | None = None
+    backend: str | None = None
+    variant: str | None = None  # "fwd-run", "fwd_bwd-jit", ...
+    pass_: str | None = None
+    via: str | None = None
+    case: JSON | None = None
+    case_id: str | None = None
+    calls: int = 0
+    warmup_calls: int | None = None
+    samples: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # series -> one value per call
+    growth: list[JSON] = dataclasses.field(default_factory=list)  # {series, slope, limit, first, last}
+    growing: list[str] = dataclasses.field(default_factory=list)  # one line per series past its limit
+    passed: bool = False
+    error: str | None = None
+    seconds: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunRecord(_Record):
+    """A run's metadata (STORE/records/<run_id>/run.json): its environment, command and status.
+
+    Each command adds its own fields (`run` its kernels, summary and placement; a matrix cell
+    its cell name); those are kept in `more`, written beside the named ones.
+    """
+
+    KIND = Kind.RUN
+    # run.json files differ by command: a field a command does not record is left out, not null.
+    SPARSE = frozenset(
+        {
+            "time",
+            "status",
+            "command",
+            "profile",
+            "error",
+            "interpret",
+            "case_timeout",
+            "conventions",
+            "cannot_run",
+            "api_parameters",
+        }
+    )
+
+    status: str | None = None  # a RunStatus; None in run.json files written before it existed
+    versions: JSON = dataclasses.field(default_factory=dict)
+    machine: JSON = dataclasses.field(default_factory=dict)
+    command: list[str] | str | None = None
+    profile: str | None = None
+    error: str | None = None  # why a run failed or stopped
+    interpret: JSON | None = None  # harness.compat.InterpretOptions JSON
+    case_timeout: float | None = None
+    cannot_run: dict[str, str] | None = None  # `run`: kernel -> the interpreter's error
+    conventions: dict[str, JSON] | None = None  # implementation -> its declared conventions
+    # implementation -> wrapped API -> installed, drawn, present, absent, undeclared (harness.coverage);
+    # None in run.json files written before it existed.
+    api_parameters: dict[str, dict[str, JSON]] | None = None
+    more: JSON = dataclasses.field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status == RunStatus.FINISHED
+
+    def field(self, key: str) -> Any:
+        """A run.json field by name, named or not (run selectors match any of them)."""
+        return self.to_json().get(key)
+
+    def to_json(self) -> JSON:
+        out = super().to_json()
+        more = out.pop("more")
+        return {**more, **out}
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "record") -> Self:
+        doc = check_schema(doc, where)
+        names = {f.name for f in dataclasses.fields(cls)} - {"more"}
+        rec = super().from_json(doc, where)
+        return dataclasses.replace(rec, more={k: v for k, v in doc.items() if k not in names and k != "kind"})
+
+
+RECORDS: dict[str, type[_Record]] = {
+    cls.KIND: cls for cls in (RunRecord, CaseRecord, BenchRecord, CompileRecord, LeakRecord)
+}
+Record = RunRecord | CaseRecord | BenchRecord | CompileRecord | LeakRecord
+
+
+def from_json(doc: Any, where: str = "record") -> Record:
+    """The record `doc` holds, of the class its "kind" names; RecordError (one line) if it cannot be read."""
+    doc = check_schema(doc, where)
+    cls = RECORDS.get(doc.get("kind"))
+    if cls is None:
+        raise RecordError(f"{where}: unknown record kind {doc.get('kind')!r}; known: {tuple(map(str, RECORDS))}")
+    return cls.from_json(doc, where)  # type: ignore[return-value]

@@ -1,0 +1,232 @@
+"""The import graph: no cycle, and no import from a lower layer into a higher one (README "Layout").
+
+Layers, lowest first; a module may import its own group and any lower layer, never a higher
+layer or a sibling group of its own layer. Kernels and oracles (the plug-ins) use the core
+only, and nothing imports them: the registry finds them by name (harness.contract). Imports
+inside functions count (they are dependencies all the same); imports under
+`if TYPE_CHECKING:` do not (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("harness", "kernels", "oracles")
+
+# (layer, {group: module prefixes}). A prefix names a module and everything under it.
+LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
+    (
+        "core",
+        {
+            "core": (
+                "harness",  # the package itself: its __init__ re-exports the core
+                "harness.errors",
+                "harness.exit_codes",
+                "harness.case",
+                "harness.masks",
+                "harness.paging",
+                "harness.inputs",
+                "harness.compare",
+                "harness.magnitudes",
+                "harness.locate",
+                "harness.strips",
+                "harness.contract",
+                "harness.compat",
+                "harness.placement",
+                "harness.jaxvjp",
+                "harness.torchvjp",
+                "harness.reference",
+                "harness.extended",
+                "harness.coverage",
+                "harness.shapes",
+                "harness.strategies",
+                "harness.profiles",
+                "harness.stats",
+                "harness.thresholds",
+            )
+        },
+    ),
+    # Implementations plug into the core's contract; the store records results. Neither knows the other.
+    ("plug-ins and store", {"plug-ins": ("kernels", "oracles"), "store": ("harness.store",)}),
+    ("tooling", {"tooling": ("harness.native", "harness.bench", "harness.compile", "harness.crosscheck")}),
+    (
+        "running",
+        {
+            "running": (
+                "harness.execute",
+                "harness.runner",
+                "harness.worker",
+                "harness.search",
+                "harness.failures",
+                "harness.leak",
+            ),
+            "environments": ("harness.envs", "harness.matrix", "harness.upgrade", "harness.bisect"),
+        },
+    ),
+    ("gate", {"gate": ("harness.gate", "harness.drift")}),
+    ("report", {"report": ("harness.report",)}),
+    ("cli", {"cli": ("harness.cli", "harness.__main__", "harness.commands", "harness.console")}),
+]
+
+
+PLUG_INS = "plug-ins"
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """The known modules `path` imports. `from pkg import name` imports pkg.name when that is a
+    module, else pkg itself (a parent package is initialised first anyway: not a dependency)."""
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                if sub in known:
+                    out.add(sub)
+                elif node.module in known:
+                    out.add(node.module)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports(path, set(mods)) - {name} for name, path in mods.items()}
+
+
+def place(module: str) -> tuple[int, str]:
+    """(layer index, group) of `module`: its longest matching prefix."""
+    best = None
+    for index, (_, groups) in enumerate(LAYERS):
+        for group, prefixes in groups.items():
+            for prefix in prefixes:
+                if module == prefix or module.startswith(prefix + "."):
+                    if best is None or len(prefix) > best[0]:
+                        best = (len(prefix), index, group)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer: add it to tests/test_layers.py LAYERS and the README")
+    return best[1], best[2]
+
+
+def violations(edges: dict[str, set[str]]) -> list[str]:
+    out = []
+    for src, dsts in sorted(edges.items()):
+        s_layer, s_group = place(src)
+        for dst in sorted(dsts):
+            d_layer, d_group = place(dst)
+            if d_group == PLUG_INS and s_group != PLUG_INS:
+                out.append(f"{src} imports {dst}: plug-ins are found through the registry, never imported")
+            elif d_layer > s_layer:
+                out.append(f"{src} ({LAYERS[s_layer][0]}) imports {dst} ({LAYERS[d_layer][0]}): upward")
+            elif d_layer == s_layer and d_group != s_group:
+                out.append(f"{src} ({s_group}) imports {dst} ({d_group}): sibling groups must not")
+    return out
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in modules():
+        place(module)
+
+
+def test_no_module_imports_upward_or_across() -> None:
+    assert violations(graph()) == []
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert cycles(graph()) == []
+
+
+# The checks themselves, on planted graphs: each must fail on the mistake it is for.
+@pytest.mark.parametrize(
+    ("edges", "found"),
+    [
+        pytest.param({"harness.case": {"harness.runner"}}, "upward", id="core-imports-running"),
+        pytest.param({"harness.gate": {"harness.report.data"}}, "upward", id="gate-imports-report"),
+        pytest.param({"harness.runner": {"oracles.jax_reference"}}, "registry", id="running-imports-a-plug-in"),
+        pytest.param({"kernels.pallas_flash": {"harness.execute"}}, "upward", id="a-plug-in-imports-running"),
+        pytest.param({"harness.store.read": {"kernels.pallas_flash"}}, "registry", id="store-imports-a-plug-in"),
+        pytest.param({"harness.upgrade": {"harness.runner"}}, "sibling", id="environments-import-running"),
+    ],
+)
+def test_a_planted_upward_import_is_found(edges: dict[str, set[str]], found: str) -> None:
+    (got,) = violations(edges)
+    assert found in got
+
+
+def test_a_planted_cycle_is_found() -> None:
+    edges = {"harness.runner": {"harness.worker"}, "harness.worker": {"harness.execute"}, "harness.execute": set()}
+    assert cycles(edges) == []
+    edges["harness.execute"] = {"harness.runner"}
+    assert cycles(edges) == [["harness.execute", "harness.runner", "harness.worker"]]
+
+
+def test_type_checking_imports_are_not_dependencies(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    guarded = ["from typing import TYPE_CHECKING", "if TYPE_CHECKING:", "    import harness.runner"]
+    source.write_text("\n".join([*guarded, "import harness.case"]) + "\n")
+    known = {"harness.runner", "harness.case"}
+    assert imports(source, known) == {"harness.case"}
