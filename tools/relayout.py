@@ -34,7 +34,7 @@ MOVES: dict[str, str] = {
     **dict.fromkeys(
         (
             "errors exit_codes case masks paging inputs compare magnitudes locate strips contract compat "
-            "placement jaxvjp torchvjp reference shapes strategies profiles"
+            "placement jaxvjp torchvjp reference extended coverage shapes strategies profiles"
         ).split(),
         "core",
     ),
