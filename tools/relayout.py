@@ -34,12 +34,12 @@ MOVES: dict[str, str] = {
     **dict.fromkeys(
         (
             "errors exit_codes case masks paging inputs compare magnitudes locate strips contract compat "
-            "placement jaxvjp torchvjp reference extended coverage shapes strategies profiles"
+            "placement jaxvjp torchvjp reference extended coverage shapes strategies profiles features smoke"
         ).split(),
         "core",
     ),
     **dict.fromkeys("native bench compile crosscheck".split(), "tpu"),
-    **dict.fromkeys("execute runner worker search failures leak".split(), "running"),
+    **dict.fromkeys("execute runner worker search failures leak shards".split(), "running"),
     **dict.fromkeys("envs matrix upgrade bisect".split(), "environments"),
     **dict.fromkeys("gate drift thresholds stats".split(), "gate"),
     **dict.fromkeys("cli console commands".split(), "cli"),
