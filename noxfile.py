@@ -23,7 +23,7 @@ DEFAULT_CONSTRAINTS = "constraints/default.txt"
 STORE = "reports/store"
 # Exit code of a harness command for a discrepancy or a failed compile: the matrix records it
 # and goes on. A crash must not pass for one (Python exits 1 on an uncaught exception too),
-# so matrix steps run through HARNESS, which turns a crash into 3 (harness.exit_codes.EXIT_HARNESS).
+# so matrix steps run through HARNESS, which turns a crash into 3 (harness.core.exit_codes.EXIT_HARNESS).
 RECORDED_FAILURE = 1
 CANNOT_RUN = 4
 
@@ -31,17 +31,17 @@ CANNOT_RUN = 4
 def _load(name: str):  # noqa: ANN202 - a module object
     # By path, without importing the harness package: its dependencies are not installed yet.
     # The modules named here import only the standard library at import time.
-    spec = importlib.util.spec_from_file_location(f"_harness_{name}", ROOT / "harness" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_harness_{Path(name).name}", ROOT / "harness" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
 
-MATRIX = _load("matrix")
-COMPAT = _load("compat")
+MATRIX = _load("environments/matrix")
+COMPAT = _load("core/compat")
 # `python -c HARNESS ...`: the CLI, with a crash (even while importing) exiting 3, never 1.
-HARNESS = _load("exit_codes").ENTRY
+HARNESS = _load("core/exit_codes").ENTRY
 
 
 def interpreter(version: str) -> str:
@@ -125,8 +125,10 @@ REQUIRE_TPU = "--require-tpu"
 
 
 def _has_tpu(session: nox.Session) -> bool:
-    """Whether JAX in the session's environment sees a TPU (harness.compat decides)."""
-    out = session.run("python", "-c", "from harness import compat; print(compat.has_tpu())", silent=True, log=False)
+    """Whether JAX in the session's environment sees a TPU (harness.core.compat decides)."""
+    out = session.run(
+        "python", "-c", "from harness.core import compat; print(compat.has_tpu())", silent=True, log=False
+    )
     return str(out).strip().splitlines()[-1:] == ["True"]
 
 
@@ -167,11 +169,11 @@ def bench(session: nox.Session) -> None:
 # Prints the kernels that register in an environment after this marker (one line, space-separated):
 # jax may write warnings to the same output.
 KERNELS_MARKER = "kernels:"
-LIST_KERNELS = f"from harness import contract; print({KERNELS_MARKER!r}, *contract.names('kernel'))"
+LIST_KERNELS = f"from harness.core import contract; print({KERNELS_MARKER!r}, *contract.names('kernel'))"
 
 
 def _kernels(session: nox.Session) -> list[str]:
-    """The kernels that register in the session's environment (harness.contract decides)."""
+    """The kernels that register in the session's environment (harness.core.contract decides)."""
     out = str(session.run("python", "-c", LIST_KERNELS, silent=True, log=False))
     lines = [ln for ln in out.splitlines() if ln.startswith(KERNELS_MARKER)]
     if not lines:
@@ -181,20 +183,20 @@ def _kernels(session: nox.Session) -> list[str]:
 
 @nox.session
 @nox.parametrize(["python", "cell"], [nox.param(interpreter(c.python), c, id=c.name) for c in MATRIX.CELLS])
-def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.matrix.Cell
+def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.environments.matrix.Cell
     """One library-version cell: every kernel that installs there (ci profile), the compile checks, the benchmarks."""
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text(cell.constraints((ROOT / DEFAULT_CONSTRAINTS).read_text()))
     # --no-deps for the project: a cell without torch must not pull it in as a dependency.
     session.install("-c", str(constraints), "--no-deps", "-e", ".")
     session.install("-c", str(constraints), *MATRIX.COMMON, *cell.pins())
-    session.run("python", "-c", "from harness import compat; print(compat.library_versions())")
+    session.run("python", "-c", "from harness.core import compat; print(compat.library_versions())")
     # Runs go on after a recorded discrepancy (exit 1), so every cell yields all its records;
     # bad usage (2) or a crash stops the cell.
-    # 4: a kernel that cannot run in this cell (recorded with its error, harness.exit_codes.EXIT_CANNOT_RUN).
+    # 4: a kernel that cannot run in this cell (recorded with its error, harness.core.exit_codes.EXIT_CANNOT_RUN).
     ok = [0, RECORDED_FAILURE, CANNOT_RUN]
     harness = ("python", "-c", HARNESS)
-    # Every kernel that registers here, derandomized, with its case budget (harness.matrix.EXAMPLES).
+    # Every kernel that registers here, derandomized, with its case budget (harness.environments.matrix.EXAMPLES).
     for argv in MATRIX.run_steps(_kernels(session)):
         session.run(*harness, *argv, "--out", STORE, *session.posargs, success_codes=ok)
     session.run(*harness, "compile", "--out", STORE, success_codes=ok)

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import thresholds  # noqa: E402
+from harness.gate import thresholds  # noqa: E402
 from harness.report import conventions, data, render  # noqa: E402
 from harness.store import read as records  # noqa: E402
 from tests import record_builders as rb  # noqa: E402

@@ -3,7 +3,7 @@ here, each against the oracles the matrix runs, as CPU seconds of this process (
 
 The matrix draws derandomized cases, so a kernel's first N cases in a cell are the cases measured
 here (for the same capabilities); their CPU time bounds their wall time on an otherwise idle
-machine whatever the load now (wall time under load measures the load). harness.matrix.EXAMPLES is
+machine whatever the load now (wall time under load measures the load). harness.environments.matrix.EXAMPLES is
 chosen from these figures (tests/test_matrix.py holds it to them).
 
     python benchmarks/matrix_budget.py [--examples N] [--kernel K ...] [--out FILE]
@@ -21,14 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import compat, contract  # noqa: E402 - after the path set-up, so this checkout is measured
-from harness.commands.run import RULER  # noqa: E402
-from harness.search import search  # noqa: E402
+from harness.cli.commands.run import RULER  # noqa: E402
+from harness.core import compat, contract  # noqa: E402 - after the path set-up, so this checkout is measured
+from harness.running.search import search  # noqa: E402
 from harness.store.files import atomic_write_json  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "matrix_budget.json"
 # The start of one `python -m harness run` process: imports and the registry (every kernel module).
-STARTUP = "import harness.commands.run; from harness import contract; contract.registry()"
+STARTUP = "import harness.cli.commands.run; from harness.core import contract; contract.registry()"
 
 
 def _startup_cpu_s() -> float:
@@ -46,7 +46,7 @@ def measure(kernel: contract.Implementation, oracles: list[contract.Implementati
     cpu, wall, cases = [], [], []
     last = {"cpu": time.process_time(), "wall": time.perf_counter()}
 
-    def on_result(result) -> None:  # noqa: ANN001 - a harness.runner.CaseResult
+    def on_result(result) -> None:  # noqa: ANN001 - a harness.running.runner.CaseResult
         now_cpu, now_wall = time.process_time(), time.perf_counter()
         cpu.append(round(now_cpu - last["cpu"], 3))
         wall.append(round(now_wall - last["wall"], 3))

@@ -1,9 +1,9 @@
 """How far an oracle's error strays from the ruler's: the factor each case needs under the tolerance rule.
 
-For each case the rule is err <= factor x ruler_err + floor x magnitude (harness.compare);
+For each case the rule is err <= factor x ruler_err + floor x magnitude (harness.core.compare);
 this prints the factor the case needs, (err - floor x magnitude) / ruler_err, per shape:
 its maximum, 99th percentile and median, and how many cases fail at the table's factor.
-IMPLEMENTATION_FACTORS in harness/compare.py is set from these figures.
+IMPLEMENTATION_FACTORS in harness/core/compare.py is set from these figures.
 
     python benchmarks/oracle_error.py [--oracle torch_sdpa] [--dtype float32] [--regime large]
         [--shape LQ,LK,D ...] [--seeds N] [--out FILE]
@@ -20,12 +20,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import compat  # noqa: E402
-from harness.case import Case  # noqa: E402
-from harness.compare import TOLERANCES, compare  # noqa: E402
-from harness.contract import resolve  # noqa: E402
-from harness.inputs import make_inputs  # noqa: E402
-from harness.runner import Reference  # noqa: E402
+from harness.core import compat  # noqa: E402
+from harness.core.case import Case  # noqa: E402
+from harness.core.compare import TOLERANCES, compare  # noqa: E402
+from harness.core.contract import resolve  # noqa: E402
+from harness.core.inputs import make_inputs  # noqa: E402
+from harness.running.runner import Reference  # noqa: E402
 from harness.store.files import atomic_write_json  # noqa: E402
 
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import harness  # noqa: F401  (JAX platform set-up before jax is imported)
-from harness import contract, reference
-from harness.search import search
+from harness.core import contract, reference
+from harness.running.search import search
 from harness.store.files import RunStore, atomic_write_json
 
 CALLS = {"seconds": 0.0, "count": 0}
@@ -63,7 +63,7 @@ def main() -> None:
         "calls": CALLS["count"],
         "overhead_ratio": wall / CALLS["seconds"],
         "target_ratio": 1.2,
-        "versions": harness.compat.library_versions(),
+        "versions": harness.core.compat.library_versions(),
     }
     atomic_write_json(args.out, figures)
     print(json.dumps(figures, indent=1))

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402,F401 - JAX platform set-up before jax is imported
-from harness import contract, features, runner, search  # noqa: E402
+from harness.core import contract, features  # noqa: E402
+from harness.running import runner, search  # noqa: E402
 from harness.store.files import atomic_write_json  # noqa: E402
 
 

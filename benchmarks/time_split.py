@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402,F401 - JAX platform set-up before jax is imported
-from harness import compat, contract, reference  # noqa: E402
-from harness.search import search  # noqa: E402
+from harness.core import compat, contract, reference  # noqa: E402
+from harness.running.search import search  # noqa: E402
 from harness.store.files import RunStore, atomic_write_json  # noqa: E402
 
 STEPS = ("kernel", "truth", "ruler", "torch", "harness")
@@ -104,7 +104,7 @@ def instrument(split: Split, kernel: contract.Implementation, oracles: list[cont
     kernel.run = split.wrap("kernel", kernel.run)
     for oracle in oracles:
         oracle.run = split.wrap("torch" if oracle.framework == "torch" else oracle.name, oracle.run)
-    # The runner calls them as reference.truth / reference.run_reference (harness.reference).
+    # The runner calls them as reference.truth / reference.run_reference (harness.core.reference).
     reference.truth = split.wrap("truth", reference.truth)
     reference.run_reference = split.wrap("ruler", reference.run_reference)
 

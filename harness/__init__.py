@@ -1,18 +1,18 @@
 """Differential and regression harness for attention kernels.
 
-Pipeline: a Case (harness.case) is drawn (harness.strategies), run through a kernel and
-the oracles (harness.runner), compared with a float64 truth (harness.compare), recorded
-(harness.store) and reported. Kernels and oracles register through harness.contract.
+Pipeline: a Case (harness.core.case) is drawn (harness.core.strategies), run through a kernel and
+the oracles (harness.running.runner), compared with a float64 truth (harness.core.compare), recorded
+(harness.store) and reported. Kernels and oracles register through harness.core.contract.
 """
 
-from harness import compat as _compat
+from harness.core import compat as _compat
 
 # Before anything imports jax: keep JAX off a TPU plugin that has no TPU to find.
 _compat.default_platforms_env()
 
-from harness.case import Case, CaseError  # noqa: E402
-from harness.compare import TOLERANCES, Comparison, Tolerance, compare  # noqa: E402
-from harness.contract import (  # noqa: E402
+from harness.core.case import Case, CaseError  # noqa: E402
+from harness.core.compare import TOLERANCES, Comparison, Tolerance, compare  # noqa: E402
+from harness.core.contract import (  # noqa: E402
     Capabilities,
     ContractError,
     Conventions,
@@ -22,7 +22,7 @@ from harness.contract import (  # noqa: E402
     registry,
     resolve,
 )
-from harness.masks import Mask, Segments  # noqa: E402
+from harness.core.masks import Mask, Segments  # noqa: E402
 
 __all__ = [
     "TOLERANCES",

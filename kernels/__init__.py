@@ -1,1 +1,1 @@
-"""Kernels under test: one adapter module each, registered with harness.contract.register."""
+"""Kernels under test: one adapter module each, registered with harness.core.contract.register."""

@@ -6,18 +6,18 @@ kernel module (kernels/tokamax_*.py) built on `TokamaxAttention` here; a module 
 implementation cannot run on this host registers nothing. Whether tokamax is usable is
 decided by importing it and reading its signature (`available`), never by version numbers:
 in an environment without it the modules are skipped like a missing torch
-(harness.contract.OPTIONAL_FRAMEWORKS).
+(harness.core.contract.OPTIONAL_FRAMEWORKS).
 
 The API takes the case's native parameters: `is_causal` (top-left), `query_seq_lengths` and
-`key_value_seq_lengths` (harness.masks.Lengths q and kv), `bias`, `scale`, GQA heads, and:
+`key_value_seq_lengths` (harness.core.masks.Lengths q and kv), `bias`, `scale`, GQA heads, and:
 - `local_window_size=(before, after)`: a window at offset 0 when q_len == kv_len (an unbounded
   side as the sequence length, which bounds nothing). tokamax builds the window from key positions
   for the query rows too, so with q_len != kv_len it fails or mis-shapes: such windows, and every
   window at another offset, go in through `mask` (docs/findings/tokamax_local_window_unequal_lengths.md).
 - `mask`: a boolean [batch, q_heads, q_len, kv_len] array for the components that have no
   parameter of their own (chunk, block-sparse, segments, per-head masks, those windows), built from
-  the mask description by harness.masks.dense_mask; is_causal and the lengths still go in natively.
-- `logits_soft_cap`: the case's soft cap (harness.paging.soft_cap), where the implementation
+  the mask description by harness.core.masks.dense_mask; is_causal and the lengths still go in natively.
+- `logits_soft_cap`: the case's soft cap (harness.core.paging.soft_cap), where the implementation
   takes one (a probe call; tokamax's cudnn path raises NotImplementedError).
 - `precision`: blocks flag precision_highest=1 passes jax.lax.Precision.HIGHEST (absent: None,
   the default); it changes how a backend rounds the matmuls (a TPU's default float32 matmul
@@ -46,13 +46,13 @@ import tokamax
 from absl import flags
 from hypothesis import strategies as st
 
-from harness import compat, paging, placement
-from harness import coverage as cov
-from harness.case import DTYPES, Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs
-from harness.inputs import Inputs
-from harness.jaxvjp import jax_outputs
-from harness.masks import Mask, Window, dense_mask
+from harness.core import compat, paging, placement
+from harness.core import coverage as cov
+from harness.core.case import DTYPES, Case
+from harness.core.contract import Capabilities, Conventions, Implementation, Outputs
+from harness.core.inputs import Inputs
+from harness.core.jaxvjp import jax_outputs
+from harness.core.masks import Mask, Window, dense_mask
 
 # The parameters the adapter passes; a tokamax without one of them is not usable here.
 NEEDED = (

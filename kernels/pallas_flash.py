@@ -22,12 +22,12 @@ import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
-from harness import compat, placement
-from harness import coverage as cov
-from harness.case import DTYPES, Case
-from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
-from harness.inputs import Inputs
-from harness.jaxvjp import jax_outputs
+from harness.core import compat, placement
+from harness.core import coverage as cov
+from harness.core.case import DTYPES, Case
+from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.inputs import Inputs
+from harness.core.jaxvjp import jax_outputs
 
 # Tiles along a key axis must be whole multiples of the 128 TPU lanes: the kernel
 # raises "block_k=... should be a multiple of 128" otherwise (flash_attention.py, MIN_BLOCK_SIZE).
@@ -121,7 +121,7 @@ API = (
         ),
     ),
 )
-# Tiling classes of the forward pass (harness.features): a single tile per axis; several query
+# Tiling classes of the forward pass (harness.core.features): a single tile per axis; several query
 # tiles; several major key blocks per sequence; several inner key steps per major block.
 TILINGS = ("one_tile", "several_q_tiles", "several_major", "several_minor")
 

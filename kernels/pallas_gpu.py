@@ -22,13 +22,13 @@ import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import attention as upstream
 
-from harness import compat, placement
-from harness import coverage as cov
-from harness.case import DTYPES, Case
-from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
-from harness.inputs import Inputs
-from harness.jaxvjp import jax_outputs
-from harness.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED
+from harness.core import compat, placement
+from harness.core import coverage as cov
+from harness.core.case import DTYPES, Case
+from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.inputs import Inputs
+from harness.core.jaxvjp import jax_outputs
+from harness.core.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED
 
 # Tile sizes: Triton's tl.dot needs every matmul dimension >= 16; the kernel slices
 # whole tiles, so each must divide its sequence ("q_seq_len=... must be a multiple of

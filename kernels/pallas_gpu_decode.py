@@ -5,7 +5,7 @@ split over `k_splits` parallel key ranges whose partial softmaxes are merged at 
 Native on a GPU (Triton), otherwise the same kernel code with `interpret=True` on CPU.
 `mqa` serves one kv head, `gqa` several; the adapter calls `mqa` for kv_heads == 1 and
 `gqa` otherwise, so both public entry points are under test. The case's per-row key
-lengths and starts (harness.masks.Lengths kv, kv_starts) go in as kv_seq_len and start_idx.
+lengths and starts (harness.core.masks.Lengths kv, kv_starts) go in as kv_seq_len and start_idx.
 
 blocks: block_h, block_k, k_splits (upstream's names and meaning).
 
@@ -24,12 +24,12 @@ import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import decode_attention as upstream
 
-from harness import compat, placement
-from harness import coverage as cov
-from harness.case import DTYPES, Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
-from harness.inputs import Inputs
-from harness.jaxvjp import jax_outputs
+from harness.core import compat, placement
+from harness.core import coverage as cov
+from harness.core.case import DTYPES, Case
+from harness.core.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.inputs import Inputs
+from harness.core.jaxvjp import jax_outputs
 
 BLOCKS = ("block_h", "block_k", "k_splits")
 # Triton's tl.dot needs every matmul dimension >= 16: "block_k must be >= 16" and each of the

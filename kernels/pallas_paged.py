@@ -3,8 +3,8 @@
 One query per sequence attends to that sequence's KV cache, held in pages of a shared pool
 and found through a page table. Native on a TPU, otherwise the same kernel code under the
 Pallas TPU interpreter. The case is an ordinary attention case with q_len 1 and per-row key
-lengths (harness.masks.Lengths); the adapter scatters the dense K/V into a pool through a
-seeded, non-identity page table (harness.paging) and calls the kernel through its own API.
+lengths (harness.core.masks.Lengths); the adapter scatters the dense K/V into a pool through a
+seeded, non-identity page table (harness.core.paging) and calls the kernel through its own API.
 The oracles compute the truth from the dense K/V and never see pages.
 
 blocks (the page layout; none changes the mathematics): page_size, pages_per_compute_block,
@@ -13,7 +13,7 @@ blocks (the page layout; none changes the mathematics): page_size, pages_per_com
   absent: None), split_seq_dim (inline_seq_dim=False; absent: the default True).
 kv_format "int8": the pages are QuantizedTensor(int8 codes, scales) (quantization_utils); float32
   cases only so (float32 pages are computed at bfloat16 precision: docs/findings/pallas_paged_float32_pages_bf16.md).
-soft cap (harness.paging.soft_cap): passed as attn_logits_soft_cap where this release's signature has it.
+soft cap (harness.core.paging.soft_cap): passed as attn_logits_soft_cap where this release's signature has it.
 
 `dropin(fn)` tests a replacement with the upstream signature:
     paged_attention(q, k_pages, v_pages, lengths, page_indices, *, mask_value,
@@ -32,12 +32,12 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import paged_attention as upstream
 from jax.experimental.pallas.ops.tpu.paged_attention import quantization_utils
 
-from harness import compat, paging, placement
-from harness import coverage as cov
-from harness.case import Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
-from harness.inputs import Inputs, int8_grid
-from harness.jaxvjp import jax_outputs
+from harness.core import compat, paging, placement
+from harness.core import coverage as cov
+from harness.core.case import Case
+from harness.core.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.inputs import Inputs, int8_grid
+from harness.core.jaxvjp import jax_outputs
 
 PAGE_SIZES = (8, 16, 32, 64)
 LAYOUT = ("page_size", "pages_per_compute_block", "spare_pages")

@@ -2,11 +2,11 @@
 
 Mixed prefill and decode: sequence b has q[b] new queries, the last q[b] positions of its
 kv[b] keys, attending causally (bottom-right, per row) to its paged KV cache. The case is an
-ordinary attention case: q_len and kv_len are the padded maxima, harness.masks.Lengths holds
+ordinary attention case: q_len and kv_len are the padded maxima, harness.core.masks.Lengths holds
 q[b] <= kv[b] per row, and the mask is causal "bottom_right", which the dense mask aligns per
 row at the valid lengths. The adapter packs the real queries of every row into the kernel's
 ragged layout (cu_q_lens), scatters K and V into one combined page pool through a seeded,
-non-identity page table (harness.paging; k at even, v at odd combined heads), and unpacks the
+non-identity page table (harness.core.paging; k at even, v at odd combined heads), and unpacks the
 output. Padding query rows are not produced by the ragged layout: the adapter returns them
 as NaN and declares that (empty_rows "nan"); the dense mask gives them no visible key.
 
@@ -19,9 +19,9 @@ blocks: page_size, num_kv_pages_per_block, num_queries_per_block (both block siz
   the kernel gets k_scale (v_scale) = 2**e, which it multiplies back in float32 before its matmuls.
   A power of two scales exactly, so the mathematics is unchanged and a scale applied wrongly (or
   not at all) is off by 2**e.
-sliding window: the case's window in the SLIDING_WINDOW form (harness.masks), the last w keys up
+sliding window: the case's window in the SLIDING_WINDOW form (harness.core.masks), the last w keys up
   to each query's position, goes in as sliding_window=w.
-soft cap (harness.paging.soft_cap): soft_cap, where this release's signature has it.
+soft cap (harness.core.paging.soft_cap): soft_cap, where this release's signature has it.
 
 `dropin(fn)` tests a replacement with the upstream signature:
     ragged_paged_attention(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *, sm_scale,
@@ -41,13 +41,13 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import ragged_paged_attention as upstream
 
-from harness import compat, paging, placement
-from harness import coverage as cov
-from harness.case import Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
-from harness.inputs import Inputs, make_inputs
-from harness.jaxvjp import jax_outputs
-from harness.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW, Lengths, Mask
+from harness.core import compat, paging, placement
+from harness.core import coverage as cov
+from harness.core.case import Case
+from harness.core.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.inputs import Inputs, make_inputs
+from harness.core.jaxvjp import jax_outputs
+from harness.core.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW, Lengths, Mask
 
 LAYOUT = ("page_size", "num_kv_pages_per_block", "num_queries_per_block", "spare_pages")
 # Optional: the exponent e of a power-of-two k_scale / v_scale (module docstring).
@@ -271,7 +271,7 @@ def _probe(fn: Callable[..., Any]) -> str | None:
     """The interpreter's error on PROBE, or None when the kernel runs (once per function)."""
     if compat.has_tpu():
         return None
-    from harness.errors import one_line as _one_line
+    from harness.core.errors import one_line as _one_line
 
     try:
         PallasRaggedPaged(fn).run(PROBE, make_inputs(PROBE), grads=False)

@@ -4,8 +4,8 @@ Native on a TPU, otherwise the same kernel code under the Pallas TPU interpreter
 Splash takes its mask as objects (CausalMask, LocalMask, ChunkedCausalMask, NumpyMask,
 combined with `&` and per head with MultiHeadMask); the adapter builds them from the
 case's mask description with splash's own classes, so splash's mask code is under test
-and the oracles' dense mask (harness.masks.dense_mask) stays independent of it. Valid
-lengths (harness.masks.Lengths) go in as segment ids, as splash's users mask padding:
+and the oracles' dense mask (harness.core.masks.dense_mask) stays independent of it. Valid
+lengths (harness.core.masks.Lengths) go in as segment ids, as splash's users mask padding:
 padded queries and keys get ids of their own (PAD_Q, PAD_KV) that nothing else has.
 
 `dropin(fn)` tests a replacement for the upstream kernel factory. Its signature is
@@ -36,13 +36,13 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import splash_attention as upstream
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
 
-from harness import compat, placement
-from harness import coverage as cov
-from harness.case import Case
-from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
-from harness.inputs import Inputs
-from harness.jaxvjp import jax_outputs
-from harness.masks import MASK_COMPONENTS, Mask
+from harness.core import compat, placement
+from harness.core import coverage as cov
+from harness.core.case import Case
+from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.inputs import Inputs
+from harness.core.jaxvjp import jax_outputs
+from harness.core.masks import MASK_COMPONENTS, Mask
 
 # Every tile is whole multiples of the 128 TPU lanes: the kernel raises "bkv_compute=...
 # must be a multiple of 128" and "block_q must be a multiple of 128" (with segment ids,
@@ -80,7 +80,7 @@ def _splash_blocks(draw: Any, case: Case) -> dict[str, int]:
     return blocks
 
 
-# Segment ids the adapter gives padding (harness.masks.Lengths): query rows past a batch row's
+# Segment ids the adapter gives padding (harness.core.masks.Lengths): query rows past a batch row's
 # valid length, and keys outside its [kv_start, kv_end). Negative, so no drawn id (>= 0) meets them,
 # and different, so padding never sees padding.
 PAD_Q, PAD_KV = -1, -2
@@ -201,7 +201,7 @@ API = (
 
 def segment_ids(case: Case) -> tuple[np.ndarray, np.ndarray] | None:
     """(q ids [batch, q_len], kv ids [batch, kv_len]): the case's segment ids, with padding
-    (harness.masks.Lengths) given ids of its own, as splash's users mask padding; None when neither."""
+    (harness.core.masks.Lengths) given ids of its own, as splash's users mask padding; None when neither."""
     m = case.mask
     if m.segments is None and m.lengths is None:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.contract import register
+from harness.core.contract import register
 from kernels._tokamax import TokamaxAttention, available
 
 IMPLEMENTATION = "xla"

@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness import coverage as cov
-from harness.case import DTYPES, Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs, register
-from harness.inputs import Inputs
-from harness.torchvjp import repeat_kv, torch_outputs
+from harness.core import coverage as cov
+from harness.core.case import DTYPES, Case
+from harness.core.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.inputs import Inputs
+from harness.core.torchvjp import repeat_kv, torch_outputs
 
 
 def api(*, bias: bool) -> cov.Api:

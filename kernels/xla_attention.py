@@ -25,13 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
 
-from harness import compat, extended, placement
-from harness import coverage as cov
-from harness.case import DTYPES, FLOAT64, Case
-from harness.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
-from harness.inputs import Inputs
-from harness.jaxvjp import jax_outputs
-from harness.masks import WINDOW_ALIGNED, Mask
+from harness.core import compat, extended, placement
+from harness.core import coverage as cov
+from harness.core.case import DTYPES, FLOAT64, Case
+from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.inputs import Inputs
+from harness.core.jaxvjp import jax_outputs
+from harness.core.masks import WINDOW_ALIGNED, Mask
 
 # Present (value 1) in a case's blocks: causal, window and lengths go in as the boolean `mask`
 # argument instead of their own parameters. Never changes the mathematics, as blocks never do.
@@ -221,7 +221,7 @@ class DotProductAttention(Implementation):
         return self._call(case, residual=False)
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        # float64 only around the call (harness.compat.enable_x64); every other dtype without it.
+        # float64 only around the call (harness.core.compat.enable_x64); every other dtype without it.
         wide = compat.enable_x64() if case.dtype == FLOAT64 else contextlib.nullcontext()
         device = placement.kernel_device()
         with wide:
@@ -253,7 +253,7 @@ def float64_softmax_in_float32() -> bool:
         return bool(jnp.max(jnp.abs(got - want)) > 1e-12)
 
 
-# float64 where a truth more precise than float64 exists (harness.extended) and the library
+# float64 where a truth more precise than float64 exists (harness.core.extended) and the library
 # computes it in float64.
 XLA_FLOAT64 = extended.EXTENDED is not None and not float64_softmax_in_float32()
 XLA_CAPABILITIES = Capabilities(

@@ -1,19 +1,19 @@
-"""The `jax_reference` oracle: the core reference computation (harness.reference) as an implementation."""
+"""The `jax_reference` oracle: the core reference computation (harness.core.reference) as an implementation."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from harness import coverage as cov
-from harness import extended
-from harness.case import FLOAT64, Case
-from harness.contract import DENSE_ORACLE, Conventions, Implementation, Outputs, register
-from harness.inputs import Inputs
-from harness.reference import attention, run_reference
+from harness.core import coverage as cov
+from harness.core import extended
+from harness.core.case import FLOAT64, Case
+from harness.core.contract import DENSE_ORACLE, Conventions, Implementation, Outputs, register
+from harness.core.inputs import Inputs
+from harness.core.reference import attention, run_reference
 
 API = (
     cov.Api(
-        name="harness.reference.attention",
+        name="harness.core.reference.attention",
         locate=lambda: attention,
         params=(
             cov.Param(name="q", drawn="[B, N, T, H] in the case dtype (float64 for the truth)", exercised=cov.always),
@@ -22,7 +22,7 @@ API = (
             cov.Param(name="bias", drawn="float [B, N, T, S], or None", exercised=cov.has_bias),
             cov.Param(
                 name="visible",
-                drawn="the dense mask of every component (harness.masks.dense_mask)",
+                drawn="the dense mask of every component (harness.core.masks.dense_mask)",
                 exercised=lambda case: bool(case.mask.components),
             ),
             cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
@@ -40,7 +40,7 @@ class JaxReference(Implementation):
     description = "pure-JAX softmax(cap(QK^T*scale+bias))V with sinks, on the dense mask, in the case dtype"
     capabilities = dataclasses.replace(
         DENSE_ORACLE,
-        # float64 where a truth more precise than float64 exists (harness.extended).
+        # float64 where a truth more precise than float64 exists (harness.core.extended).
         dtypes=DENSE_ORACLE.dtypes + ((FLOAT64,) if extended.EXTENDED is not None else ()),
         soft_cap=True,
         sinks=True,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from harness import reference
-from harness.case import Case
-from harness.contract import Outputs
-from harness.inputs import Inputs
+from harness.core import reference
+from harness.core.case import Case
+from harness.core.contract import Outputs
+from harness.core.inputs import Inputs
 from tests._fakes import FakeKernel
 
 DOUBLE_ENV = "ATTN_TEST_DOUBLE_OUT_ERROR"

@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness import reference
-from harness.case import Case
-from harness.contract import Capabilities, Conventions, Implementation, Outputs
-from harness.inputs import Inputs
+from harness.core import reference
+from harness.core.case import Case
+from harness.core.contract import Capabilities, Conventions, Implementation, Outputs
+from harness.core.inputs import Inputs
 
 
 class FakeKernel(Implementation):

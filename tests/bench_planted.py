@@ -26,8 +26,8 @@ TARGET_CPU_S = 60.0
 
 def measure(name: str) -> dict:
     """Search one planted kernel in this process; called in a fresh child per bug."""
-    from harness import compat, contract
-    from harness.search import search
+    from harness.core import compat, contract
+    from harness.running.search import search
     from tests.planted import FIXTURES, INTERPRET, PLANTED, spec
 
     options = compat.InterpretOptions(**INTERPRET.get(name, {}))
@@ -59,7 +59,7 @@ def measure(name: str) -> dict:
 
 
 WALL0 = time.perf_counter()
-# As `run` searches: smoke cases first (harness.smoke), unless ATTN_BENCH_NO_SMOKE=1 measures without them.
+# As `run` searches: smoke cases first (harness.core.smoke), unless ATTN_BENCH_NO_SMOKE=1 measures without them.
 SMOKE = os.environ.get("ATTN_BENCH_NO_SMOKE") != "1"
 
 

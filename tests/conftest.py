@@ -4,6 +4,6 @@ import os
 
 import harness  # noqa: F401  (sets JAX_PLATFORMS=cpu where no TPU is attached)
 
-# `run` starts one worker process per core by default (harness.shards); the tests of one run's
+# `run` starts one worker process per core by default (harness.running.shards); the tests of one run's
 # output and store run it in one process, and tests/test_shards.py asks for workers explicitly.
 os.environ.setdefault("ATTN_HARNESS_JOBS", "1")

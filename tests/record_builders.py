@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from harness.case import Case
-from harness.masks import Mask
+from harness.core.case import Case
+from harness.core.masks import Mask
 from harness.store.files import record_name
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord, RunRecord, from_json
 
@@ -61,7 +61,7 @@ def run_record(
         },
         cannot_run={},
         status="finished",
-        # What each wrapped API has where the run ran (harness.coverage.Api.presence).
+        # What each wrapped API has where the run ran (harness.core.coverage.Api.presence).
         api_parameters={
             "pallas_flash": {
                 "flash_attention.flash_attention": {
@@ -141,7 +141,7 @@ def case_record(
         seconds=2.5,
         tolerance_version=1,
         **{
-            # The drawn API parameters the case exercised (harness.coverage.exercised), "API.param".
+            # The drawn API parameters the case exercised (harness.core.coverage.exercised), "API.param".
             "exercised": [f"flash_attention.flash_attention.{p}" for p in ("q", "k", "v")] if role == "kernel" else [],
             **extra,
         },

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness import bench
 from harness.store.files import record_name
+from harness.tpu import bench
 
 SYNTHETIC = {
     "datetime": "2026-01-01T00:00:00",

@@ -1,7 +1,7 @@
-"""harness.bisect and `python -m harness bisect`, without the network: a local index of a tiny package.
+"""harness.environments.bisect and `python -m harness bisect`, without the network: a local index of a tiny package.
 
 The index is a directory of wheels built here, `tinykernel` 1.0 to 1.7, where 1.5 introduces a
-wrong result. Environments are built for real (harness.envs: uv against that directory only);
+wrong result. Environments are built for real (harness.environments.envs: uv against that directory only);
 the replay is a tiny failure-file replayer instead of `python -m harness repro`, which needs
 the harness's own dependencies in every environment.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import bisect, envs
 from harness.cli import main
+from harness.environments import bisect, envs
 
 VERSIONS = [f"1.{i}" for i in range(8)]
 WRONG_FROM = "1.5"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import thresholds
+from harness.gate import thresholds
 from harness.report import compose, render
 from harness.store.read import load
 from tests import record_builders as rb

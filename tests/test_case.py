@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from harness.case import Case, CaseError
-from harness.masks import Lengths, Mask, Segments
+from harness.core.case import Case, CaseError
+from harness.core.masks import Lengths, Mask, Segments
 
 SEGS = Segments(q=(((0, 100), (99, 28)),), kv=(((0, 60), (1, 196)),))
 FULL = Case(

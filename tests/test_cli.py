@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.case import Case
 from harness.cli import main
-from harness.contract import resolve
-from harness.masks import Mask
-from harness.runner import run_case
+from harness.core.case import Case
+from harness.core.contract import resolve
+from harness.core.masks import Mask
+from harness.running.runner import run_case
 
 ROOT = Path(__file__).resolve().parents[1]
 

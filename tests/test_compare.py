@@ -7,9 +7,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from harness import contract
-from harness.case import CASE_DTYPES
-from harness.compare import (
+from harness.core import contract
+from harness.core.case import CASE_DTYPES
+from harness.core.compare import (
     IMPLEMENTATION_FACTORS,
     TOLERANCE_VERSION,
     TOLERANCES,
@@ -19,7 +19,7 @@ from harness.compare import (
     compare,
     tolerance,
 )
-from harness.contract import QUANTITIES
+from harness.core.contract import QUANTITIES
 
 RNG = np.random.default_rng(0)
 TRUTH = RNG.standard_normal((2, 3, 16, 8))
@@ -35,18 +35,18 @@ def test_every_dtype_and_quantity_has_a_tolerance():
     assert tolerance("float32", "out[empty]") == tolerance("float32", "out")
 
 
-# By name: the package attribute `harness.compare` may be rebound to the function of that name.
-compare_module = importlib.import_module("harness.compare")
+# By name: the package attribute `harness.core.compare` may be rebound to the function of that name.
+compare_module = importlib.import_module("harness.core.compare")
 
 # The values the README documents ("The tolerance"): output factor 2, gradient factor 3,
 # floors float32 1e-5, bfloat16 1e-3, float16 1e-4, float64 2e-14; the logsumexp as the output.
 DOCUMENTED_FACTORS = {"out": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dbias": 3.0, "lse": 2.0}
 DOCUMENTED_FLOORS = {"float32": 1e-5, "bfloat16": 1e-3, "float16": 1e-4, "float64": 2e-14}
-# TOLERANCE_VERSION -> fingerprint of every table in harness/compare.py. Each record and
+# TOLERANCE_VERSION -> fingerprint of every table in harness/core/compare.py. Each record and
 # failure file carries the version, and `repro` warns when it differs, so a change of contents
 # under an old version would replay old failures under new rules without a word.
 FINGERPRINTS = {1: "d96a9f4e2b722380", 2: "934da45d0b54bf8a", 3: "e6042af7e1a38543"}
-# Per-implementation factors, each set from a measurement cited beside it in harness/compare.py.
+# Per-implementation factors, each set from a measurement cited beside it in harness/core/compare.py.
 DOCUMENTED_IMPLEMENTATION_FACTORS = {("torch_sdpa", "float32", "out"): 32.0}
 
 
@@ -66,7 +66,7 @@ def _is_data(value) -> bool:
 
 
 def tolerance_fingerprint() -> str:
-    """A hash of every module-level table and number in harness/compare.py but the version itself.
+    """A hash of every module-level table and number in harness/core/compare.py but the version itself.
 
     Covers TOLERANCES, the floors and factors it is built from, EPS, and any table added later
     (a per-implementation entry, say): adding one changes the fingerprint too.
@@ -96,7 +96,7 @@ def test_per_implementation_factors_are_the_documented_values():
 def test_tolerance_version_is_tied_to_the_table_contents():
     got = tolerance_fingerprint()
     assert FINGERPRINTS.get(TOLERANCE_VERSION) == got, (
-        f"the tolerance tables in harness/compare.py (fingerprint {got}) differ from those of "
+        f"the tolerance tables in harness/core/compare.py (fingerprint {got}) differ from those of "
         f"TOLERANCE_VERSION={TOLERANCE_VERSION} ({FINGERPRINTS.get(TOLERANCE_VERSION)}). A deliberate change "
         f"(new values, or a new entry such as a per-implementation tolerance) must bump TOLERANCE_VERSION "
         f"to {max(FINGERPRINTS) + 1}, add {{{max(FINGERPRINTS) + 1}: {got!r}}} to FINGERPRINTS here, "

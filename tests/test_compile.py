@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import compile as aot
-from harness import contract
-from harness.case import Case
 from harness.cli import main
-from harness.shapes import SHAPES, BenchShape
+from harness.core import contract
+from harness.core.case import Case
+from harness.core.shapes import SHAPES, BenchShape
 from harness.store.files import iter_records
+from harness.tpu import compile as aot
 
 pytest.importorskip("libtpu", reason="compile checks need libtpu (pip install .[tpu])")
 

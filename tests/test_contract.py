@@ -1,9 +1,9 @@
 import pytest
 
-from harness import contract
-from harness.case import Case
-from harness.contract import ContractError, UnknownImplementation, resolve
-from harness.inputs import make_inputs
+from harness.core import contract
+from harness.core.case import Case
+from harness.core.contract import ContractError, UnknownImplementation, resolve
+from harness.core.inputs import make_inputs
 from kernels.pallas_flash import PallasFlash, uniform_blocks
 
 FLASH = resolve("pallas_flash")
@@ -31,9 +31,9 @@ def test_a_function_drop_in_is_wrapped_by_the_flash_adapter():
     [
         pytest.param("no_such_kernel", "unknown implementation 'no_such_kernel'", id="name"),
         pytest.param("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'", id="module"),
-        pytest.param("harness.case:nothing_here", "has no attribute 'nothing_here'", id="attr"),
-        pytest.param("harness.case:CASE_SCHEMA", "neither an Implementation nor a function", id="not-callable"),
-        pytest.param("nonesuch=harness.case:Case", "unknown built-in kernel 'nonesuch'", id="base"),
+        pytest.param("harness.core.case:nothing_here", "has no attribute 'nothing_here'", id="attr"),
+        pytest.param("harness.core.case:CASE_SCHEMA", "neither an Implementation nor a function", id="not-callable"),
+        pytest.param("nonesuch=harness.core.case:Case", "unknown built-in kernel 'nonesuch'", id="base"),
     ],
 )
 def test_unresolvable_specs_say_what_is_wrong(spec, message):
@@ -68,7 +68,7 @@ def test_outside_the_contract_the_kernel_refuses_instead_of_returning_numbers(ca
 
 
 def test_unsupported_mask_component_is_outside_the_contract():
-    from harness.masks import Mask
+    from harness.core.masks import Mask
 
     case = Case(1, 1, 1, 128, 256, 64, mask=Mask(causal="bottom_right"))
     assert any("causal_bottom_right" in p for p in FLASH.violations(case))

@@ -4,10 +4,10 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
-from harness.case import Case
-from harness.contract import resolve
-from harness.masks import Mask, Segments
-from harness.runner import run_case
+from harness.core.case import Case
+from harness.core.contract import resolve
+from harness.core.masks import Mask, Segments
+from harness.running.runner import run_case
 from kernels.pallas_flash import PallasFlash
 
 FLASH = resolve("pallas_flash")

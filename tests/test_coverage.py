@@ -1,4 +1,4 @@
-"""API coverage declarations (harness.coverage): each adapter's declarations against the installed
+"""API coverage declarations (harness.core.coverage): each adapter's declarations against the installed
 library's real signatures, the reading of signatures, and the store's coverage by `python -m harness coverage`.
 
 Cheap: signatures and fake records, no kernel runs (the command test reads a store of builders)."""
@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from harness import contract
-from harness import coverage as cov
-from harness.case import Case
 from harness.cli import main
-from harness.masks import Lengths, Mask, Segments
+from harness.core import contract
+from harness.core import coverage as cov
+from harness.core.case import Case
+from harness.core.masks import Lengths, Mask, Segments
 from harness.store.read import load as load_store
 from kernels import _tokamax, torch_sdpa_backends, xla_attention
 from tests import record_builders as rb
 
-# Parameters of a wrapped API that some release in the matrix (harness.matrix) lacks, read from
+# Parameters of a wrapped API that some release in the matrix (harness.environments.matrix) lacks, read from
 # upstream's source at each release tag: an installed library may lack these, and only these.
 ABSENT_IN_SOME_RELEASE = {
     "jax.nn.dot_product_attention": {"return_residual"},  # jax 0.7.0
@@ -46,7 +46,7 @@ APIS = [pytest.param(impl, api, id=f"{impl.name}:{api.name}") for impl in EVERY 
 
 @pytest.mark.parametrize("impl", EVERY, ids=lambda i: i.name)
 def test_every_implementation_declares_the_api_it_wraps(impl: contract.Implementation) -> None:
-    assert impl.api, f"{impl.name} declares no API (harness.coverage.Api in its module)"
+    assert impl.api, f"{impl.name} declares no API (harness.core.coverage.Api in its module)"
     for api in impl.api:
         assert any(p.is_drawn for p in api.params), f"{impl.name}: {api.name} draws nothing"
 
@@ -268,7 +268,7 @@ def _bad_case(d: Path) -> Path:
 
 
 def test_a_runs_cell_is_named_as_the_matrix_names_it() -> None:
-    from harness import matrix
+    from harness.environments import matrix
 
     run = {"versions": {"python": "3.11.7", "jax": "0.10.2", "torch": "2.13.0+cpu"}}
     assert cov.cell_name(run) in {c.name for c in matrix.CELLS}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness import compat, contract, crosscheck
-from harness.case import Case
 from harness.cli import main
-from harness.runner import run_case
+from harness.core import compat, contract
+from harness.core.case import Case
+from harness.running.runner import run_case
+from harness.tpu import crosscheck
 from kernels.pallas_flash import uniform_blocks
 
 CASE = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, blocks=uniform_blocks(), seed=2)

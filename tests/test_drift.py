@@ -1,4 +1,4 @@
-"""harness.drift and its gate rows: the same cases run twice by the real `run` command, paired."""
+"""harness.gate.drift and its gate rows: the same cases run twice by the real `run` command, paired."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import drift, gate, thresholds
+from harness import gate
 from harness.cli import main
+from harness.gate import drift, thresholds
 from harness.store.read import load
 from harness.store.records import CaseRecord
 from tests import _drift_fakes

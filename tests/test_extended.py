@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import extended, reference
-from harness.case import Case
-from harness.inputs import make_inputs
-from harness.masks import Mask, Window
+from harness.core import extended, reference
+from harness.core.case import Case
+from harness.core.inputs import make_inputs
+from harness.core.masks import Mask, Window
 
 pytestmark = pytest.mark.skipif(extended.EXTENDED is None, reason="numpy longdouble is no wider than float64 here")
 

@@ -1,10 +1,10 @@
-"""Declared features of a kernel, the features of a case, and a run's pairwise coverage (harness.features)."""
+"""Declared features of a kernel, the features of a case, and a run's pairwise coverage (harness.core.features)."""
 
 from __future__ import annotations
 
-from harness import contract, features
-from harness.case import Case
-from harness.masks import Mask, Segments
+from harness.core import contract, features
+from harness.core.case import Case
+from harness.core.masks import Mask, Segments
 from tests import _fakes
 
 FLASH = contract.registry()["pallas_flash"]

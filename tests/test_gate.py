@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import gate, thresholds
+from harness import gate
 from harness.cli import main
+from harness.gate import thresholds
+from harness.gate.thresholds import Limit, ThresholdError
 from harness.store.read import load
-from harness.thresholds import Limit, ThresholdError
 from tests import record_builders as rb
 
 BASE, CAND = "20261129T100000Z-ci-aaaaaa", "20261129T110000Z-ci-bbbbbb"

@@ -9,8 +9,8 @@ import pytest
 
 from harness import gate
 from harness.cli import main
+from harness.gate.thresholds import load
 from harness.store import read as records
-from harness.thresholds import load
 
 RUN = "20260101T000000Z-host-aaaaaa"
 

@@ -1,4 +1,4 @@
-"""The compiled reference path (harness.jaxvjp.compiled_outputs) computes what the operations run one by one compute."""
+"""The compiled reference path (harness.core.jaxvjp.compiled_outputs) computes what the operations one by one do."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import jax
 import numpy as np
 import pytest
 
-from harness import jaxvjp, placement
-from harness.case import Case
-from harness.inputs import make_inputs
-from harness.masks import Mask, Segments
+from harness.core import jaxvjp, placement
+from harness.core.case import Case
+from harness.core.inputs import make_inputs
+from harness.core.masks import Mask, Segments
 from oracles import jax_reference
 
 

@@ -2,7 +2,7 @@
 
 Layers, lowest first; a module may import its own group and any lower layer, never a higher
 layer or a sibling group of its own layer. Kernels and oracles (the plug-ins) use the core
-only, and nothing imports them: the registry finds them by name (harness.contract). Imports
+only, and nothing imports them: the registry finds them by name (harness.core.contract). Imports
 inside functions count (they are dependencies all the same); imports under
 `if TYPE_CHECKING:` do not (they never run).
 """
@@ -24,52 +24,60 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
         {
             "core": (
                 "harness",  # the package itself: its __init__ re-exports the core
-                "harness.errors",
-                "harness.exit_codes",
-                "harness.case",
-                "harness.masks",
-                "harness.paging",
-                "harness.inputs",
-                "harness.compare",
-                "harness.magnitudes",
-                "harness.locate",
-                "harness.strips",
-                "harness.contract",
-                "harness.compat",
-                "harness.placement",
-                "harness.jaxvjp",
-                "harness.torchvjp",
-                "harness.reference",
-                "harness.extended",
-                "harness.coverage",
-                "harness.shapes",
-                "harness.strategies",
-                "harness.profiles",
-                "harness.stats",
-                "harness.thresholds",
+                "harness.core.errors",
+                "harness.core.exit_codes",
+                "harness.core.case",
+                "harness.core.masks",
+                "harness.core.paging",
+                "harness.core.inputs",
+                "harness.core.compare",
+                "harness.core.magnitudes",
+                "harness.core.locate",
+                "harness.core.strips",
+                "harness.core.contract",
+                "harness.core.compat",
+                "harness.core.placement",
+                "harness.core.jaxvjp",
+                "harness.core.torchvjp",
+                "harness.core.reference",
+                "harness.core.extended",
+                "harness.core.coverage",
+                "harness.core.shapes",
+                "harness.core.strategies",
+                "harness.core.profiles",
+                "harness.gate.stats",
+                "harness.gate.thresholds",
             )
         },
     ),
     # Implementations plug into the core's contract; the store records results. Neither knows the other.
     ("plug-ins and store", {"plug-ins": ("kernels", "oracles"), "store": ("harness.store",)}),
-    ("tooling", {"tooling": ("harness.native", "harness.bench", "harness.compile", "harness.crosscheck")}),
+    (
+        "tooling",
+        {"tooling": ("harness.tpu.native", "harness.tpu.bench", "harness.tpu.compile", "harness.tpu.crosscheck")},
+    ),
     (
         "running",
         {
             "running": (
-                "harness.execute",
-                "harness.runner",
-                "harness.worker",
-                "harness.search",
-                "harness.failures",
-                "harness.leak",
+                "harness.running.execute",
+                "harness.running.runner",
+                "harness.running.worker",
+                "harness.running.search",
+                "harness.running.failures",
+                "harness.running.leak",
             ),
-            "environments": ("harness.envs", "harness.matrix", "harness.upgrade", "harness.bisect"),
+            "environments": (
+                "harness.environments.envs",
+                "harness.environments.matrix",
+                "harness.environments.upgrade",
+                "harness.environments.bisect",
+            ),
         },
     ),
-    ("gate", {"gate": ("harness.gate", "harness.drift")}),
+    ("gate", {"gate": ("harness.gate", "harness.gate.drift")}),
     ("report", {"report": ("harness.report",)}),
-    ("cli", {"cli": ("harness.cli", "harness.__main__", "harness.commands", "harness.console")}),
+    ("cli", {"cli": ("harness.cli", "harness.__main__", "harness.cli.commands", "harness.cli.console")}),
 ]
 
 
@@ -204,12 +212,14 @@ def test_the_import_graph_has_no_cycle() -> None:
 @pytest.mark.parametrize(
     ("edges", "found"),
     [
-        pytest.param({"harness.case": {"harness.runner"}}, "upward", id="core-imports-running"),
+        pytest.param({"harness.core.case": {"harness.running.runner"}}, "upward", id="core-imports-running"),
         pytest.param({"harness.gate": {"harness.report.data"}}, "upward", id="gate-imports-report"),
-        pytest.param({"harness.runner": {"oracles.jax_reference"}}, "registry", id="running-imports-a-plug-in"),
-        pytest.param({"kernels.pallas_flash": {"harness.execute"}}, "upward", id="a-plug-in-imports-running"),
+        pytest.param({"harness.running.runner": {"oracles.jax_reference"}}, "registry", id="running-imports-a-plug-in"),
+        pytest.param({"kernels.pallas_flash": {"harness.running.execute"}}, "upward", id="a-plug-in-imports-running"),
         pytest.param({"harness.store.read": {"kernels.pallas_flash"}}, "registry", id="store-imports-a-plug-in"),
-        pytest.param({"harness.upgrade": {"harness.runner"}}, "sibling", id="environments-import-running"),
+        pytest.param(
+            {"harness.environments.upgrade": {"harness.running.runner"}}, "sibling", id="environments-import-running"
+        ),
     ],
 )
 def test_a_planted_upward_import_is_found(edges: dict[str, set[str]], found: str) -> None:
@@ -218,15 +228,19 @@ def test_a_planted_upward_import_is_found(edges: dict[str, set[str]], found: str
 
 
 def test_a_planted_cycle_is_found() -> None:
-    edges = {"harness.runner": {"harness.worker"}, "harness.worker": {"harness.execute"}, "harness.execute": set()}
+    edges = {
+        "harness.running.runner": {"harness.running.worker"},
+        "harness.running.worker": {"harness.running.execute"},
+        "harness.running.execute": set(),
+    }
     assert cycles(edges) == []
-    edges["harness.execute"] = {"harness.runner"}
-    assert cycles(edges) == [["harness.execute", "harness.runner", "harness.worker"]]
+    edges["harness.running.execute"] = {"harness.running.runner"}
+    assert cycles(edges) == [["harness.running.execute", "harness.running.runner", "harness.running.worker"]]
 
 
 def test_type_checking_imports_are_not_dependencies(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
-    guarded = ["from typing import TYPE_CHECKING", "if TYPE_CHECKING:", "    import harness.runner"]
-    source.write_text("\n".join([*guarded, "import harness.case"]) + "\n")
-    known = {"harness.runner", "harness.case"}
-    assert imports(source, known) == {"harness.case"}
+    guarded = ["from typing import TYPE_CHECKING", "if TYPE_CHECKING:", "    import harness.running.runner"]
+    source.write_text("\n".join([*guarded, "import harness.core.case"]) + "\n")
+    known = {"harness.running.runner", "harness.core.case"}
+    assert imports(source, known) == {"harness.core.case"}

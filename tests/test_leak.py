@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from harness import gate, leak
+from harness import gate
 from harness.cli import main
-from harness.contract import resolve
+from harness.core.contract import resolve
+from harness.gate.thresholds import load
+from harness.running import leak
 from harness.store import read as records
-from harness.thresholds import load
 
 OUTPUTS = "tests.planted.leak_outputs:flash_attention"
 BACKWARD = "tests.planted.leak_backward:flash_attention"

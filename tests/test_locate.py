@@ -1,4 +1,4 @@
-"""Where an error sits: harness.locate on known arrays, through the runner, and on every planted bug.
+"""Where an error sits: harness.core.locate on known arrays, through the runner, and on every planted bug.
 
 Each planted bug runs on ONE fixed small case (no search); the two cheapest (forward only,
 ~2 CPU s each) are in the default suite, the rest are `slow`.
@@ -12,12 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from harness import contract
-from harness.case import Case
-from harness.failures import load_failure, write_failure
-from harness.locate import MAX_CELLS, Located, Strip, locate, locate_quantity, tiling, where
-from harness.masks import Mask
-from harness.runner import run_case
+from harness.core import contract
+from harness.core.case import Case
+from harness.core.locate import MAX_CELLS, Located, Strip, locate, locate_quantity, tiling, where
+from harness.core.masks import Mask
+from harness.running.failures import load_failure, write_failure
+from harness.running.runner import run_case
 from kernels.pallas_flash import uniform_blocks
 from tests import _fakes
 from tests.planted import PLANTED, spec

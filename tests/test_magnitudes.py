@@ -8,11 +8,11 @@ import itertools
 import numpy as np
 import pytest
 
-from harness import reference
-from harness.case import Case
-from harness.inputs import Inputs, make_inputs
-from harness.magnitudes import term_magnitudes
-from harness.masks import Mask
+from harness.core import reference
+from harness.core.case import Case
+from harness.core.inputs import Inputs, make_inputs
+from harness.core.magnitudes import term_magnitudes
+from harness.core.masks import Mask
 
 
 def brute_force(case: Case, x: Inputs | None = None) -> dict[str, float]:

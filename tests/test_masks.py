@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.case import Case, CaseError
-from harness.inputs import make_inputs
-from harness.masks import BlockSparse, Chunk, Lengths, Mask, Segments, Window, dense_mask, empty_rows
+from harness.core.case import Case, CaseError
+from harness.core.inputs import make_inputs
+from harness.core.masks import BlockSparse, Chunk, Lengths, Mask, Segments, Window, dense_mask, empty_rows
 
 
 def grid(rows: list[str]) -> np.ndarray:
@@ -164,7 +164,7 @@ def test_block_sparse_pattern_must_cover_the_plane() -> None:
         )
 
 
-# Per-row valid lengths (harness.masks.Lengths): a padded or paged batch of sequences.
+# Per-row valid lengths (harness.core.masks.Lengths): a padded or paged batch of sequences.
 
 
 def test_kv_lengths_and_starts_hide_keys_per_row() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import matrix
+from harness.environments import matrix
 
 
 def _key(version: str) -> tuple[int, ...]:
@@ -101,11 +101,11 @@ def test_a_cells_runs_fit_the_budget_at_the_measured_cost_per_case() -> None:
     assert matrix.RUN_BUDGET_S * len(matrix.CELLS) < matrix.MATRIX_BUDGET_S
 
 
-# Draws each kernel's first cases as `python -m harness run --profile ci` does (harness.search), without
+# Draws each kernel's first cases as `python -m harness run --profile ci` does (harness.running.search), without
 # running them, and prints their ids.
 DRAW = """
 from hypothesis import given, settings
-from harness import contract, profiles, strategies
+from harness.core import contract, profiles, strategies
 for name in contract.names("kernel"):
     kernel, ids = contract.resolve(name), []
     test = settings(profiles.get("ci"), max_examples=3, database=None)(given(strategies.cases(kernel))(

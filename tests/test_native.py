@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness import contract, native
-from harness.case import Case
-from harness.runner import run_case
+from harness.core import contract
+from harness.core.case import Case
+from harness.running.runner import run_case
 from harness.store.files import subject_record
+from harness.tpu import native
 
 CASE = Case(batch=1, q_heads=2, kv_heads=1, q_len=64, kv_len=64, head_dim=32, seed=1)
 

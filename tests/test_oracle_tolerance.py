@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from harness.case import Case
-from harness.compare import IMPLEMENTATION_FACTORS, TOLERANCES, tolerance
-from harness.contract import resolve
-from harness.runner import run_case
+from harness.core.case import Case
+from harness.core.compare import IMPLEMENTATION_FACTORS, TOLERANCES, tolerance
+from harness.core.contract import resolve
+from harness.running.runner import run_case
 
 # The case from issue 9: torch's float32 GEMM rounds the large logits differently from XLA's
 # (error 5.48e-05 against a standard bound of 3.99e-05): an oracle false alarm.

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import paging, strategies
-from harness.case import Case
-from harness.inputs import int8_grid, make_inputs
-from harness.masks import Lengths, Mask, dense_mask
+from harness.core import paging, strategies
+from harness.core.case import Case
+from harness.core.inputs import int8_grid, make_inputs
+from harness.core.masks import Lengths, Mask, dense_mask
 
 
 def _case(lengths: tuple[int, ...], kv_len: int = 64, seed: int = 0, **kw) -> Case:
@@ -131,7 +131,7 @@ def test_accepts_reads_the_signature() -> None:
 
 def test_the_truth_gathered_from_the_pages_is_the_dense_truth() -> None:
     # What the paged adapters feed the kernel, read back through the table, gives the oracles' answer.
-    from harness import reference
+    from harness.core import reference
 
     case = _case((0, 17, 64), dtype="bfloat16", kv_format="int8", seed=5)
     inputs = make_inputs(case)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import contract
-from harness.case import Case
-from harness.masks import Mask, Segments
-from harness.runner import run_case
+from harness.core import contract
+from harness.core.case import Case
+from harness.core.masks import Mask, Segments
+from harness.running.runner import run_case
 from kernels.pallas_gpu import PallasGpu
 
 BLOCKS = {"block_q": 32, "block_k": 64, "block_q_dkv": 16, "block_kv_dkv": 32, "block_q_dq": 32, "block_kv_dq": 64}

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from harness import contract
-from harness.case import Case
-from harness.masks import Lengths, Mask
-from harness.runner import run_case
-from harness.strategies import cases
+from harness.core import contract
+from harness.core.case import Case
+from harness.core.masks import Lengths, Mask
+from harness.core.strategies import cases
+from harness.running.runner import run_case
 
 DECODE = contract.resolve("pallas_gpu_decode")
 BLOCKS = {"block_h": 16, "block_k": 16, "k_splits": 2}

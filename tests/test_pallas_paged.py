@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from harness import contract, paging
-from harness.case import Case
-from harness.compare import compare, tolerance
-from harness.inputs import make_inputs
-from harness.magnitudes import term_magnitudes
-from harness.masks import Lengths, Mask
-from harness.runner import run_case
-from harness.search import search
-from harness.strategies import cases
+from harness.core import contract, paging
+from harness.core.case import Case
+from harness.core.compare import compare, tolerance
+from harness.core.inputs import make_inputs
+from harness.core.magnitudes import term_magnitudes
+from harness.core.masks import Lengths, Mask
+from harness.core.strategies import cases
+from harness.running.runner import run_case
+from harness.running.search import search
 
 PAGED = contract.resolve("pallas_paged")
 PLANTED = "pallas_paged=tests.planted.paged_page_table_off_by_one:paged_attention"

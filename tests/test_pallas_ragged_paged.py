@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from harness import cli, contract, paging, strategies
-from harness.compare import compare, tolerance
-from harness.inputs import make_inputs
-from harness.masks import Lengths, Mask
-from harness.runner import run_case
-from harness.strategies import cases
+from harness import cli
+from harness.core import contract, paging, strategies
+from harness.core.compare import compare, tolerance
+from harness.core.inputs import make_inputs
+from harness.core.masks import Lengths, Mask
+from harness.core.strategies import cases
+from harness.running.runner import run_case
 from kernels.pallas_ragged_paged import PROBE, dropin
 from tests import ragged_reference
 

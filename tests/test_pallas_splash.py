@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import contract
-from harness.case import Case
-from harness.masks import BlockSparse, Chunk, Lengths, Mask, Segments, Window, dense_mask
-from harness.runner import run_case
+from harness.core import contract
+from harness.core.case import Case
+from harness.core.masks import BlockSparse, Chunk, Lengths, Mask, Segments, Window, dense_mask
+from harness.running.runner import run_case
 from kernels.pallas_splash import FUSED, PallasSplash, splash_mask
 
 PLANTED = "pallas_splash=tests.planted.splash_fwd_window_off_by_one:make_splash"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import thresholds
-from harness.case import Case
-from harness.locate import Located, Strip, locate
-from harness.masks import Mask, Window
+from harness.core.case import Case
+from harness.core.locate import Located, Strip, locate
+from harness.core.masks import Mask, Window
+from harness.gate import thresholds
 from harness.report import compose, picture, render
-from harness.runner import run_case
+from harness.running.runner import run_case
 from harness.store import read as records
 from harness.store.files import RunStore
 from tests import _fakes

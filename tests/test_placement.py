@@ -1,4 +1,4 @@
-"""References run on the CPU backend whatever JAX's default device is (harness.placement).
+"""References run on the CPU backend whatever JAX's default device is (harness.core.placement).
 
 A CPU host has no accelerator to move the default device to, so the test makes two host
 devices and sets the default to the second: every reference array must still land on the
@@ -22,10 +22,11 @@ SCRIPT = textwrap.dedent(
     import jax
     jax.config.update("jax_default_device", jax.devices("cpu")[1])
 
-    from harness import contract, jaxvjp, placement, runner
-    from harness.case import Case
-    from harness.inputs import make_inputs
-    from harness.masks import Mask
+    from harness.core import contract, jaxvjp, placement
+    from harness.running import runner
+    from harness.core.case import Case
+    from harness.core.inputs import make_inputs
+    from harness.core.masks import Mask
 
     seen = []
     as64 = jaxvjp._as64

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness import cli, compat, contract
-from harness.case import Case
-from harness.failures import write_failure
-from harness.runner import run_case
-from harness.search import search
+from harness import cli
+from harness.core import compat, contract
+from harness.core.case import Case
+from harness.running.failures import write_failure
+from harness.running.runner import run_case
+from harness.running.search import search
 from tests.planted import INTERPRET, PLANTED, SUBTLE, spec
 
 # One forward case (a few CPU seconds under the interpreter). Its bound is float32's floor

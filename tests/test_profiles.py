@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import cli, profiles
+from harness import cli
+from harness.core import profiles
 
 
 def test_every_profile_is_registered_with_a_shrink_budget():

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import contract
-from harness.case import DTYPES, Case
-from harness.masks import MASK_COMPONENTS
+from harness.core import contract
+from harness.core.case import DTYPES, Case
+from harness.core.masks import MASK_COMPONENTS
 from tests.test_coverage import every_implementation
 
 README = Path(__file__).resolve().parent.parent / "README.md"

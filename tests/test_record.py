@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.case import Case
-from harness.locate import Located, Strip
-from harness.runner import CaseResult, SubjectResult
+from harness.core.case import Case
+from harness.core.locate import Located, Strip
+from harness.running.runner import CaseResult, SubjectResult
 from harness.store.files import MergeError, RunStore, iter_records, merge_stores
 from harness.store.records import BenchRecord
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import console
-from harness.failures import iter_failure_files, load_failure, replay
+from harness.cli import console
+from harness.running.failures import iter_failure_files, load_failure, replay
 
 CORPUS = Path(__file__).parent / "regressions"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import thresholds
 from harness.cli import main
+from harness.gate import thresholds
 from harness.report import compose, conventions, data, render
 from harness.store.read import load
 from tests import record_builders as rb

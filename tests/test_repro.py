@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.failures import failure_document, write_failure
-from harness.runner import run_case
+from harness.running.failures import failure_document, write_failure
+from harness.running.runner import run_case
 from kernels.pallas_flash import uniform_blocks
 from tests import _fakes
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.case import Case
+from harness.core.case import Case
 
 ROOT = Path(__file__).resolve().parent.parent
 # Upper bounds only: under load a case can take many times its idle cost.

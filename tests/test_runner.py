@@ -10,11 +10,11 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from harness import compat, contract, reference
-from harness.case import Case
-from harness.inputs import make_inputs
-from harness.masks import Lengths, Mask
-from harness.runner import run_case
+from harness.core import compat, contract, reference
+from harness.core.case import Case
+from harness.core.inputs import make_inputs
+from harness.core.masks import Lengths, Mask
+from harness.running.runner import run_case
 from kernels.pallas_flash import uniform_blocks
 from oracles import jax_reference
 from tests import _fakes
@@ -166,8 +166,8 @@ def test_interpret_options_reject_bad_values():
 
 @pytest.mark.parametrize("time_limit", [None, 300.0], ids=["in-process", "worker"])
 def test_an_interrupt_inside_a_host_callback_is_an_interrupt_never_a_kernel_result(time_limit):
-    from harness import worker
-    from harness.runner import Reference, run_subject
+    from harness.running import worker
+    from harness.running.runner import Reference, run_subject
     from tests.fixtures.misbehaving import INTERRUPTED_IN_CALLBACK
 
     case = small_case()

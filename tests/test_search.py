@@ -1,7 +1,7 @@
 """The Hypothesis loop: shrinking within a budget, each case run once, the example database.
 
 Most tests run `search` on a stand-in runner (no JAX), so that each takes about a second and
-`nox -s mutation` can run them for every mutant of harness/search.py; the few marked
+`nox -s mutation` can run them for every mutant of harness/running/search.py; the few marked
 `no_mutation` run the real runner end to end.
 """
 
@@ -16,13 +16,13 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from harness import profiles
-from harness import runner as harness_runner
-from harness import search as search_module
-from harness.case import Case
-from harness.compat import DEFAULT_INTERPRET, InterpretOptions
-from harness.runner import CaseResult, SubjectResult
-from harness.search import search
+from harness.core import profiles
+from harness.core.case import Case
+from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
+from harness.running import runner as harness_runner
+from harness.running import search as search_module
+from harness.running.runner import CaseResult, SubjectResult
+from harness.running.search import search
 from tests import _fakes
 
 # --- end to end, on the real runner (JAX computes the reference for every case) ---
@@ -327,7 +327,7 @@ def test_a_failure_that_cannot_be_replayed_is_reported_flaky_with_the_failure_ke
 
 
 def test_an_interrupt_that_hypothesis_turned_into_another_error_stops_the_search_as_an_interrupt():
-    from harness.search import _interrupts_as_themselves
+    from harness.running.search import _interrupts_as_themselves
 
     def setup_interrupted() -> None:
         # What Hypothesis raised when SIGTERM landed while it read the test's source: its own

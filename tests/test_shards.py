@@ -1,4 +1,4 @@
-"""`run --shard I/N` and `run --jobs N` (harness.shards)."""
+"""`run --shard I/N` and `run --jobs N` (harness.running.shards)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from harness import cli
-from harness.shards import Shard, merge_rows, worst
+from harness.running.shards import Shard, merge_rows, worst
 from tests import _fakes
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.failures import write_failure
-from harness.masks import Mask
-from harness.runner import run_case
+from harness.core.masks import Mask
+from harness.running.failures import write_failure
+from harness.running.runner import run_case
 from harness.store.files import RunStore
 from tests import _fakes
 

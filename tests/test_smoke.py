@@ -1,9 +1,9 @@
-"""Smoke cases: every declared mask component, tiling class and dtype early, at the smallest size (harness.smoke)."""
+"""Smoke cases: each declared mask component, tiling class and dtype early, smallest size first (harness.core.smoke)."""
 
 from __future__ import annotations
 
-from harness import contract, features, smoke
-from harness.search import search
+from harness.core import contract, features, smoke
+from harness.running.search import search
 from tests import _fakes
 
 

@@ -1,4 +1,4 @@
-"""harness.stats: the Mann-Whitney U test against scipy's, and the quantiles against numpy's."""
+"""harness.gate.stats: the Mann-Whitney U test against scipy's, and the quantiles against numpy's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from harness.stats import mann_whitney_u, min_p_value, quantile, summarize
+from harness.gate.stats import mann_whitney_u, min_p_value, quantile, summarize
 
 
 def _draw(n: int, shift: float, seed: int) -> list[float]:

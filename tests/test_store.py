@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import thresholds
-from harness.masks import BlockSparse, Chunk, Lengths, Mask, Window
+from harness.core.masks import BlockSparse, Chunk, Lengths, Mask, Window
+from harness.gate import thresholds
 from harness.report import data
 from harness.store import derive, read
 from harness.store.records import CaseRecord, CompileRecord, RecordError, RunRecord, from_json

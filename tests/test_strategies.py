@@ -4,11 +4,11 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
-from harness.contract import resolve
-from harness.inputs import make_inputs
-from harness.masks import LENGTHS_Q_LE_KV, Mask, dense_mask, empty_rows
-from harness.runner import run_case
-from harness.strategies import cases, lengths, segment_runs, segments, valid_lengths, windows
+from harness.core.contract import resolve
+from harness.core.inputs import make_inputs
+from harness.core.masks import LENGTHS_Q_LE_KV, Mask, dense_mask, empty_rows
+from harness.core.strategies import cases, lengths, segment_runs, segments, valid_lengths, windows
+from harness.running.runner import run_case
 
 FLASH = resolve("pallas_flash")
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import contract, strategies
-from harness.case import Case
-from harness.masks import MASK_COMPONENTS, Mask
+from harness.core import contract, strategies
+from harness.core.case import Case
+from harness.core.masks import MASK_COMPONENTS, Mask
 
 KERNELS = ["pallas_splash", "pallas_gpu", "jax_xla", "pallas_flash"]
 DRAWS = 150

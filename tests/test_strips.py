@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.case import Case
-from harness.locate import Strip, locate
-from harness.masks import Mask, Window
-from harness.strips import appendix, heat_char, mask_text, rows_per_char, strip_text, summary
+from harness.core.case import Case
+from harness.core.locate import Strip, locate
+from harness.core.masks import Mask, Window
+from harness.core.strips import appendix, heat_char, mask_text, rows_per_char, strip_text, summary
 
 
 @pytest.mark.parametrize(

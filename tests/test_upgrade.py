@@ -1,4 +1,4 @@
-"""harness.upgrade, `python -m harness upgrade`, and the workflow users copy
+"""harness.environments.upgrade, `python -m harness upgrade`, and the workflow users copy
 (.github/workflows/upgrade-gate.yml)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import upgrade
 from harness.cli import build_parser, main
+from harness.environments import upgrade
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "upgrade-gate.yml"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import compat, contract
-from harness.case import Case
-from harness.masks import Lengths, Mask, Segments, Window
-from harness.runner import run_case
+from harness.core import compat, contract
+from harness.core.case import Case
+from harness.core.masks import Lengths, Mask, Segments, Window
+from harness.running.runner import run_case
 
 
 def test_xla_attention_with_gqa_bias_causal_and_orphan_segments_matches_the_oracles() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import gate as gate_mod
+from harness.gate.thresholds import Thresholds
 from harness.report import conventions, data, render
 from harness.store.read import Records, SpecError, select
-from harness.thresholds import Thresholds
 
 
 def sides(pool: Records, baseline: str, candidate: str | None) -> tuple[Records, str, Records, str]:

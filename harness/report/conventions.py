@@ -1,6 +1,6 @@
 """The conventions table: what each implementation does natively, and where that was read from.
 
-Conventions are declared in code (harness.contract.Conventions on each Implementation).
+Conventions are declared in code (harness.core.contract.Conventions on each Implementation).
 A run.json may carry them under "conventions" ({implementation: Conventions.to_json()});
 when it does not, they are read from this installation's registry at report time, for
 the implementations that appear in the records only, and the report says so.
@@ -29,7 +29,7 @@ class ConventionRow:
 
 
 def _from_registry(name: str) -> dict[str, Any] | None:
-    from harness import contract  # imports every kernel and oracle: only when a run did not record them
+    from harness.core import contract  # imports every kernel and oracle: only when a run did not record them
 
     try:
         return contract.resolve(name).conventions.to_json()
@@ -79,7 +79,7 @@ def collect(records: Records) -> tuple[list[ConventionRow], str]:
     else:
         text = (
             "The runs did not record their conventions, so these were read from this installation's registry "
-            "(harness.contract) when the report was rendered, for the implementations in the records. "
+            "(harness.core.contract) when the report was rendered, for the implementations in the records. "
             "The 'seen in records' column is what the records themselves carry."
         )
     return rows, text

@@ -14,10 +14,11 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from harness.case import DTYPES
-from harness.coverage import CellRow, cell_rows
+from harness.core.case import DTYPES
+from harness.core.coverage import CellRow, cell_rows
+from harness.core.locate import Located, where
 from harness.gate import GateResult
-from harness.locate import Located, where
+from harness.gate.thresholds import Thresholds
 from harness.report.conventions import ConventionRow
 from harness.report.versions import (
     CorrectnessRow,
@@ -42,7 +43,6 @@ from harness.store.derive import (
 from harness.store.derive import record_uses as _uses
 from harness.store.read import Records, compile_key
 from harness.store.records import CaseRecord, LeakRecord
-from harness.thresholds import Thresholds
 
 # A passing comparison that used more than this share of its tolerance is shown as close.
 CLOSE = 0.8
@@ -324,7 +324,7 @@ def runs(records: Records, run_env: dict[str, Env], sides: dict[str, str]) -> li
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LeakRow:
-    """One leak record (harness.leak): growth per call of each series, and the samples to plot."""
+    """One leak record (harness.running.leak): growth per call of each series, and the samples to plot."""
 
     implementation: str
     variant: str
@@ -397,7 +397,7 @@ class Report:
     problems: list[str]
     thresholds: Thresholds
     leaks: list[LeakRow] = dataclasses.field(default_factory=list)
-    # Per matrix cell and implementation: the verdict and the API coverage (harness.coverage.cell_rows).
+    # Per matrix cell and implementation: the verdict and the API coverage (harness.core.coverage.cell_rows).
     cells: list[CellRow] = dataclasses.field(default_factory=list)
 
 

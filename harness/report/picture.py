@@ -1,5 +1,5 @@
 """A failure's picture as inline SVG: the mask of which keys each query sees, the kernel's tiles
-drawn over it, and beside it where the error sits (harness.locate), coloured against the bound.
+drawn over it, and beside it where the error sits (harness.core.locate), coloured against the bound.
 
 No JavaScript and nothing to fetch; every piece of text is escaped here, since the result is
 marked safe for the template. Drawn from a case's JSON and a Located, so the report draws it
@@ -13,9 +13,9 @@ import math
 import numpy as np
 from markupsafe import Markup, escape
 
-from harness.case import Case
-from harness.locate import Located, Strip, tiling, where
-from harness.masks import dense_mask
+from harness.core.case import Case
+from harness.core.locate import Located, Strip, tiling, where
+from harness.core.masks import dense_mask
 
 FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"'
 MASK_PX = 300  # the longer side of a mask panel

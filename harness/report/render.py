@@ -16,12 +16,12 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from harness.case import Case, CaseError
+from harness.core.case import Case, CaseError
 from harness.gate import fmt_seconds
+from harness.gate.thresholds import fmt_bytes
 from harness.report import picture, svg
 from harness.report.data import FailureView, Report, SeriesRow
 from harness.store.files import publish_mode
-from harness.thresholds import fmt_bytes
 
 TEMPLATES = Path(__file__).with_name("templates")
 

@@ -12,13 +12,12 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from harness import stats
-from harness.gate import SpeedComparison, compare_samples, fmt_seconds
+from harness.gate import SpeedComparison, compare_samples, fmt_seconds, stats
+from harness.gate.thresholds import Thresholds, fmt_bytes
 from harness.store.derive import Uses, failure_line
 from harness.store.derive import record_uses as _uses
 from harness.store.read import Records, bench_key, compile_key, generation, samples
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord
-from harness.thresholds import Thresholds, fmt_bytes
 
 # Libraries whose versions name an environment, most significant first.
 VERSION_ORDER = ("jax", "jaxlib", "libtpu", "torch", "python", "numpy", "hypothesis", "harness")

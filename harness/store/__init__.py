@@ -8,12 +8,12 @@
 
 Layout: STORE/records/<run_id>/<name>.json, one record per file, plus run.json (kind "run")
 for the run's metadata, and STORE/failures/<id>.json, replayable failure files
-(harness.failures). Record files by kind:
+(harness.running.failures). Record files by kind:
 
   case     <case_id>--<impl>.json                            CaseRecord
-  bench    bench--<impl>--<shape>--<pass>.json               BenchRecord (harness.bench)
-  compile  compile--<impl>--<topology>--<shape>--<pass>.json CompileRecord (harness.compile)
-  leak     leak--<impl>--<variant>.json                      LeakRecord (harness.leak)
+  bench    bench--<impl>--<shape>--<pass>.json               BenchRecord (harness.tpu.bench)
+  compile  compile--<impl>--<topology>--<shape>--<pass>.json CompileRecord (harness.tpu.compile)
+  leak     leak--<impl>--<variant>.json                      LeakRecord (harness.running.leak)
 
 The versions and machine of a record are those of its run.json. Timings with backend
 "tpu_interpret" are never compared with "tpu" ones.

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.case import Case, CaseError
+from harness.core.case import Case, CaseError
 from harness.store.records import CaseRecord, CompileRecord
 
 Uses = dict[int, list[float]]  # id(case record) -> used() of each of its comparisons
@@ -67,7 +67,7 @@ def failing_comparisons(rec: CaseRecord) -> list[dict[str, Any]]:
 
 def reason(error: str | None, exceeding: Iterable[tuple[str, Any, Any, str | None]]) -> str:
     """Why a result failed, in one line: its error's first line, else each (quantity, max_abs,
-    bound, note) past its bound. A live result (harness.runner) and its record read the same."""
+    bound, note) past its bound. A live result (harness.running.runner) and its record read the same."""
     if error:
         return str(error).strip().splitlines()[0] if str(error).strip() else "raised"
     return "; ".join(exceeded(*c) for c in exceeding) or "failed"

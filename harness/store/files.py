@@ -2,7 +2,7 @@
 
 Layout: STORE/records/<run_id>/<name>.json, plus STORE/records/<run_id>/run.json for the
 run's metadata (harness.store.records.RunRecord; its api_parameters: per implementation and
-wrapped API, which declared parameters the installed library has, harness.coverage). run_id
+wrapped API, which declared parameters the installed library has, harness.core.coverage). run_id
 embeds host, time and a random suffix, so stores from several machines merge by copying
 directories.
 
@@ -25,16 +25,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import compat
-from harness.case import Case
-from harness.compare import TOLERANCE_VERSION
-from harness.errors import InputError
+from harness.core import compat
+from harness.core.case import Case
+from harness.core.compare import TOLERANCE_VERSION
+from harness.core.errors import InputError
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, now
 from harness.store.schema import RunStatus
 
 if TYPE_CHECKING:  # the runner imports jax; reading records must not
-    from harness.compile import CompileResult
-    from harness.runner import CaseResult, SubjectResult
+    from harness.running.runner import CaseResult, SubjectResult
+    from harness.tpu.compile import CompileResult
 
 
 def new_run_id() -> str:
@@ -87,16 +87,16 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 def api_parameters() -> dict[str, dict[str, dict[str, Any]]]:
     """Which parameters of each registered implementation's wrapped API exist in the installed libraries
-    (harness.coverage.api_parameters): implementation -> API -> installed, present, absent, undeclared."""
-    from harness import contract, coverage  # the kernels import jax; reading records must not
+    (harness.core.coverage.api_parameters): implementation -> API -> installed, present, absent, undeclared."""
+    from harness.core import contract, coverage  # the kernels import jax; reading records must not
 
     return coverage.api_parameters(contract.registry().values())
 
 
 def _exercised(implementation: str, case: Case) -> list[str]:
-    """The drawn API parameters `case` exercised in `implementation` (harness.coverage.exercised); [] for
+    """The drawn API parameters `case` exercised in `implementation` (harness.core.coverage.exercised); [] for
     one that declares no API or is not loaded in this process."""
-    from harness import contract, coverage  # the kernels import jax; reading records must not
+    from harness.core import contract, coverage  # the kernels import jax; reading records must not
 
     impl = contract.registry().get(implementation)
     if impl is None:
@@ -217,7 +217,7 @@ def safe_name(name: str) -> str:
 
 
 def compile_record(result: CompileResult, *, run_id: str) -> CompileRecord:
-    """The record of one harness.compile.CompileResult."""
+    """The record of one harness.tpu.compile.CompileResult."""
     return CompileRecord(
         run_id=run_id,
         time=now(),

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InputError
+from harness.core.errors import InputError
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord, LeakRecord, RunRecord, from_json
 from harness.store.schema import RecordError, RunStatus
 

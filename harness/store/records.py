@@ -4,7 +4,7 @@ Writers build these and write `to_json()`; readers get them from `from_json` (th
 harness.store.read), so a field is named in one place. Field names are the JSON keys, except
 `pass_` (JSON "pass", a Python keyword). Nested values that are JSON documents of their own
 (a case, comparisons, located errors, timing samples) stay JSON here: the classes that own
-them (harness.case.Case, harness.compare.Comparison, harness.locate.Located) parse them where
+them (harness.core.case.Case, harness.core.compare.Comparison, harness.core.locate.Located) parse them where
 they are used, and a record whose case no longer parses can still be listed.
 
 Records written by every release so far (schema 1) load; `from_json` fills fields that older
@@ -92,29 +92,29 @@ class CaseRecord(_Record):
     case_id: str
     implementation: str
     passed: bool
-    comparisons: list[JSON]  # harness.compare.Comparison JSON, one per quantity
-    case: JSON | None = None  # harness.case.Case JSON
+    comparisons: list[JSON]  # harness.core.compare.Comparison JSON, one per quantity
+    case: JSON | None = None  # harness.core.case.Case JSON
     role: str | None = None  # "kernel" or "oracle"
     backend: str | None = None
-    device: str | None = None  # where it computed (harness.placement)
-    native: JSON | None = None  # on an accelerator: harness.native timings and device memory
+    device: str | None = None  # where it computed (harness.core.placement)
+    native: JSON | None = None  # on an accelerator: harness.tpu.native timings and device memory
     digest: str | None = None  # a hash of the returned arrays, to the bit; None when it raised
     empty_rows: str | None = None
     error: str | None = None
     traceback: str | None = None
     seconds: float | None = None
     tolerance_version: int | None = None
-    # The drawn API parameters the case exercised, "API.param" (harness.coverage.exercised);
+    # The drawn API parameters the case exercised, "API.param" (harness.core.coverage.exercised);
     # None in records written before it existed.
     exercised: list[str] | None = None
     shrunk: bool = False  # the minimal failure Hypothesis shrank to
-    failure_file: str | None = None  # its replayable failure file (harness.failures)
-    located: JSON | None = None  # where its errors sit (harness.locate.Located JSON)
+    failure_file: str | None = None  # its replayable failure file (harness.running.failures)
+    located: JSON | None = None  # where its errors sit (harness.core.locate.Located JSON)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchRecord(_Record):
-    """Timing samples of one implementation at one benchmark shape and pass (harness.bench)."""
+    """Timing samples of one implementation at one benchmark shape and pass (harness.tpu.bench)."""
 
     KIND = Kind.BENCH
 
@@ -135,7 +135,7 @@ class BenchRecord(_Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompileRecord(_Record):
-    """One ahead-of-time TPU compile (harness.compile): memory and cost, or the error."""
+    """One ahead-of-time TPU compile (harness.tpu.compile): memory and cost, or the error."""
 
     KIND = Kind.COMPILE
 
@@ -156,7 +156,7 @@ class CompileRecord(_Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LeakRecord(_Record):
-    """One kernel called many times one way (harness.leak): per-call samples and their growth."""
+    """One kernel called many times one way (harness.running.leak): per-call samples and their growth."""
 
     KIND = Kind.LEAK
 
@@ -209,11 +209,11 @@ class RunRecord(_Record):
     command: list[str] | str | None = None
     profile: str | None = None
     error: str | None = None  # why a run failed or stopped
-    interpret: JSON | None = None  # harness.compat.InterpretOptions JSON
+    interpret: JSON | None = None  # harness.core.compat.InterpretOptions JSON
     case_timeout: float | None = None
     cannot_run: dict[str, str] | None = None  # `run`: kernel -> the interpreter's error
     conventions: dict[str, JSON] | None = None  # implementation -> its declared conventions
-    # implementation -> wrapped API -> installed, drawn, present, absent, undeclared (harness.coverage);
+    # implementation -> wrapped API -> installed, drawn, present, absent, undeclared (harness.core.coverage);
     # None in run.json files written before it existed.
     api_parameters: dict[str, dict[str, JSON]] | None = None
     more: JSON = dataclasses.field(default_factory=dict)

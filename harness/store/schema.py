@@ -5,13 +5,13 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from harness.errors import InputError
+from harness.core.errors import InputError
 
 # Version of the record layout (harness/store/__init__.py). Stores written since the first
 # release carry 1; a reader meeting another number says so instead of misreading fields.
 RECORD_SCHEMA = 1
 SUPPORTED_SCHEMAS = frozenset({RECORD_SCHEMA})
-# Version of a replayable failure file (harness.failures; drift replays are failure files too).
+# Version of a replayable failure file (harness.running.failures; drift replays are failure files too).
 FAILURE_SCHEMA = 1
 
 

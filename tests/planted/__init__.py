@@ -27,7 +27,7 @@ FIXTURES: dict[str, str] = {"fwd_kv_axis_parallel": "grid order", "hang": "never
 SUBTLE: dict[str, str] = {"fwd_p_bfloat16": "precision loss (subtle)"}
 
 
-# Interpreter checks a bug needs to be seen (harness.compat.InterpretOptions fields).
+# Interpreter checks a bug needs to be seen (harness.core.compat.InterpretOptions fields).
 INTERPRET: dict[str, dict] = {"fwd_kv_axis_parallel": {"random_seed": 1, "check_grid_order": True}}
 
 

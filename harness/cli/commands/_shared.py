@@ -1,0 +1,99 @@
+"""Options and steps several commands share, defined once: --out, --kernel, resolving specs, the store.
+
+Not a command itself (harness.cli skips modules whose names start with "_").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.cli import UsageError
+from harness.core import contract
+from harness.store.files import RunStore
+
+# Where run, compile, bench and leak write their records, and the kernel they check by default.
+DEFAULT_STORE = Path("reports/store")
+DEFAULT_KERNEL = "pallas_flash"
+KERNEL_HELP = "built-in kernel name, MODULE:ATTR drop-in, or KERNEL=MODULE:ATTR"
+
+
+def add_out(p: argparse.ArgumentParser, *, default: Path = DEFAULT_STORE, what: str = "results store") -> None:
+    """--out DIR (or FILE, for a report), with its default named in the help."""
+    metavar = "FILE" if default.suffix else "DIR"
+    p.add_argument("--out", type=Path, default=default, metavar=metavar, help=f"{what} (default {default})")
+
+
+def add_kernel(p: argparse.ArgumentParser) -> None:
+    """--kernel K, repeatable; `kernel_specs` reads it with the default applied."""
+    help = f"{KERNEL_HELP} (repeatable; default {DEFAULT_KERNEL})"
+    p.add_argument("--kernel", action="append", metavar="K", help=help)
+
+
+def kernel_specs(args: argparse.Namespace) -> list[str]:
+    """The --kernel specs given, else the default kernel."""
+    return args.kernel or [DEFAULT_KERNEL]
+
+
+def resolve(specs: list[str], role: str) -> list[contract.Implementation]:
+    """The implementations `specs` name; an unknown or broken one is bad input (exit 2)."""
+    out = []
+    for spec in specs:
+        try:
+            impl = contract.resolve(spec)
+        except contract.UnknownImplementation:
+            raise  # an InputError: its message names the spec and what exists
+        except Exception as e:  # noqa: BLE001 - importing a MODULE:ATTR drop-in runs its code: bad input
+            line = (str(e).strip().splitlines() or [""])[0]
+            raise UsageError(f"--{role} {spec!r} failed to load: {type(e).__name__}: {line}; fix that module") from None
+        if role == "oracle" and impl.role != "oracle":
+            raise UsageError(f"--oracle {spec!r} is a {impl.role}; oracles: {contract.names('oracle')}")
+        out.append(impl)
+    return out
+
+
+# Signals received during the run. The handler's KeyboardInterrupt is lost when it lands in
+# code that ignores exceptions (a garbage-collection callback of XLA's, measured): the run's
+# next finished case then raises it again (harness.cli.commands.run).
+SIGNALLED: list[int] = []
+
+
+@contextlib.contextmanager
+def interrupt_signals() -> Iterator[None]:
+    """Ctrl-C and `kill` stop the run: the summary and run.json say interrupted.
+
+    Installed whatever the run inherited: a background job of a non-interactive shell (and
+    some CI agents) starts with SIGINT ignored, and Python then installs no handler of its own.
+    """
+
+    def handler(signum: int, frame: object) -> None:
+        SIGNALLED.append(signum)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    SIGNALLED.clear()
+    previous = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        pass
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def create_store(out: Path, meta: dict) -> RunStore:
+    """The run's store; an --out that cannot hold one is bad input (exit 2), said before any case runs."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out={str(out)!r} is a file; give a directory (it is created if missing)")
+    try:
+        return RunStore.create(out, meta=meta)
+    except OSError as e:
+        raise UsageError(
+            f"--out={str(out)!r} cannot be written ({e.strerror or e}); give a writable directory"
+        ) from None

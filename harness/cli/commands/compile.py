@@ -1,0 +1,88 @@
+"""`compile`: compile kernels ahead of time for TPU generations and record memory and cost."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.cli import EXIT_FAIL, EXIT_OK
+from harness.cli.commands._shared import add_kernel, add_out, create_store, kernel_specs
+from harness.core import shapes
+from harness.store.files import write_compile
+from harness.store.schema import KernelStatus, RunStatus
+from harness.tpu import compile as aot
+
+NAME = "compile"
+HELP = "compile kernels for TPU generations without a TPU (libtpu) and record compiled memory and cost"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--topology",
+        action="append",
+        metavar="T",
+        help=f"compile-only TPU topology (repeatable; default: {', '.join(aot.TOPOLOGIES)})",
+    )
+    p.add_argument(
+        "--shape",
+        action="append",
+        metavar="S",
+        help=f"benchmark shape (repeatable; default all: {', '.join(shapes.SHAPES)})",
+    )
+    add_kernel(p)
+    p.add_argument(
+        "--pass", dest="passes", action="append", choices=shapes.PASSES, help="fwd and/or fwd_bwd (default both)"
+    )
+    add_out(p)
+
+
+def _fmt_bytes(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.2f}M"
+
+
+def line(r: aot.CompileResult) -> str:
+    """One progress line: verdict, topology, shape, pass, memory and the compiler's estimates."""
+    head = f"{'ok  ' if r.ok else 'FAIL'} {r.implementation:<12} {r.topology:<10} {r.shape:<22} {r.pass_:<7}"
+    if not r.ok:
+        return f"{head} {r.seconds:5.1f}s  {r.error}"
+    m, c = r.memory, r.cost
+    flops = "-" if c.get("flops") is None else f"{c['flops']:.3g}"
+    est = "-" if c.get("optimal_seconds") is None else f"{c['optimal_seconds'] * 1e6:.1f}us"
+    return (
+        f"{head} {r.seconds:5.1f}s  arg {_fmt_bytes(m.get('argument'))} out {_fmt_bytes(m.get('output'))} "
+        f"temp {_fmt_bytes(m.get('temp'))} code {_fmt_bytes(m.get('generated_code'))}  flops {flops} est {est}"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    chosen = shapes.get(args.shape)
+    topologies = args.topology or list(aot.TOPOLOGIES)
+    jobs = aot.plan(kernel_specs(args), chosen, topologies, args.passes or shapes.PASSES)
+    store = create_store(args.out, {"command": sys.argv, "mode": "compile", "topologies": topologies})
+    print(f"results -> {store.dir}")
+    print(f"== ahead-of-time compile for {', '.join(topologies)} (compile-only devices: nothing runs)")
+
+    def on_result(r: aot.CompileResult) -> None:
+        if not r.ok:
+            r.failure_file = str(aot.write_failure(args.out, r))
+        write_compile(store, r)
+        print(line(r), flush=True)
+
+    results = aot.compile_all(jobs, on_result=on_result)
+    failed = [r for r in results if not r.ok]
+    status = KernelStatus.PASS if results and not failed else KernelStatus.FAIL
+    store.write_meta(
+        {
+            "command": sys.argv,
+            "mode": "compile",
+            "topologies": topologies,
+            "status": RunStatus.FINISHED,
+            "summary": [{"compiled": len(results), "failed": len(failed), "status": status}],
+        }
+    )
+    print(f"\n{len(results) - len(failed)}/{len(results)} compiled")
+    for r in failed:
+        print(f"  failure: {r.failure_file}")
+    if not results:
+        print("nothing compiled: every shape is outside the kernel's contract", file=sys.stderr)
+    return EXIT_OK if status == KernelStatus.PASS else EXIT_FAIL

@@ -1,0 +1,71 @@
+"""`repro FILE`: replay a failure file and print its error table; exit 1 if it still fails."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+from harness.cli import EXIT_FAIL, EXIT_OK, UsageError, console
+from harness.core import strips
+from harness.core.case import Case
+from harness.core.compare import TOLERANCE_VERSION
+from harness.running.failures import load_failure, replay, version_differences
+
+NAME = "repro"
+HELP = "replay a failure file (DIR/failures/<id>.json): exit 1 if it still fails, 0 if it passes now"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, metavar="FILE", help="a failure file written by `run`")
+    p.add_argument(
+        "--kernel",
+        metavar="K",
+        help="replay against this kernel instead of the recorded one (e.g. pallas_flash for the upstream kernel)",
+    )
+    p.add_argument("--case-timeout", type=float, metavar="S", help="per-subject time limit (default: the recorded)")
+
+
+# Arrays of a case's size held at once while replaying it: q, k, v, dout, out and the
+# gradients in the case dtype, their float64 truth and the same-dtype ruler (an overestimate
+# is fine: it only decides whether a replay can fit in memory at all).
+ARRAYS_HELD = 24
+
+
+def _check_fits(path: Path, case: Case) -> None:
+    """A case too large for this machine's memory is bad input (exit 2), not a MemoryError mid-replay."""
+    elements = case.batch * case.q_heads * max(case.q_len, case.kv_len) * max(case.head_dim, case.kv_len)
+    need = elements * 8 * ARRAYS_HELD
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > have:
+        raise UsageError(
+            f"{path}: case {case} needs about {need / 2**30:.3g} GiB to replay; this machine has "
+            f"{have / 2**30:.3g} GiB: fix the case's sizes in the file"
+        )
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.case_timeout is not None and not (math.isfinite(args.case_timeout) and args.case_timeout > 0):
+        raise UsageError(f"--case-timeout={args.case_timeout} must be a positive number of seconds")
+    ff = load_failure(args.file)
+    if args.kernel:
+        ff.retarget(args.kernel)
+    _check_fits(ff.path, ff.case)
+    print(console.replay_header(ff.path, ff.doc, ff.case))
+    changed = version_differences(ff.versions)
+    if changed:
+        print("installed versions differ from the recorded ones: " + ", ".join(changed))
+    if ff.tolerance_version is not None and ff.tolerance_version != TOLERANCE_VERSION:
+        print(f"tolerance table changed: recorded version {ff.tolerance_version}, now {TOLERANCE_VERSION}")
+    result = replay(ff, time_limit=args.case_timeout)
+    for s in result.subjects:
+        print(console.comparison_table(s) + strips.appendix(s.located))
+    if result.passed:
+        print("PASSES NOW: every implementation agrees with the truth on this case")
+        return EXIT_OK
+    print("STILL FAILS: " + "; ".join(f"{s.implementation}: {s.failure}" for s in result.subjects if not s.passed))
+    return EXIT_FAIL

@@ -1,0 +1,67 @@
+"""Terminal formatting of results. Pure: plain data in, strings out."""
+
+from __future__ import annotations
+
+import math
+
+from harness.running.runner import CaseResult, SubjectResult
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2e}" if math.isfinite(x) else str(x)
+
+
+def progress_line(index: int, total: int, result: CaseResult) -> str:
+    width = len(str(total))
+    parts = []
+    for s in result.subjects:
+        worst = s.worst
+        # How much of its tolerance the closest comparison used (1.0 = at the bound).
+        ratio = f" {worst.max_abs / worst.bound:.2f}" if worst is not None and s.passed and worst.bound > 0 else ""
+        # An oracle outside its tolerance is a finding about the oracle, not a kernel failure.
+        verdict = "ok" if s.passed else ("FINDING" if s.role == "oracle" else "FAIL")
+        parts.append(f"{s.implementation} {verdict}{ratio}")
+    return f"[{index:>{width}}/{total}] {result.seconds:5.1f}s  {' | '.join(parts)}  {result.case}"
+
+
+def comparison_table(subject: SubjectResult) -> str:
+    """The error table of one implementation on one case."""
+    head = f"  {subject.implementation} ({subject.backend}, empty rows declared {subject.empty_rows})"
+    if subject.error:
+        return f"{head}\n    raised {subject.error}"
+    rows = [f"{'quantity':<11} {'max_abs':>9} {'max_rel':>9} {'oracle':>9} {'ratio':>7} {'bound':>9}  verdict"]
+    for c in subject.comparisons:
+        ratio = f"{c.ratio:7.2f}" if math.isfinite(c.ratio) else f"{c.ratio!s:>7}"
+        rows.append(
+            f"{c.quantity:<11} {_fmt(c.max_abs):>9} {_fmt(c.max_rel):>9} {_fmt(c.oracle_abs):>9} {ratio} "
+            f"{_fmt(c.bound):>9}  {'ok' if c.passed else 'FAIL'}{'  ' + c.note if c.note else ''}"
+        )
+    return head + "\n" + "\n".join("    " + r for r in rows)
+
+
+def summary_table(rows: list[dict]) -> str:
+    """rows: kernel, examples, failed, worst (largest error/bound of passing comparisons), seconds, status."""
+    width = max([28, *(len(r["kernel"]) for r in rows)])
+    header = f"{'kernel':<{width}} {'cases':>5} {'failed':>6} {'worst err/bound':>15} {'s/case':>7}  status"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        worst = f"{r['worst']:.2f}" if r["worst"] is not None else "-"
+        per = f"{r['seconds'] / r['examples']:.2f}" if r["examples"] else "-"
+        lines.append(f"{r['kernel']:<{width}} {r['examples']:>5} {r['failed']:>6} {worst:>15} {per:>7}  {r['status']}")
+    return "\n".join(lines)
+
+
+def replay_header(path: object, doc: dict, case: object) -> str:
+    """What a replay is about to run, from a failure file's document."""
+    oracles = ", ".join(doc["oracles"]) or "no oracle"
+    passes = "forward and backward" if doc["grads"] else "forward only"
+    interpret = doc.get("interpret") or {}
+    checks = ", ".join(f"{k}={v}" for k, v in sorted(interpret.items())) or "defaults"
+    lines = [
+        f"replaying {path}",
+        f"  kernel {doc['kernel']} vs {oracles}, {passes}; interpreter {checks}",
+        f"  case {case}",
+    ]
+    if doc.get("failure"):
+        lines.append(f"  recorded failure: {doc['failure']}")
+    return "\n".join(lines)

@@ -1,0 +1,380 @@
+"""Each implementation's API, declared parameter by parameter, and which cases exercised each.
+
+An adapter wraps one or more public functions (and their configuration classes, such as a
+kernel's BlockSizes). It declares every parameter of each as a `Param`: the values or
+classes of values the strategies draw for it, and a predicate saying whether a case
+exercised it; a parameter that is not drawn says why. tests/test_coverage.py holds every
+declaration to the installed library's real signature, so a parameter a release adds
+cannot go undeclared, and `python -m harness coverage` counts the stored cases that
+exercised each parameter.
+
+What the installed library has is read from the library itself (a signature, a dataclass's
+fields, a builtin's documented signature), never from a version number: `installed()` gives
+the parameter names, `accepts()` answers for one, and every run records both what exists and
+what is missing where it ran (`api_parameters`, in run.json).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from harness.core.case import Case
+
+if TYPE_CHECKING:
+    from harness.core.contract import Implementation
+    from harness.store.records import CaseRecord, RunRecord
+
+# A predicate on a case: whether it exercised a parameter.
+Exercised = Callable[[Case], bool]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Param:
+    """One parameter of a wrapped function.
+
+    drawn: the values or classes of values the strategies draw, in words ("" when not drawn);
+    exercised: whether a case used it (None when not drawn); why: the reason it is not drawn,
+    required then ("needs a GPU"), or a note on a drawn one (why only one value).
+    """
+
+    name: str
+    drawn: str = ""
+    exercised: Exercised | None = None
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.exercised is None) != (not self.drawn):
+            raise ValueError(f"parameter {self.name!r}: give both drawn= and exercised=, or neither (with why=)")
+        if self.exercised is None and not self.why:
+            raise ValueError(f"parameter {self.name!r} is not drawn: say why (why=...)")
+
+    @property
+    def is_drawn(self) -> bool:
+        return self.exercised is not None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Api:
+    """One public function (or configuration class) an adapter wraps, every parameter declared.
+
+    locate: returns the installed object; raising AttributeError or ImportError means this
+    library has none. read: how its parameter names are read (default: `parameters`).
+    """
+
+    name: str  # as its users write it: "jax.nn.dot_product_attention"
+    params: tuple[Param, ...]
+    locate: Callable[[], Any]
+    read: Callable[[Any], tuple[str, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.params]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{self.name}: parameters {twice} are declared twice")
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(f"{self.name} declares no parameter {name!r}; declared: {[p.name for p in self.params]}")
+
+    def installed(self) -> tuple[str, ...] | None:
+        """The parameter names of the installed object, or None when this library has none."""
+        try:
+            obj = self.locate()
+        except (AttributeError, ImportError):
+            return None
+        return (self.read or parameters)(obj)
+
+    def presence(self) -> dict[str, Any]:
+        """What exists here, as run.json records it: the declared parameters drawn, present and absent,
+        and any parameter the library has that no declaration names ("undeclared": a release added it)."""
+        declared = [p.name for p in self.params]
+        drawn = [p.name for p in self.params if p.is_drawn]
+        try:
+            have = self.installed()
+        except ValueError as e:  # no readable signature: recorded, never a crash of the run writing it
+            return {"installed": True, "drawn": drawn, "present": [], "absent": [], "undeclared": [], "error": str(e)}
+        if have is None:
+            return {"installed": False, "drawn": drawn, "present": [], "absent": declared, "undeclared": []}
+        return {
+            "installed": True,
+            "drawn": drawn,
+            "present": [n for n in declared if n in have],
+            "absent": [n for n in declared if n not in have],
+            "undeclared": [n for n in have if n not in declared],
+        }
+
+
+# A builtin's signature as its docstring's first line writes it: "name(a, b=None, *, c=0) -> T".
+_DOC_SIGNATURE = re.compile(r"^\s*\w+\((?P<params>[^)]*)\)", re.DOTALL)
+
+
+def parameters(obj: Any) -> tuple[str, ...]:
+    """Parameter names of a function (its signature), a dataclass (its fields), or a builtin whose
+    signature is only in its docstring (torch's scaled_dot_product_attention)."""
+    if dataclasses.is_dataclass(obj) and isinstance(obj, type):
+        return tuple(f.name for f in dataclasses.fields(obj))
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        match = _DOC_SIGNATURE.match(getattr(obj, "__doc__", None) or "")
+        if match is None:
+            raise ValueError(f"{obj!r} has neither a signature nor one in its docstring's first line") from None
+        names = (p.split("=")[0].strip() for p in match["params"].split(","))
+        return tuple(n for n in names if n and n not in ("*", "/"))
+    kinds = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return tuple(name for name, p in sig.parameters.items() if p.kind not in kinds)
+
+
+def accepts(fn: Any, name: str) -> bool:
+    """Whether the installed `fn` takes parameter `name`: how an adapter asks whether this release has
+    a feature (never from its version number)."""
+    try:
+        return name in parameters(fn)
+    except ValueError:
+        return False
+
+
+def positional(*skip: str) -> Callable[[Any], tuple[str, ...]]:
+    """A reader of a function's positional parameters less `skip`: a kernel object's call, whose
+    keyword-only parameters its factory binds and whose first ones it fills itself (splash's
+    mask infos), so the declaration lists only what a call passes."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+    def read(obj: Any) -> tuple[str, ...]:
+        params = inspect.signature(obj).parameters.values()
+        return tuple(p.name for p in params if p.kind in kinds and p.name not in skip)
+
+    return read
+
+
+# --- predicates the declarations share ---
+
+
+def always(case: Case) -> bool:
+    """Every case passes it (the arrays, a fixed value)."""
+    return True
+
+
+def component(*names: str) -> Exercised:
+    """A case whose mask has any of these components (harness.core.masks names)."""
+    return lambda case: bool(case.mask.components & set(names))
+
+
+def has_bias(case: Case) -> bool:
+    return case.bias
+
+
+def explicit_scale(case: Case) -> bool:
+    """A scale other than the default 1/sqrt(head_dim) (the default is passed too, as a value)."""
+    return case.scale is not None
+
+
+def tiled(case: Case) -> bool:
+    """Explicit tile sizes (block_sizes=...) rather than the kernel's defaults."""
+    return bool(case.blocks)
+
+
+def block(name: str) -> Exercised:
+    """A case whose blocks name this tile size or flag."""
+    return lambda case: name in case.block_dict
+
+
+def causal_top_left(case: Case) -> bool:
+    return case.mask.causal == "top_left"
+
+
+def residuals(case: Case) -> bool:
+    return case.residuals
+
+
+def soft_cap(case: Case) -> bool:
+    return case.soft_cap is not None
+
+
+def sinks(case: Case) -> bool:
+    return case.sinks
+
+
+def mqa(case: Case) -> bool:
+    return case.kv_heads == 1
+
+
+def kv_format(name: str) -> Exercised:
+    return lambda case: case.kv_format == name
+
+
+# Reasons shared by many declarations, so that the lead flips them in one place when the case
+# model grows (issue 11's case engineer adds these fields).
+NO_SOFT_CAP = "the case model has no logits soft cap yet"
+NO_SINKS = "the case model has no attention sinks yet"
+NO_RESIDUALS = "the case model does not check residuals (logsumexp, max) yet"
+NO_MASK_VALUE = "the default mask value: it only shows on rows with no visible key, judged as declared"
+INTERPRET_FORCED = "the Pallas TPU interpreter is forced around the call (harness.core.compat), not through this flag"
+DEBUG = "prints the kernel's jaxpr; no numerical effect"
+LAUNCH = "Triton launch parameters: only a GPU runs Triton (the interpreter ignores them); needs a GPU"
+SHARDING = "sharding across devices: the harness runs one device"
+
+
+def apis_of(impl: Implementation) -> tuple[Api, ...]:
+    return tuple(getattr(impl, "api", ()) or ())
+
+
+@functools.cache
+def _presence(api: Api) -> dict[str, Any]:
+    return api.presence()
+
+
+def api_parameters(impls: Iterable[Implementation]) -> dict[str, dict[str, dict[str, Any]]]:
+    """implementation -> API name -> what exists where this runs (Api.presence): run.json's
+    "api_parameters", so a record says which parameters existed in the cell that wrote it."""
+    return {impl.name: {api.name: _presence(api) for api in apis_of(impl)} for impl in impls}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Row:
+    """One parameter of one implementation's API, with the stored cases that exercised it."""
+
+    implementation: str
+    api: str
+    param: str
+    drawn: str
+    why: str
+    cases: int | None  # distinct stored cases that exercised it; None when not drawn
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def exercised(impl: Implementation, case: Case) -> list[str]:
+    """The drawn parameters `case` exercised, as "API.param": a case record's "exercised", so that readers
+    of records (the report) count coverage without importing any kernel."""
+    return [f"{api.name}.{p.name}" for api in apis_of(impl) for p in api.params if p.exercised and p.exercised(case)]
+
+
+def rows(impl: Implementation, cases: Iterable[Case]) -> list[Row]:
+    """Per declared parameter, how many of `cases` (distinct) exercised it."""
+    distinct = list(dict.fromkeys(cases))
+    out = []
+    for api in apis_of(impl):
+        for p in api.params:
+            n = sum(1 for c in distinct if p.exercised(c)) if p.exercised is not None else None
+            out.append(Row(implementation=impl.name, api=api.name, param=p.name, drawn=p.drawn, why=p.why, cases=n))
+    return out
+
+
+# --- a results store's coverage: per implementation, and per matrix cell ---
+
+
+def declaring_name(implementation: str) -> str:
+    """The built-in whose library a recorded implementation name calls, as run.json's api_parameters
+    keys it: a drop-in (`KERNEL=MODULE:ATTR`, or `MODULE:ATTR` for pallas_flash) stands in for it."""
+    if "=" in implementation:
+        return implementation.split("=", 1)[0]
+    return "pallas_flash" if ":" in implementation else implementation
+
+
+def cell_name(run: RunRecord | dict[str, Any] | None) -> str:
+    """A run's matrix cell as harness.environments.matrix names it (py3.11-jax0.10.2-torch2.13.0), from its versions
+    (a run record, or its run.json)."""
+    versions = (run.get("versions") if isinstance(run, dict) else run.versions if run is not None else None) or {}
+    if not versions.get("jax"):
+        return "unknown"
+    python = ".".join(str(versions.get("python") or "?").split(".")[:2])
+    # A local version label ("2.13.0+cpu") is the build, not the release the matrix pins.
+    torch = str(versions.get("torch") or "none").split("+")[0]
+    return f"py{python}-jax{versions['jax']}-torch{torch}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CellRow:
+    """One implementation in one matrix cell: its verdict and how much of its declared API the cell's
+    cases exercised. absent / undeclared: "API.param" names the cell's library lacks / has undeclared."""
+
+    cell: str
+    implementation: str
+    verdict: str
+    cases: int
+    exercised: int
+    drawn: int
+    absent: tuple[str, ...] = ()
+    undeclared: tuple[str, ...] = ()
+    same_cases_as: str | None = None  # an earlier cell that ran exactly the same cases
+
+
+def _verdict(records: list[CaseRecord], summaries: list[dict[str, Any]], runs: list[RunRecord]) -> str:
+    statuses = {s.get("status") for s in summaries}
+    if any(not r.passed for r in records):
+        return "ORACLE FINDING" if all(r.role == "oracle" for r in records) else "FAIL"
+    for status in ("FAIL", "cannot run here", "interrupted"):
+        if status in statuses:
+            return status
+    if any(run.status not in ("finished", "cannot run here") for run in runs):
+        return "incomplete"
+    return "PASS" if records else "no cases"
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    """A sort key that orders version numbers by value: jax0.9.2 before jax0.10.2."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
+def _summary_name(row: dict[str, Any]) -> str:
+    return str(row.get("kernel", "")).removesuffix(" (oracle)")
+
+
+def cell_rows(runs: dict[str, RunRecord], cases: list[CaseRecord]) -> list[CellRow]:
+    """One row per (cell, implementation) that a run's summary or a case record names, cells in version
+    order, then implementations: a kernel that cannot run in a cell has a row with no cases.
+
+    From records alone (runs: run_id -> its run record; cases: case records, harness.store.records): the
+    drawn parameters are those run.json's api_parameters declares drawn and present, the exercised ones
+    those the case records list.
+    """
+    records: dict[tuple[str, str], list[CaseRecord]] = {}
+    run_ids: dict[tuple[str, str], set[str]] = {}
+    for rec in cases:
+        key = (cell_name(runs.get(rec.run_id)), rec.implementation)
+        records.setdefault(key, []).append(rec)
+        run_ids.setdefault(key, set()).add(rec.run_id)
+    for run_id, run in runs.items():
+        for row in run.field("summary") or []:
+            if isinstance(row, dict) and row.get("kernel"):  # a bench or compile run's rows name no kernel
+                run_ids.setdefault((cell_name(run), _summary_name(row)), set()).add(run_id)
+    first_seen: dict[tuple[str, tuple[str, ...]], str] = {}
+    out = []
+    for (cell, name), ids_of_runs in sorted(run_ids.items(), key=lambda kv: (_natural(kv[0][0]), kv[0][1])):
+        recs = records.get((cell, name), [])
+        mine = [runs[i] for i in sorted(ids_of_runs) if i in runs]
+        summaries = [s for run in mine for s in (run.field("summary") or []) if _summary_name(s) == name]
+        presence: dict[str, dict[str, Any]] = {}
+        for run in mine:
+            presence.update(((run.api_parameters or {}).get(declaring_name(name))) or {})
+        drawn = {
+            f"{api}.{p}" for api, info in presence.items() for p in info.get("drawn", ()) if p not in info["absent"]
+        }
+        done = {p for r in recs for p in r.exercised or ()}
+        ids = tuple(sorted({r.case_id for r in recs}))
+        same = first_seen.setdefault((name, ids), cell) if ids else cell
+        out.append(
+            CellRow(
+                cell=cell,
+                implementation=name,
+                verdict=_verdict(recs, summaries, mine),
+                cases=len(ids),
+                exercised=len(done & drawn),
+                drawn=len(drawn),
+                absent=tuple(f"{a}.{n}" for a, info in sorted(presence.items()) for n in info.get("absent", ())),
+                undeclared=tuple(
+                    f"{a}.{n}" for a, info in sorted(presence.items()) for n in info.get("undeclared", ())
+                ),
+                same_cases_as=None if same == cell else same,
+            )
+        )
+    return out

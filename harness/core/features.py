@@ -1,0 +1,120 @@
+"""The features of a case that a kernel declares, and how well a run covered them: singly and in pairs.
+
+A feature is a `group:value` name. Groups: the mask components (`mask:causal_top_left`,
+`mask:bias`, ..., `mask:none` for a case with none), `dtype`, `tiling` (the tiling classes an
+implementation declares in Capabilities.tilings and reports per case with `tiling(case)`),
+`regime`, `heads` (`mha`, or `gqa` when query heads share kv heads) and `lengths`
+(`equal`, or `unequal` q_len != kv_len). A case has one value per group, except mask and
+tiling, where it may have several (causal and segments at once).
+
+Pairwise coverage is the share of the declared feature pairs (values of two different
+groups, or two mask components together) that some case of a run has both of: a bug that
+needs two features at once can only be found by a case that has both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable
+
+from harness.core.case import REGIMES, Case
+from harness.core.contract import Implementation
+from harness.core.masks import MASK_COMPONENTS
+
+# The first cases of a run whose pair coverage is measured (issue 17: a bug that needs two
+# features should show within a run of this many cases).
+PAIRWISE_WITHIN = 60
+# Values that exclude every other value of their group: a case with no mask component, or
+# with one tile per axis, pairs with nothing else in that group.
+EXCLUSIVE = frozenset({"mask:none", "tiling:one_tile"})
+
+
+def declared(impl: Implementation) -> dict[str, tuple[str, ...]]:
+    """Every feature value `impl` declares, by group (a group with one value is still listed)."""
+    caps = impl.capabilities
+    components = sorted(c for c in caps.mask_components if c in MASK_COMPONENTS or c == "bias")
+    out = {
+        "mask": ("none", *components),
+        "dtype": tuple(caps.dtypes),
+        "tiling": tuple(caps.tilings),
+        "regime": REGIMES,
+        "heads": ("mha", "gqa") if caps.max_group > 1 or caps.max_kv_heads > 1 else ("mha",),
+        "lengths": ("equal", "unequal") if caps.unequal_lengths and len(_lengths(caps)) > 1 else ("equal",),
+    }
+    return {group: values for group, values in out.items() if values}
+
+
+def _lengths(caps) -> set[int]:
+    return set(caps.q_lens or caps.seq_lens) | set(caps.seq_lens)
+
+
+def of(case: Case, impl: Implementation) -> frozenset[str]:
+    """The features `case` has, as `group:value` names."""
+    mask = sorted(case.mask.components) + (["bias"] if case.bias else [])
+    out = {f"mask:{m}" for m in mask or ["none"]}
+    out |= {f"tiling:{t}" for t in impl.tiling(case)}
+    out.add(f"dtype:{case.dtype}")
+    out.add(f"regime:{case.regime}")
+    out.add("heads:gqa" if case.q_heads != case.kv_heads else "heads:mha")
+    out.add("lengths:unequal" if case.q_len != case.kv_len else "lengths:equal")
+    return frozenset(out)
+
+
+def declared_pairs(impl: Implementation) -> set[frozenset[str]]:
+    """Pairs of declared features: values of two different groups, or two of one group a case can have together."""
+    named = [(group, f"{group}:{v}") for group, values in declared(impl).items() for v in values]
+    pairs = set()
+    for (g1, a), (g2, b) in itertools.combinations(named, 2):
+        if g1 != g2 or (g1 in ("mask", "tiling") and not EXCLUSIVE & {a, b}):
+            pairs.add(frozenset((a, b)))
+    return pairs
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Coverage:
+    """Which declared features and feature pairs the first `cases` cases of a run had."""
+
+    cases: int
+    features: int  # declared features seen
+    declared_features: int
+    pairs: int  # declared pairs seen
+    declared_pairs: int
+    missing_pairs: tuple[str, ...]  # "a + b", sorted: what no case had
+
+    @property
+    def pair_share(self) -> float:
+        return self.pairs / self.declared_pairs if self.declared_pairs else 1.0
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self) | {"pair_share": self.pair_share}
+
+    def line(self) -> str:
+        return (
+            f"pairwise coverage of declared features in the first {self.cases} cases: "
+            f"{self.pair_share:.0%} ({self.pairs}/{self.declared_pairs} pairs; "
+            f"{self.features}/{self.declared_features} features)"
+        )
+
+
+def coverage(impl: Implementation, cases: Iterable[Case], *, within: int = PAIRWISE_WITHIN) -> Coverage:
+    """The declared features and pairs seen in the first `within` of `cases`."""
+    seen_features: set[str] = set()
+    seen_pairs: set[frozenset[str]] = set()
+    n = 0
+    for case in itertools.islice(cases, within):
+        n += 1
+        feats = of(case, impl)
+        seen_features |= feats
+        seen_pairs |= {frozenset(p) for p in itertools.combinations(sorted(feats), 2)}
+    features = {f"{g}:{v}" for g, values in declared(impl).items() for v in values}
+    pairs = declared_pairs(impl)
+    missing = sorted(" + ".join(sorted(p)) for p in pairs - seen_pairs)
+    return Coverage(
+        cases=n,
+        features=len(features & seen_features),
+        declared_features=len(features),
+        pairs=len(pairs & seen_pairs),
+        declared_pairs=len(pairs),
+        missing_pairs=tuple(missing),
+    )

@@ -1,0 +1,119 @@
+"""The one way a JAX implementation turns inputs into Outputs: call, then pull dout back."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from harness.core import placement
+from harness.core.contract import Outputs
+from harness.core.inputs import Inputs
+
+
+def _as64(a: jax.Array) -> np.ndarray:
+    # Through numpy (ml_dtypes for bfloat16): a float64 truth must not pass through float32.
+    return np.asarray(a).astype(np.float64)
+
+
+def jax_outputs(f: Callable[..., jax.Array], inputs: Inputs, *, grads: bool, device: jax.Device) -> Outputs:
+    """Run f(q, k, v[, bias]) (bias only when the case has one) and, with grads, its VJP of inputs.dout,
+    on `device` (harness.core.placement: the kernel device for kernels, the CPU for references)."""
+    arrays = [inputs.q, inputs.k, inputs.v] + ([inputs.bias] if inputs.bias is not None else [])
+    # Explicit placement commits the arguments, so the computation runs where they are; constants
+    # made while tracing follow the default device set by placement.on.
+    primals = [jax.device_put(jnp.asarray(a), device) for a in arrays]
+    with placement.on(device):
+        if not grads:
+            return Outputs(out=_as64(jax.block_until_ready(f(*primals))))
+        out, pullback = jax.vjp(f, *primals)
+        cots = jax.block_until_ready(pullback(jax.device_put(jnp.asarray(inputs.dout), device)))
+    return Outputs(
+        out=_as64(out),
+        dq=_as64(cots[0]),
+        dk=_as64(cots[1]),
+        dv=_as64(cots[2]),
+        dbias=_as64(cots[3]) if len(cots) > 3 else None,
+    )
+
+
+# Compiled reference programs kept past jax.clear_caches (which the search calls to bound the
+# kernels' memory): a few MB each, keyed by everything a program depends on. 16 covers the
+# shapes x dtypes of a run drawn from a small shape set (harness.core.strategies.shape_pool).
+_COMPILED: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+COMPILED_KEEP = 16
+# Off, a fused program may skip the rounding of intermediates in bfloat16/float16 that the
+# same operations run one by one apply: a same-dtype ruler would turn more precise than the
+# operations it stands for, and every tolerance derived from it tighter.
+COMPILER_OPTIONS = {"xla_allow_excess_precision": False}
+
+
+def _program(fn: Callable[..., jax.Array], n_primals: int, grads: bool, static: tuple) -> Callable[..., Any]:
+    def program(*arrays: jax.Array) -> Any:
+        primals, rest, dout = arrays[:n_primals], arrays[n_primals:-1], arrays[-1]
+
+        def f(*p: jax.Array) -> jax.Array:
+            return fn(*p, *rest, **dict(static))
+
+        if not grads:
+            return (f(*primals),)
+        out, pullback = jax.vjp(f, *primals)
+        return (out, *pullback(dout))
+
+    return program
+
+
+def compiled_outputs(
+    fn: Callable[..., jax.Array],
+    inputs: Inputs,
+    *,
+    grads: bool,
+    device: jax.Device,
+    args: tuple[np.ndarray, ...] = (),
+    static: tuple[tuple[str, Any], ...] = (),
+) -> Outputs:
+    """What jax_outputs computes, as one compiled program per shape instead of one per operation.
+
+    fn(q, k, v[, bias], *args, **dict(static)) must be a module-level function: every value it
+    depends on is an argument, `args` traced arrays (a mask, a scale) and `static` hashable
+    Python values, so one program serves every case of the same shapes and dtypes, and a
+    compiled program is never reused for a case it was not compiled for. Compiling once costs
+    about what running the operations one by one costs for a new shape, and the program is
+    kept (COMPILED_KEEP) and cached on disk by JAX's persistent cache (harness.core.compat).
+    """
+    arrays = [inputs.q, inputs.k, inputs.v] + ([inputs.bias] if inputs.bias is not None else [])
+    n_primals = len(arrays)
+    placed = [jax.device_put(jnp.asarray(a), device) for a in (*arrays, *args, inputs.dout)]
+    key = (
+        fn,
+        n_primals,
+        grads,
+        static,
+        device,
+        bool(jax.config.jax_enable_x64),
+        tuple((a.shape, str(a.dtype)) for a in placed),
+    )
+    with placement.on(device):
+        compiled = _COMPILED.get(key)
+        if compiled is None:
+            program = jax.jit(_program(fn, n_primals, grads, static))
+            compiled = program.lower(*placed).compile(compiler_options=COMPILER_OPTIONS)
+            _COMPILED[key] = compiled
+            while len(_COMPILED) > COMPILED_KEEP:
+                _COMPILED.popitem(last=False)
+        else:
+            _COMPILED.move_to_end(key)
+        results = jax.block_until_ready(compiled(*placed))
+    if not grads:
+        return Outputs(out=_as64(results[0]))
+    return Outputs(
+        out=_as64(results[0]),
+        dq=_as64(results[1]),
+        dk=_as64(results[2]),
+        dv=_as64(results[3]),
+        dbias=_as64(results[4]) if n_primals > 3 else None,
+    )

@@ -1,0 +1,93 @@
+"""Hypothesis profiles, in one place. Choose with --profile or ATTN_HARNESS_PROFILE.
+
+dev:     quick local runs, random, with the example database (DIR/.hypothesis): a failure
+         found once is replayed first next time on the same machine.
+ci:      derandomized, so the same commit draws the same cases on every machine; no
+         example database, which would make the draw depend on the machine's history.
+nightly: many examples, for long runs off the critical path.
+tpu:     for a TPU host, where each case is fast: more examples than dev.
+
+Each profile also sets a shrink budget. Hypothesis would shrink for up to 500 steps or
+300 s; under the interpreter one step runs a kernel for seconds, so the harness stops
+running new shrink candidates after `runs` of them or `seconds`, and keeps the smallest
+failing case found by then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+from harness.core.errors import InputError
+
+
+class ProfileError(InputError):
+    """An unknown Hypothesis profile name; the message lists the known ones."""
+
+
+PROFILE_ENV = "ATTN_HARNESS_PROFILE"
+DEFAULT_PROFILE = "dev"
+
+_common = {
+    # A case runs a kernel under the interpreter for seconds; Hypothesis's per-example
+    # deadline and speed health checks assume microseconds.
+    "deadline": None,
+    "suppress_health_check": [
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.differing_executors,
+    ],
+    "report_multiple_bugs": False,
+    "print_blob": False,
+    # "explain" re-runs failing cases many times to annotate lines; too costly per case.
+    "phases": [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+}
+
+# Parent: Hypothesis's pristine defaults. Without it a profile inherits whatever profile is
+# loaded at import time, and Hypothesis loads its own derandomized, database-free "ci"
+# profile whenever the CI environment variable is set: dev would silently become ci there.
+_DEFAULTS = settings.get_profile("default")
+PROFILES: dict[str, settings] = {
+    "dev": settings(_DEFAULTS, max_examples=10, derandomize=False, **_common),
+    "ci": settings(_DEFAULTS, max_examples=20, derandomize=True, **_common),
+    "nightly": settings(_DEFAULTS, max_examples=500, derandomize=False, **_common),
+    "tpu": settings(_DEFAULTS, max_examples=200, derandomize=False, **_common),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ShrinkBudget:
+    runs: int  # new cases run after the first failure (cases already run are free)
+    seconds: float  # wall time after the first failure
+
+
+# ci: about a minute of shrinking on an idle 2-core machine at ~3 s a case; the seconds
+# only stop a shrink that is slower than that (a loaded machine, a time limit hit per case).
+SHRINK_BUDGETS: dict[str, ShrinkBudget] = {
+    "dev": ShrinkBudget(runs=60, seconds=600),
+    "ci": ShrinkBudget(runs=20, seconds=300),
+    "nightly": ShrinkBudget(runs=200, seconds=1800),
+    "tpu": ShrinkBudget(runs=200, seconds=600),
+}
+
+for _name, _s in PROFILES.items():
+    settings.register_profile(_name, _s)
+
+
+def profile_name(requested: str | None = None) -> str:
+    """The profile to use: the argument, else the environment variable, else dev."""
+    name = requested or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
+    if name not in PROFILES:
+        raise ProfileError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)} (--profile or {PROFILE_ENV})")
+    return name
+
+
+def get(requested: str | None = None) -> settings:
+    return PROFILES[profile_name(requested)]
+
+
+def shrink_budget(requested: str | None = None) -> ShrinkBudget:
+    return SHRINK_BUDGETS[profile_name(requested)]

@@ -1,0 +1,271 @@
+"""Hypothesis strategies for attention cases, built in layers, valid by construction.
+
+Each layer reads the implementation's declared Capabilities, so a drawn case is
+always inside its contract; block sizes come from the implementation's own
+`block_strategy`, which knows its tiling rules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from harness.core.case import REGIMES, Case
+from harness.core.contract import Capabilities, Implementation
+from harness.core.masks import (
+    CAUSAL_Q_LE_KV,
+    LENGTH_COMPONENTS,
+    LENGTHS_Q_LE_KV,
+    SEGMENTS_SHARED,
+    SHAPE_COMPONENTS,
+    SHAPE_REQUIRED,
+    SLIDING_WINDOW,
+    WINDOW_ALIGNED,
+    BlockSparse,
+    Chunk,
+    Lengths,
+    Mask,
+    Segments,
+    Window,
+)
+
+__all__ = [
+    "block_sparse",
+    "cases",
+    "chunks",
+    "lengths",
+    "masks",
+    "segment_runs",
+    "segments",
+    "valid_lengths",
+    "windows",
+]
+
+# Segment ids outside any key row's ids: queries with such an id see no key at all.
+ORPHAN_ID = 99
+# Scales besides the default 1/sqrt(head_dim): 1.0 is the Pallas kernel's own default
+# (the largest logits), 0.03 flattens the softmax towards uniform.
+SCALES = (1.0, 0.25, 0.03)
+# Logit soft caps: Gemma 2's 50 (attention) rarely bites at unit-normal logits but does in
+# the "large" regime; 5 and 1 saturate tanh on ordinary logits, where the cap's derivative
+# (1 - tanh^2) nears 0 and a misplaced cap shows most.
+SOFT_CAPS = (50.0, 5.0, 1.0)
+
+
+def segment_runs(*, length: int, max_segments: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
+    """Run lengths that sum to `length`, cut at arbitrary (not tile-aligned) positions."""
+    if length < 1 or max_segments < 1:
+        raise ValueError(f"length={length} and max_segments={max_segments} must be >= 1")
+    cuts = st.lists(st.integers(1, length - 1), unique=True, max_size=max_segments - 1) if length > 1 else st.just([])
+    return cuts.map(lambda cs: tuple(b - a for a, b in zip([0, *sorted(cs)], [*sorted(cs), length], strict=True)))
+
+
+@st.composite
+def _segment_row(draw: st.DrawFn, q_len: int, kv_len: int, max_segments: int, orphans: bool) -> tuple[tuple, tuple]:
+    q_runs = draw(segment_runs(length=q_len, max_segments=max_segments))
+    kv_runs = draw(segment_runs(length=kv_len, max_segments=max_segments))
+    q_ids = list(range(len(q_runs)))
+    if orphans and draw(st.booleans()):
+        # A query segment absent from the keys: rows that see no key (declared convention).
+        q_ids[-1] = ORPHAN_ID
+    return tuple(zip(q_ids, q_runs, strict=True)), tuple(enumerate(kv_runs))
+
+
+def segments(
+    *, batch: int, q_len: int, kv_len: int, max_segments: int = 3, orphans: bool = True
+) -> st.SearchStrategy[Segments]:
+    """Packed-sequence segment ids; with orphans, some draws give query rows that see no key."""
+    rows = st.lists(_segment_row(q_len, kv_len, max_segments, orphans), min_size=batch, max_size=batch)
+    return rows.map(lambda rs: Segments(q=tuple(q for q, _ in rs), kv=tuple(kv for _, kv in rs)))
+
+
+# Tile sizes of block-sparse patterns: the kernels' 128, and sizes that cut their tiles.
+SPARSE_BLOCKS = (32, 64, 128, 96)
+SPARSE_DENSITIES = (0.25, 0.5, 0.75)
+
+
+def _offsets(q_len: int, kv_len: int) -> st.SearchStrategy[int]:
+    # 0 is top-left and kv_len - q_len bottom-right alignment; others shift the band
+    # anywhere from "every row sees nothing" (-q_len) to "every row sees everything" (kv_len),
+    # both corners sampled outright: an integer range reaches its ends only by chance.
+    return st.sampled_from(sorted({0, kv_len - q_len, -q_len, kv_len})) | st.integers(-q_len, kv_len)
+
+
+def windows(*, q_len: int, kv_len: int, causal: bool = False, aligned: bool = False) -> st.SearchStrategy[Window]:
+    """Sliding windows (left, right, offset); causal=True: causal masks with an offset;
+    aligned=True: offset 0 and both sides bounded (see harness.core.masks.WINDOW_ALIGNED)."""
+    if causal:
+        return st.builds(Window, left=st.none(), right=st.just(0), offset=_offsets(q_len, kv_len))
+    if aligned:
+        bounded = st.sampled_from((0, 1, 7)) | st.integers(0, kv_len)
+        return st.builds(Window, left=bounded, right=bounded, offset=st.just(0))
+    side = st.none() | st.sampled_from((0, 1, 7)) | st.integers(0, kv_len)
+    both = st.tuples(side, side).filter(lambda lr: lr != (None, None) and lr != (None, 0))
+    return st.builds(lambda lr, offset: Window(lr[0], lr[1], offset), both, _offsets(q_len, kv_len))
+
+
+def chunks(*, q_len: int, kv_len: int) -> st.SearchStrategy[Chunk]:
+    """Chunk sizes, tile-aligned or not, from one position to the whole sequence."""
+    longest = max(q_len, kv_len)
+    return st.builds(Chunk, size=st.sampled_from(sorted({1, 64, 128, longest})) | st.integers(1, longest))
+
+
+@st.composite
+def block_sparse(draw: st.DrawFn, *, q_len: int, kv_len: int) -> BlockSparse:
+    """A random tile pattern of a given density (seeded, so it shrinks by the seed)."""
+    bq = draw(st.sampled_from(SPARSE_BLOCKS))
+    bk = draw(st.sampled_from(SPARSE_BLOCKS))
+    density = draw(st.sampled_from(SPARSE_DENSITIES))
+    seed = draw(st.integers(0, 2**16))
+    tiles = np.random.default_rng(seed).random((-(-q_len // bq), -(-kv_len // bk))) < density
+    return BlockSparse(bq, bk, tuple("".join("1" if t else "0" for t in row) for row in tiles))
+
+
+# Page and tile sizes that valid lengths are aligned to (and one past): paged kernels cut
+# their KV cache into pages of these sizes (harness.core.paging), so a length on or just past a
+# page boundary is drawable whatever page size the kernel's strategy picks.
+ALIGNMENTS = (8, 16, 32, 64, 128)
+
+
+def valid_lengths(*, length: int) -> st.SearchStrategy[int]:
+    """One row's valid length in [0, length]: 0, 1, aligned, one past aligned, the maximum, or any."""
+    if length < 1:
+        raise ValueError(f"length={length} must be >= 1")
+    aligned = {m + d for a in ALIGNMENTS for m in range(a, length + 1, a) for d in (0, 1)}
+    special = sorted({0, 1, length} | {n for n in aligned if n <= length})
+    return st.sampled_from(special) | st.integers(0, length)
+
+
+@st.composite
+def lengths(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int, kv_len: int) -> Lengths:
+    """Per-row valid lengths for the sides named in `components` (q_lengths, kv_lengths, kv_starts)."""
+    kw = {}
+    sides = (("q_lengths", "q", q_len), ("kv_lengths", "kv", kv_len), ("kv_starts", "kv_starts", kv_len))
+    for name, side, length in sides:
+        if name in components:
+            rows = st.lists(valid_lengths(length=length), min_size=batch, max_size=batch).map(tuple)
+            kw[side] = draw(rows)
+    if not kw:
+        raise ValueError(f"components={sorted(components)} name none of {LENGTH_COMPONENTS}")
+    if LENGTHS_Q_LE_KV in components:
+        kv = kw.get("kv") or (kv_len,) * batch
+        kw["q"] = tuple(min(q, k) for q, k in zip(kw.get("q") or (q_len,) * batch, kv, strict=True))
+    return Lengths(**kw)
+
+
+def sliding_window(size: int, rows: Lengths | None, q_len: int, kv_len: int) -> dict:
+    """Mask keyword arguments for a causal sliding window of `size` keys (harness.core.masks.SLIDING_WINDOW):
+    the window at diagonal kv_len - q_len, and each row's queries moved to that diagonal
+    (q[b] = kv[b] - (kv_len - q_len), none where the row holds fewer keys)."""
+    if size < 1:
+        raise ValueError(f"sliding window size={size} must be >= 1")
+    out: dict = {"window": Window(left=size - 1, right=0, offset=kv_len - q_len)}
+    if rows is not None:
+        if rows.kv_starts is not None:
+            raise ValueError(f"a sliding window is defined over keys from 0; got kv_starts={rows.kv_starts}")
+        kv = rows.kv if rows.kv is not None else (kv_len,) * len(rows.q)
+        out["lengths"] = Lengths(q=tuple(max(0, n - (kv_len - q_len)) for n in kv), kv=rows.kv)
+    return out
+
+
+def _static(
+    kinds: list[str], q_len: int, kv_len: int, *, required: bool = False, aligned: bool = False
+) -> st.SearchStrategy[dict]:
+    """Keyword arguments of Mask for one shape component (or none, unless required)."""
+    options: list[st.SearchStrategy[dict]] = [] if required and kinds else [st.just({})]
+    for kind in kinds:
+        if kind.startswith("causal_") and kind != "causal_offset":
+            options.append(st.just({"causal": kind.removeprefix("causal_")}))
+        elif kind in ("causal_offset", "window"):
+            w = windows(q_len=q_len, kv_len=kv_len, causal=kind == "causal_offset", aligned=aligned)
+            options.append(w.map(lambda w: {"window": w}))
+        elif kind == "chunk":
+            options.append(chunks(q_len=q_len, kv_len=kv_len).map(lambda c: {"chunk": c}))
+        elif kind == "block_sparse":
+            options.append(block_sparse(q_len=q_len, kv_len=kv_len).map(lambda b: {"block_sparse": b}))
+    return st.one_of(options)
+
+
+@st.composite
+def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int, kv_len: int, heads: int = 1) -> Mask:
+    """Masks made only of the given components (names as in Mask.components).
+
+    One shape component (causal, window, chunk or block-sparse) or none; with "per_head",
+    sometimes a different one per query head instead; segments independently. With
+    SLIDING_WINDOW, windows come only as a sliding window on top of bottom-right causal.
+    """
+    kinds = [k for k in SHAPE_COMPONENTS if k in components]
+    if CAUSAL_Q_LE_KV in components and q_len > kv_len:
+        kinds = [k for k in kinds if not k.startswith("causal")]
+    if SLIDING_WINDOW in components:
+        kinds = [k for k in kinds if k != "window"]  # a sliding window comes on top of causal, below
+    aligned = WINDOW_ALIGNED in components
+    kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in components, aligned=aligned)))
+    if components & set(LENGTH_COMPONENTS) and draw(st.booleans()):
+        kw["lengths"] = draw(lengths(components=components, batch=batch, q_len=q_len, kv_len=kv_len))
+    if SLIDING_WINDOW in components and kw.get("causal") == "bottom_right" and draw(st.booleans()):
+        kw.update(sliding_window(draw(valid_lengths(length=kv_len - 1)) + 1, kw.get("lengths"), q_len, kv_len))
+    if "per_head" in components and draw(st.booleans()):
+        per_head = st.lists(_static(kinds, q_len, kv_len, aligned=aligned), min_size=heads, max_size=heads)
+        kw["heads"] = tuple(Mask(**h) for h in draw(per_head))
+    if "segments" in components and draw(st.booleans()):
+        if SEGMENTS_SHARED in components:
+            if q_len == kv_len:
+                q_side = draw(segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False))
+                kw["segments"] = Segments(q=q_side.q, kv=q_side.q)
+        else:
+            kw["segments"] = draw(segments(batch=batch, q_len=q_len, kv_len=kv_len))
+    return Mask(**kw)
+
+
+def _kv_formats(caps: Capabilities, dtype: str) -> tuple[str | None, ...]:
+    # A dtype the implementation takes only with quantized K/V never draws plain K/V.
+    return caps.kv_formats if dtype in caps.kv_format_only_dtypes else (None, *caps.kv_formats)
+
+
+@st.composite
+def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None, regimes: tuple[str, ...]) -> Case:
+    caps: Capabilities = impl.capabilities
+    batch = draw(st.integers(1, caps.max_batch))
+    kv_heads = draw(st.integers(1, caps.max_kv_heads))
+    group = draw(st.sampled_from([g for g in (1, 2, 4) if g <= caps.max_group]))
+    q_len = draw(st.sampled_from(caps.q_lens or caps.seq_lens))
+    kv_len = draw(st.sampled_from(caps.seq_lens)) if caps.unequal_lengths else q_len
+    mask = draw(masks(components=caps.mask_components, batch=batch, q_len=q_len, kv_len=kv_len, heads=kv_heads * group))
+    case = Case(
+        batch=batch,
+        q_heads=kv_heads * group,
+        kv_heads=kv_heads,
+        q_len=q_len,
+        kv_len=kv_len,
+        head_dim=draw(st.sampled_from(caps.head_dims)),
+        dtype=(dtype := draw(st.sampled_from(dtypes or caps.dtypes))),
+        mask=mask,
+        bias="bias" in caps.mask_components and draw(st.booleans()),
+        scale=draw(st.none() | st.sampled_from(SCALES)),
+        regime=draw(st.sampled_from(regimes)),
+        seed=draw(st.integers(0, 2**16)),
+        kv_format=draw(st.sampled_from(_kv_formats(caps, dtype))),
+        # Drawn only where declared, so the cases of every other implementation stay as they were.
+        soft_cap=draw(st.none() | st.sampled_from(SOFT_CAPS)) if caps.soft_cap else None,
+        sinks=draw(st.booleans()) if caps.sinks else False,
+        residuals=draw(st.booleans()) if caps.residuals else False,
+    )
+    blocks = impl.block_strategy(case)
+    return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case
+
+
+def cases(
+    impl: Implementation, *, dtypes: tuple[str, ...] | None = None, regimes: tuple[str, ...] = REGIMES
+) -> st.SearchStrategy[Case]:
+    """Cases inside `impl`'s contract; `dtypes` narrows the declared dtypes."""
+    if dtypes is not None:
+        unsupported = set(dtypes) - set(impl.capabilities.dtypes)
+        if unsupported:
+            raise ValueError(
+                f"dtypes {sorted(unsupported)} are not supported by {impl.name}: {impl.capabilities.dtypes}"
+            )
+    unknown = set(regimes) - set(REGIMES)
+    if unknown:
+        raise ValueError(f"regimes {sorted(unknown)} are unknown; choose from {REGIMES}")
+    return _cases(impl, dtypes, regimes)

@@ -1,0 +1,1 @@
+"""Other library versions: building environments, the version matrix, upgrade and bisect."""

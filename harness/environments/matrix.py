@@ -1,0 +1,165 @@
+"""The library-version matrix: one line per cell. `nox -s matrix` runs every cell.
+
+Each cell is a virtualenv with these exact versions, in which the suite (ci profile: every
+kernel that installs there, EXAMPLES cases each), the TPU compile checks and the benchmarks
+run, all recording into one store; each run's run.json holds the versions it ran with
+(harness.core.compat.library_versions) and which parameters of each wrapped API exist there
+(api_parameters, harness.core.coverage).
+
+Adding a version is adding a line. A release whose API moved is handled in
+harness/core/compat.py, never here or elsewhere.
+
+Columns: python, jax (jaxlib is the same release), libtpu (the release jax[tpu] pins),
+torch ("-": none), and optionally tokamax ("-" or absent: none). Choices, and why:
+- jax 0.7.0 is the oldest release where the kernel runs under the TPU interpreter:
+  pltpu.force_tpu_interpret_mode first appears in 0.7.0 (0.6.2 has InterpretParams only).
+- jax 0.11 and later require Python >= 3.12.
+- torch: 2.13.0 is the CPU build on this project's machines; 2.14.1 is a CUDA build
+  (several GB, taken from a local wheel mirror), so it appears in one cell only. PyPI has
+  no CPU-only Linux torch for Python 3.12, so the 3.12 cells run without the SDPA oracle
+  rather than download a multi-GB CUDA build.
+- tokamax needs jax >= 0.9.2 (its package metadata), so only those cells install it; the
+  kernels/tokamax_* adapters register only where it imports (harness.core.contract.OPTIONAL_FRAMEWORKS).
+This module imports only the standard library: the noxfile loads it before any
+dependency is installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+MATRIX = """
+# python  jax       libtpu     torch    tokamax
+3.11      0.7.0     0.0.19.*   2.13.0
+3.11      0.8.3     0.0.32.*   2.13.0
+3.11      0.9.2     0.0.37.*   2.13.0   0.0.12
+3.11      0.10.2    0.0.42.*   2.13.0   0.0.12
+3.11      0.10.2    0.0.42.*   2.14.1   0.0.12
+3.12      0.11.2    0.0.48.*   -        0.0.12
+3.12      0.12.0.1  0.0.50.*   -        0.0.12
+"""
+
+# Installed in every cell at the versions of constraints/default.txt, besides the pins above.
+# absl-py: jax 0.9.x's Pallas TPU interpreter imports it without declaring it.
+COMMON = ("numpy", "ml_dtypes", "hypothesis", "jinja2", "pytest", "pytest-benchmark", "absl-py")
+COLUMNS = ("python", "jax", "libtpu", "torch")
+OPTIONAL_COLUMNS = ("tokamax",)
+
+
+# Cases per kernel in every cell. Derandomized (ci), so every cell where a kernel has the same
+# capabilities draws the same cases and cells compare case by case (`python -m harness coverage`
+# says which did). Chosen from measured CPU seconds per case (benchmarks/matrix_budget.py,
+# benchmarks/results/matrix_budget.json) so that a cell's runs fit RUN_BUDGET_S on 2 cores;
+# tests/test_matrix.py holds the sum to that budget. Every kernel the code defines has a line,
+# those registered only on a GPU or TPU too (they run in no CPU cell).
+EXAMPLES: dict[str, int] = {
+    # Measured CPU seconds per case (mean of the first three; jax 0.10.2, tests venv) in comments.
+    "jax_xla": 6,  # 5.5
+    "pallas_flash": 6,  # 6.5
+    "pallas_splash": 5,  # 7.4
+    "pallas_gpu": 7,  # 4.6
+    "pallas_gpu_decode": 10,  # 2.5
+    "pallas_paged": 8,  # 3.3
+    "pallas_ragged_paged": 6,  # cannot run under the interpreter (jax 0.10.2): its probe only
+    "tokamax_xla": 7,  # 4.9
+    "tokamax_xla_chunked": 6,  # 6.4
+    # Only on a GPU or TPU, natively: milliseconds a case, so the count of a CPU kernel.
+    "jax_cudnn": 8,
+    "torch_flash": 8,
+    "torch_efficient": 8,
+    "torch_cudnn": 8,
+    "tokamax_mosaic": 8,
+    "tokamax_triton": 8,
+    "tokamax_cudnn": 8,
+}
+# Shrink candidates per failing kernel: a failure found in a cell is shrunk a little (its failure
+# file replays it), without letting one failing kernel take the cell's whole budget.
+MAX_SHRINKS = 8
+# `nox -s matrix` within about an hour on 2 cores: per cell, the seconds its kernel runs may take
+# (installs, the compile checks and the benchmarks take the rest; see the README's version matrix).
+MATRIX_BUDGET_S = 3600
+RUN_BUDGET_S = 300
+
+
+class MatrixError(ValueError):
+    """A malformed matrix line; the message names the line and what is wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    python: str
+    jax: str
+    libtpu: str
+    torch: str | None
+    tokamax: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"py{self.python}-jax{self.jax}-torch{self.torch or 'none'}"
+
+    def pins(self) -> list[str]:
+        """Requirement specifiers for this cell's libraries."""
+        out = [f"jax=={self.jax}", f"jaxlib=={self.jax}", f"libtpu=={self.libtpu}"]
+        out += [f"torch=={self.torch}"] if self.torch else []
+        return out + ([f"tokamax=={self.tokamax}"] if self.tokamax else [])
+
+    def constraints(self, default: str) -> str:
+        """constraints/default.txt with this cell's libraries pinned instead (for COMMON packages)."""
+        pinned = {"jax", "jaxlib", "libtpu", "torch", "tokamax"}
+        keep = [ln for ln in default.splitlines() if ln.split("==")[0].strip().lower() not in pinned]
+        return "\n".join(keep + self.pins()) + "\n"
+
+
+def parse(text: str = MATRIX) -> list[Cell]:
+    """The cells declared in `text`; raises MatrixError for a bad or duplicate line."""
+    cells: list[Cell] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        if not len(COLUMNS) <= len(fields) <= len(COLUMNS) + len(OPTIONAL_COLUMNS):
+            raise MatrixError(
+                f"matrix line {n} {raw.strip()!r}: expected {len(COLUMNS)} columns {COLUMNS}"
+                f" and optionally {OPTIONAL_COLUMNS}"
+            )
+        python, jax, libtpu, torch = fields[: len(COLUMNS)]
+        tokamax = fields[len(COLUMNS)] if len(fields) > len(COLUMNS) else "-"
+        if python.count(".") != 1 or not all(p.isdigit() for p in python.split(".")):
+            raise MatrixError(f"matrix line {n}: python={python!r} must be MAJOR.MINOR, e.g. 3.12")
+        cell = Cell(python, jax, libtpu, None if torch == "-" else torch, None if tokamax == "-" else tokamax)
+        if any(c.name == cell.name for c in cells):
+            raise MatrixError(f"matrix line {n}: cell {cell.name} is declared twice")
+        cells.append(cell)
+    return cells
+
+
+CELLS: list[Cell] = parse()
+
+
+def run_steps(kernels: list[str]) -> list[list[str]]:
+    """The `python -m harness run` arguments that run every kernel in `kernels` (those registered in
+    a cell) with its EXAMPLES cases, derandomized: one step per distinct budget, kernels in order."""
+    missing = sorted(k for k in kernels if k not in EXAMPLES)
+    if missing:
+        raise MatrixError(f"kernels {missing} have no case budget: add them to harness.environments.matrix.EXAMPLES")
+    steps = []
+    for n in sorted({EXAMPLES[k] for k in kernels}, reverse=True):
+        chosen = [arg for k in kernels if EXAMPLES[k] == n for arg in ("--kernel", k)]
+        steps.append(
+            [
+                "run",
+                "--profile",
+                "ci",
+                "--no-database",
+                "--examples",
+                str(n),
+                # One worker: one run.json per step, which the cell's coverage and report read.
+                "--jobs",
+                "1",
+                "--max-shrinks",
+                str(MAX_SHRINKS),
+                *chosen,
+            ]
+        )
+    return steps

@@ -1,0 +1,463 @@
+"""The upgrade gate: a candidate environment's records against a baseline's. Pure: records in, rows out.
+
+A row is one thing compared (an implementation's cases, one compile check, one compiled
+figure, one benchmark) with a status: "worse" fails the gate; "better", "unchanged" and
+"new" do not; "insufficient" (too few timing samples) and "missing" (in the baseline,
+absent from the candidate) fail only as harness/gate/gate_thresholds.toml says; "incomparable"
+(timed on different backends) never does; "incomplete" (a side's records are unreadable, or
+one of its runs did not finish) always does. `format_table` prints the rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from harness.gate import drift, stats
+from harness.gate.thresholds import FIELDS, Thresholds, fmt_value
+from harness.store.derive import (
+    case_size,
+    case_text,
+    compile_replay,
+    failure_file,
+    failure_line,
+    leak_command,
+    repro_command,
+)
+from harness.store.read import Records, bench_key, compile_key, samples
+from harness.store.records import CaseRecord, CompileRecord
+
+
+class Status(enum.StrEnum):
+    """How a row moved, most urgent first (the order the table lists them in)."""
+
+    WORSE = "worse"
+    INCOMPLETE = "incomplete"
+    MISSING = "missing"
+    INSUFFICIENT = "insufficient"
+    BETTER = "better"
+    NEW = "new"
+    INCOMPARABLE = "incomparable"
+    UNCHANGED = "unchanged"
+
+
+STATUSES = tuple(Status)
+CATEGORIES = ("correctness", "drift", "compile", "memory", "speed", "leak", "records")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    category: str  # one of CATEGORIES
+    subject: str  # what was compared
+    status: Status
+    baseline: str  # the baseline's figure
+    candidate: str  # the candidate's figure
+    change: str  # the movement, in words and numbers
+    detail: str = ""  # why, with the limit it was held to; for a failure, its case and repro command
+    fails: bool = False
+
+
+@dataclasses.dataclass
+class GateResult:
+    baseline: str
+    candidate: str
+    thresholds: str
+    rows: list[Row]
+    # Every case run on both sides, compared side by side (harness.gate.drift), largest growth first.
+    drift: list[drift.CaseDrift] = dataclasses.field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.fails for r in self.rows)
+
+    @property
+    def failures(self) -> list[Row]:
+        return [r for r in self.rows if r.fails]
+
+    def largest_drifts(self, n: int = 20) -> list[drift.CaseDrift]:
+        """The `n` paired cases whose error grew most (for the report's drift section)."""
+        return drift.largest(self.drift, n)
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.rows)
+
+    def summary(self) -> str:
+        if not self.rows:
+            return "NOTHING COMPARED: neither side has case, bench or compile records"
+        if not self.failed:
+            return f"GATE PASSED: no regression ({self.count('better')} better, {self.count('unchanged')} unchanged)"
+        by_cat = defaultdict(int)
+        for r in self.failures:
+            by_cat[r.category] += 1
+        parts = ", ".join(f"{c} {by_cat[c]}" for c in CATEGORIES if by_cat[c])
+        n = len(self.failures)
+        return f"GATE FAILED: {n} regression{'s' if n != 1 else ''} ({parts})"
+
+
+def fmt_seconds(s: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(s) >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
+
+
+# --- correctness ---
+
+
+def _by_subject(cases: list[CaseRecord]) -> dict[str, dict[str, list[CaseRecord]]]:
+    out: dict[str, dict[str, list[CaseRecord]]] = defaultdict(lambda: defaultdict(list))
+    for rec in cases:
+        out[rec.implementation][rec.case_id].append(rec)
+    return out
+
+
+def _passed(recs: list[CaseRecord]) -> bool:
+    return all(r.passed for r in recs)
+
+
+def _example(recs: list[CaseRecord], roots: list[Path]) -> str:
+    """The failure a person should look at first: a shrunk one with a repro file, else the smallest case."""
+    rec = min(recs, key=lambda r: (not r.shrunk, not r.failure_file, case_size(r)))
+    text = f"{case_text(rec.case)}: {failure_line(rec)}"
+    cmd = repro_command(failure_file(rec, roots))
+    return text + (f"; repro: {cmd}" if cmd else "; no repro file recorded")
+
+
+def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
+    rows = []
+    b_all, c_all = _by_subject(base.cases), _by_subject(cand.cases)
+    for impl in sorted(set(b_all) | set(c_all)):
+        b, c = b_all.get(impl, {}), c_all.get(impl, {})
+        b_fail = sum(not _passed(v) for v in b.values())
+        c_fail = sum(not _passed(v) for v in c.values())
+        b_fig = f"{len(b)} cases, {b_fail} failing" if b else "not run"
+        c_fig = f"{len(c)} cases, {c_fail} failing" if c else "not run"
+        if not c:
+            rows.append(
+                Row(
+                    "correctness",
+                    impl,
+                    Status.MISSING,
+                    b_fig,
+                    c_fig,
+                    "not run by the candidate",
+                    "the baseline ran it; the candidate has no case records",
+                    th.fail_on_missing,
+                )
+            )
+            continue
+        # New: failing in the candidate, and passing in the baseline or never run there
+        # (a shrunk failure is a new, smaller case, so it has no baseline counterpart).
+        new = [cid for cid, recs in c.items() if not _passed(recs) and _passed(b.get(cid, []))]
+        fixed = [cid for cid, recs in b.items() if not _passed(recs) and cid in c and _passed(c[cid])]
+        if new:
+            example = _example([r for cid in new for r in c[cid] if not r.passed], cand.roots)
+            rows.append(
+                Row(
+                    "correctness",
+                    impl,
+                    Status.WORSE,
+                    b_fig,
+                    c_fig,
+                    f"+{len(new)} new failing",
+                    f"new failure: {example}",
+                    True,
+                )
+            )
+        elif fixed:
+            rows.append(Row("correctness", impl, Status.BETTER, b_fig, c_fig, f"{len(fixed)} fixed"))
+        elif not b:
+            rows.append(Row("correctness", impl, Status.NEW, b_fig, c_fig, "not run by the baseline"))
+        else:
+            still = f"; {c_fail} failing in both" if c_fail else ""
+            rows.append(Row("correctness", impl, Status.UNCHANGED, b_fig, c_fig, "no new failure" + still))
+    return rows
+
+
+# --- paired numerics drift ---
+
+
+def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
+    """One row per implementation with paired cases: worse when any pair's error grew beyond the drift factor."""
+    rows = []
+    by_impl: dict[str, list[drift.CaseDrift]] = defaultdict(list)
+    for d in pairs:
+        by_impl[d.implementation].append(d)
+    for impl, ds in sorted(by_impl.items()):
+        same = sum(d.identical for d in ds)
+        subject = f"{impl} paired cases"
+        fig = f"{len(ds)} cases"
+        cand = f"{same} bit-identical"
+        beyond = [d for d in ds if d.beyond(th.drift_factor, th.drift_min_used)]
+        finite = [d.growth for d in ds if not d.identical and d.growth == d.growth]
+        largest = f"largest error growth x{max(finite):.2f}" if finite else "no error moved"
+        if not beyond:
+            detail = f"{largest}; limit x{th.drift_factor:g}"
+            rows.append(
+                Row("drift", subject, Status.UNCHANGED, fig, cand, f"{len(ds) - same} moved, within limit", detail)
+            )
+            continue
+        worst = max(beyond, key=lambda d: d.growth)
+        replay = f"; replay: {repro_command(worst.replay)}" if worst.replay else ""
+        detail = (
+            f"{len(beyond)} case{'s' if len(beyond) != 1 else ''} beyond x{th.drift_factor:g} "
+            f"(even where both sides pass); worst {case_text(worst.case)}: "
+            + "; ".join(q.text() for q in worst.beyond(th.drift_factor, th.drift_min_used))
+            + replay
+        )
+        rows.append(Row("drift", subject, Status.WORSE, fig, cand, f"{len(beyond)} drifted", detail, True))
+    return rows
+
+
+# --- compile and compiled memory ---
+
+
+def _group(recs: list[Any], key: Any) -> dict[tuple[str, ...], list[Any]]:
+    out: dict[tuple[str, ...], list[Any]] = defaultdict(list)
+    for r in recs:
+        out[key(r)].append(r)
+    return out
+
+
+def _figure(recs: list[CompileRecord], field: str) -> float | None:
+    section, key = FIELDS[field]
+    values = sorted(float(v) for r in recs if (v := (getattr(r, section) or {}).get(key)) is not None)
+    return stats.median(values) if values else None
+
+
+def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
+    rows = []
+    b_all, c_all = _group(base.compiles, compile_key), _group(cand.compiles, compile_key)
+    for key in sorted(set(b_all) | set(c_all)):
+        impl, topology, shape, pass_ = key
+        subject = f"{impl} {pass_} {shape} on {topology}"
+        b, c = b_all.get(key, []), c_all.get(key, [])
+        b_ok, c_ok = all(r.ok for r in b), all(r.ok for r in c)
+        ok = {True: "compiles", False: "fails"}
+        if not c:
+            rows.append(
+                Row(
+                    "compile",
+                    subject,
+                    Status.MISSING,
+                    ok[b_ok],
+                    "not run",
+                    "not compiled by the candidate",
+                    "",
+                    th.fail_on_missing,
+                )
+            )
+            continue
+        if not c_ok and (b_ok or not b):
+            bad = next(r for r in c if not r.ok)
+            detail = f"new compile failure: {failure_line(bad)}; repro: {compile_replay(bad)}"
+            rows.append(
+                Row(
+                    "compile", subject, Status.WORSE, ok[b_ok] if b else "not run", "fails", "new failure", detail, True
+                )
+            )
+            continue
+        if not b:
+            rows.append(Row("compile", subject, Status.NEW, "not run", ok[c_ok], "not compiled by the baseline"))
+            continue
+        if not b_ok:
+            status, change = (Status.BETTER, "fixed") if c_ok else (Status.UNCHANGED, "fails in both")
+            rows.append(Row("compile", subject, status, "fails", ok[c_ok], change))
+            continue
+        for limit in th.limits:
+            bv, cv = _figure(b, limit.field), _figure(c, limit.field)
+            if bv is None or cv is None:
+                continue
+            out = limit.check(bv, cv)
+            change = f"{out.change:+.1%}" if out.change != float("inf") else "from 0"
+            rows.append(
+                Row(
+                    "memory",
+                    f"{subject} {limit.field}",
+                    out.status,
+                    fmt_value(limit.field, bv),
+                    fmt_value(limit.field, cv),
+                    change,
+                    out.message,
+                    out.status == Status.WORSE,
+                )
+            )
+    return rows
+
+
+# --- speed ---
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedComparison:
+    """Two sets of timing samples, judged. status: worse, better, unchanged or insufficient."""
+
+    status: str
+    ratio: float  # candidate median / baseline median
+    p: float | None
+    text: str
+
+
+def compare_samples(b: list[float], c: list[float], th: Thresholds) -> SpeedComparison:
+    """Mann-Whitney U on the samples, then the factor on the medians; never on too few samples."""
+    n1, n2 = len(b), len(c)
+    bm, cm = (stats.median(b) if b else float("nan")), (stats.median(c) if c else float("nan"))
+    ratio = cm / bm if b and c and bm > 0 else float("nan")
+    if min(n1, n2) < th.min_samples or stats.min_p_value(n1, n2) >= th.alpha:
+        text = (
+            f"insufficient samples: baseline {n1}, candidate {n2}; need at least {th.min_samples} each "
+            f"(and enough for p < {th.alpha:g})"
+        )
+        return SpeedComparison(Status.INSUFFICIENT, ratio, None, text)
+    test = stats.mann_whitney_u(b, c)
+    slower = f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
+    figures = f"median {fmt_seconds(bm)} -> {fmt_seconds(cm)} ({slower}), Mann-Whitney p={test.p:.2g}"
+    if test.p < th.alpha and ratio > th.factor:
+        return SpeedComparison(Status.WORSE, ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}")
+    if test.p < th.alpha and ratio < 1 / th.factor:
+        return SpeedComparison(
+            Status.BETTER, ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}"
+        )
+    why = f"p >= {th.alpha:g}" if test.p >= th.alpha else f"within factor {th.factor:g}"
+    return SpeedComparison(Status.UNCHANGED, ratio, test.p, f"{figures}: noise ({why})")
+
+
+def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
+    rows = []
+    b_all, c_all = _group(base.benches, bench_key), _group(cand.benches, bench_key)
+    b_bench = defaultdict(set)
+    c_bench = defaultdict(set)
+    for impl, shape, pass_, where in b_all:
+        b_bench[(impl, shape, pass_)].add(where)
+    for impl, shape, pass_, where in c_all:
+        c_bench[(impl, shape, pass_)].add(where)
+    for bench in sorted(set(b_bench) | set(c_bench)):
+        impl, shape, pass_ = bench
+        bw, cw = b_bench.get(bench, set()), c_bench.get(bench, set())
+        for where in sorted(bw & cw):
+            b = [x for r in b_all[(*bench, where)] for x in samples(r)]
+            c = [x for r in c_all[(*bench, where)] for x in samples(r)]
+            cmp = compare_samples(b, c, th)
+            fails = cmp.status == Status.WORSE or (cmp.status == Status.INSUFFICIENT and th.fail_on_insufficient)
+            change = f"{cmp.ratio:.2f}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")
+            fig = lambda xs: f"{fmt_seconds(stats.median(xs))} (n={len(xs)})" if xs else "no samples"  # noqa: E731
+            rows.append(
+                Row("speed", f"{impl} {pass_} {shape} on {where}", cmp.status, fig(b), fig(c), change, cmp.text, fails)
+            )
+        if bw and cw and not (bw & cw):
+            rows.append(
+                Row(
+                    "speed",
+                    f"{impl} {pass_} {shape}",
+                    Status.INCOMPARABLE,
+                    ", ".join(sorted(bw)),
+                    ", ".join(sorted(cw)),
+                    "different backends",
+                    "timings from different backends or devices are never compared",
+                )
+            )
+        elif bw and not cw:
+            rows.append(
+                Row(
+                    "speed",
+                    f"{impl} {pass_} {shape}",
+                    Status.MISSING,
+                    ", ".join(sorted(bw)),
+                    "not run",
+                    "not timed by the candidate",
+                    "",
+                    th.fail_on_missing,
+                )
+            )
+        elif cw and not bw:
+            rows.append(
+                Row(
+                    "speed",
+                    f"{impl} {pass_} {shape}",
+                    Status.NEW,
+                    "not run",
+                    ", ".join(sorted(cw)),
+                    "not timed by the baseline",
+                )
+            )
+    return rows
+
+
+# --- leaks and incomplete data ---
+
+
+def leak_rows(base: Records, cand: Records) -> list[Row]:
+    """A candidate whose kernel's memory grows with calls fails, whatever the baseline did."""
+    rows = []
+    b_all = _group(base.leaks, lambda r: (str(r.implementation), str(r.variant)))
+    c_all = _group(cand.leaks, lambda r: (str(r.implementation), str(r.variant)))
+    for key in sorted(c_all):
+        impl, variant = key
+        b, c = b_all.get(key, []), c_all[key]
+        b_fig = ("leaks" if not all(r.passed for r in b) else "flat") if b else "not run"
+        bad = [r for r in c if not r.passed]
+        if bad:
+            grows = "; ".join(str(g) for g in bad[0].growing or []) or str(bad[0].error)
+            detail = f"memory grows with calls: {grows}; repro: {leak_command(impl)}"
+            rows.append(Row("leak", f"{impl} {variant}", Status.WORSE, b_fig, "leaks", "grows per call", detail, True))
+        elif b_fig == "leaks":
+            rows.append(Row("leak", f"{impl} {variant}", Status.BETTER, b_fig, "flat", "leak fixed"))
+        else:
+            rows.append(
+                Row("leak", f"{impl} {variant}", Status.UNCHANGED if b else Status.NEW, b_fig, "flat", "no growth")
+            )
+    return rows
+
+
+def incomplete_rows(base: Records, cand: Records) -> list[Row]:
+    """A side whose records are not the whole of its runs is never a pass (harness.store.read)."""
+    rows = []
+    for side, recs in (("baseline", base), ("candidate", cand)):
+        for why in recs.incomplete():
+            rows.append(Row("records", side, Status.INCOMPLETE, "", "", "incomplete data", why, True))
+    return rows
+
+
+def compare(
+    base: Records, cand: Records, th: Thresholds, *, labels: tuple[str, str] = ("baseline", "candidate")
+) -> GateResult:
+    pairs = drift.with_replays(drift.pair(base.cases, cand.cases), [*cand.roots, *base.roots])
+    rows = correctness_rows(base, cand, th) + compile_rows(base, cand, th) + speed_rows(base, cand, th)
+    rows += drift_rows(pairs, th)
+    rows += leak_rows(base, cand)
+    if rows:  # with nothing compared the gate is "NOTHING COMPARED" (bad input), never PASS either way
+        rows += incomplete_rows(base, cand)
+    order = {s: i for i, s in enumerate(STATUSES)}
+    rows.sort(key=lambda r: (not r.fails, order[r.status], CATEGORIES.index(r.category), r.subject))
+    return GateResult(labels[0], labels[1], th.source, rows, drift=pairs)
+
+
+# --- formatting ---
+
+
+def format_table(result: GateResult, *, verbose: bool = False) -> str:
+    """The compact table: every row that is not unchanged (all with verbose), then a count of the rest."""
+    shown = [r for r in result.rows if verbose or r.status != Status.UNCHANGED]
+    lines = [f"gate: baseline {result.baseline}  vs  candidate {result.candidate}  (thresholds: {result.thresholds})"]
+    if shown:
+        w = max(len(r.subject) for r in shown)
+        w = min(max(w, 7), 72)
+        head = f"{'category':<12} {'status':<12} {'subject':<{w}} {'baseline':>22} {'candidate':>22}  change"
+        lines += [head, "-" * len(head)]
+        for r in shown:
+            status = r.status.upper() if r.fails else r.status
+            subject = r.subject if len(r.subject) <= w else r.subject[: w - 3] + "..."
+            lines.append(f"{r.category:<12} {status:<12} {subject:<{w}} {r.baseline:>22} {r.candidate:>22}  {r.change}")
+            if r.detail and (r.fails or verbose or r.status in (Status.INSUFFICIENT, Status.INCOMPARABLE)):
+                lines.append(f"{'':<12} -> {r.detail}")
+    unchanged = defaultdict(int)
+    for r in result.rows:
+        if r.status == Status.UNCHANGED:
+            unchanged[r.category] += 1
+    if unchanged and not verbose:
+        lines.append("unchanged: " + ", ".join(f"{c} {unchanged[c]}" for c in CATEGORIES if unchanged[c]))
+    lines.append(result.summary())
+    return "\n".join(lines)

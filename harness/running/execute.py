@@ -1,0 +1,88 @@
+"""Running one implementation on one case, before any comparison: the leaf the runner and the worker share.
+
+`execute` runs in the harness process (harness.running.runner) and, under a per-case time limit,
+inside the worker process (harness.running.worker); both import it from here, so neither imports
+the other for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+
+from harness.core import compat
+from harness.core.case import Case
+from harness.core.compat import InterpretOptions
+from harness.core.contract import Implementation, Outputs
+from harness.core.errors import one_line
+from harness.core.inputs import Inputs
+from harness.tpu import native
+
+
+@dataclasses.dataclass
+class Execution:
+    """What running one implementation produced, before any comparison.
+
+    races: None when race detection was off. reordered: the outputs of a second run with
+    another interpreter grid order (None when the grid-order check was off).
+    """
+
+    outputs: Outputs | None
+    error: str | None = None
+    traceback: str | None = None
+    races: bool | None = None
+    reordered: Outputs | None = None
+    seconds: float = 0.0
+    native: dict | None = None  # harness.tpu.native timings, for a kernel on an accelerator
+
+
+def is_interrupt(e: BaseException) -> bool:
+    """True for Ctrl-C however it arrives.
+
+    A KeyboardInterrupt raised while a jax host callback runs (the Pallas TPU interpreter
+    runs every kernel step in one) reaches the caller as a JaxRuntimeError whose text names
+    it: "INTERNAL: ... KeyboardInterrupt". The chained cause or context may hold it too.
+    """
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt) or "KeyboardInterrupt" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool, interpret: InterpretOptions) -> Execution:
+    """Run `impl` under the interpreter options `interpret` (their checks included).
+
+    An exception is returned as an error, never raised, and leaves the interpreter reset;
+    an interrupt (see is_interrupt) is raised as KeyboardInterrupt, never a kernel result.
+    """
+    start = time.perf_counter()
+    interpreted = impl.backend() == "tpu_interpret"
+    compat.clear_races()
+    try:
+        with compat.using_interpret_options(interpret):
+            got = impl.run(case, inputs, grads=grads)
+        reordered = None
+        if interpreted and interpret.check_grid_order:
+            # Another permutation of the 'parallel' grid axes (the interpreter's default seed is 0).
+            other = dataclasses.replace(interpret, random_seed=(interpret.random_seed or 0) + 1)
+            with compat.using_interpret_options(other):
+                reordered = impl.run(case, inputs, grads=grads)
+    except Exception as e:  # noqa: BLE001 - a kernel's exception is a finding, not a harness crash
+        if interpreted:
+            compat.reset_tpu_interpreter()
+        if is_interrupt(e):
+            raise KeyboardInterrupt(one_line(e)) from e
+        return Execution(
+            None,
+            error=one_line(e),
+            traceback=traceback.format_exc(limit=8),
+            seconds=time.perf_counter() - start,
+        )
+    races = compat.races_found() if interpreted and interpret.detect_races else None
+    seconds = time.perf_counter() - start
+    timing = native.measure(impl, case, grads=grads).to_json() if native.measured(impl) else None
+    return Execution(got, races=races, reordered=reordered, seconds=seconds, native=timing)

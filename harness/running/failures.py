@@ -1,0 +1,273 @@
+"""Shrunk failures as files that replay exactly: DIR/failures/<id>.json.
+
+A failure file (kind "failure", schema FAILURE_SCHEMA) holds everything a replay needs
+and what the failure looked like:
+
+  kernel, oracles    specs as `contract.resolve` reads them (a built-in name or MODULE:ATTR)
+  grads              whether the backward pass ran
+  case               the shrunk case (harness.core.case JSON), block sizes included
+  interpret          the interpreter options (compat.InterpretOptions JSON)
+  time_limit         per-subject seconds, or null
+  tolerance_version  harness.core.compare.TOLERANCE_VERSION when it failed
+  versions           python, jax, jaxlib, libtpu, torch, numpy, hypothesis and the harness
+  failure            one line: why it failed
+  results            per implementation: passed, backend, error, comparisons (the error table),
+                     and on a failure "located": where the errors sit (harness.core.locate.Located JSON;
+                     absent in files written before it existed, which replay and render alike)
+  search             how it was found: profile, shrink_runs, shrink_exhausted (optional)
+  pinned             set by `pin`: time, source file, kernel it was found with (optional)
+
+`load_failure` is strict: a file it accepts can be replayed; anything else raises
+FailureFileError with one line naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.core import compat, contract
+from harness.core.case import Case, CaseError
+from harness.core.compare import TOLERANCE_VERSION
+from harness.core.errors import InputError
+from harness.running.runner import CaseResult, run_case
+from harness.running.worker import implementation_spec
+from harness.store.files import atomic_write_json
+from harness.store.schema import FAILURE_SCHEMA
+
+REQUIRED = ("schema", "kind", "kernel", "oracles", "grads", "case")
+OPTIONAL = (
+    "id",
+    "created",
+    "interpret",
+    "time_limit",
+    "tolerance_version",
+    "versions",
+    "failure",
+    "results",
+    "search",
+    "pinned",
+)
+
+
+class FailureFileError(InputError):
+    """A failure file that cannot be replayed; the message is one line naming file and problem."""
+
+
+def failure_id(case: Case, kernel: str) -> str:
+    return f"{case.case_id}-{hashlib.sha256(kernel.encode()).hexdigest()[:6]}"
+
+
+def failure_line(result: CaseResult) -> str:
+    return " | ".join(f"{s.implementation}: {s.failure}" for s in result.subjects if not s.passed)
+
+
+def failure_document(
+    result: CaseResult,
+    *,
+    kernel: str,
+    oracles: list[str],
+    grads: bool,
+    interpret: compat.InterpretOptions = compat.DEFAULT_INTERPRET,
+    time_limit: float | None = None,
+    search: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Everything needed to replay `result` exactly, and what it looked like when it failed."""
+    doc = {
+        "schema": FAILURE_SCHEMA,
+        "kind": "failure",
+        "id": failure_id(result.case, kernel),
+        "created": dt.datetime.now(dt.UTC).isoformat(),
+        "kernel": kernel,
+        "oracles": oracles,
+        "grads": grads,
+        "case": result.case.to_json(),
+        "interpret": interpret.to_json(),
+        "time_limit": time_limit,
+        "tolerance_version": TOLERANCE_VERSION,
+        "versions": compat.library_versions(),
+        "failure": failure_line(result),
+        "results": results_table(result),
+    }
+    if search is not None:
+        doc["search"] = search
+    return doc
+
+
+def results_table(result: CaseResult) -> dict[str, Any]:
+    return {
+        s.implementation: {
+            "passed": s.passed,
+            "backend": s.backend,
+            "error": s.error,
+            "comparisons": [c.to_json() for c in s.comparisons],
+            **({"located": s.located.to_json()} if s.located is not None else {}),
+        }
+        for s in result.subjects
+    }
+
+
+def write_failure(
+    out_dir: Path,
+    result: CaseResult,
+    *,
+    kernel: contract.Implementation | str,
+    oracles: list[contract.Implementation | str],
+    grads: bool,
+    interpret: compat.InterpretOptions = compat.DEFAULT_INTERPRET,
+    time_limit: float | None = None,
+    search: dict[str, Any] | None = None,
+) -> Path:
+    """Write DIR/failures/<id>.json; implementations may be given as objects or as specs."""
+    spec = lambda impl: impl if isinstance(impl, str) else implementation_spec(impl)  # noqa: E731
+    doc = failure_document(
+        result,
+        kernel=spec(kernel),
+        oracles=[spec(o) for o in oracles],
+        grads=grads,
+        interpret=interpret,
+        time_limit=time_limit,
+        search=search,
+    )
+    path = Path(out_dir) / "failures" / f"{doc['id']}.json"
+    atomic_write_json(path, doc)
+    return path
+
+
+class FailureFile:
+    """A validated failure file: the document plus the objects it names."""
+
+    def __init__(self, path: Path, doc: dict[str, Any]) -> None:
+        self.path = path
+        self.doc = doc
+        self.case = _field(path, "case", lambda: Case.from_json(doc["case"]), CaseError)
+        self.interpret = _field(
+            path, "interpret", lambda: compat.InterpretOptions.from_json(doc.get("interpret", {})), ValueError
+        )
+        self.kernel = _resolve(path, doc["kernel"], "kernel")
+        self.oracles = [_resolve(path, spec, "oracle") for spec in doc["oracles"]]
+        problems = self.kernel.violations(self.case)
+        if problems:
+            raise FailureFileError(f"{path}: case outside {self.kernel.name}'s contract: " + "; ".join(problems))
+
+    @property
+    def grads(self) -> bool:
+        return self.doc["grads"]
+
+    @property
+    def time_limit(self) -> float | None:
+        return self.doc.get("time_limit")
+
+    @property
+    def versions(self) -> dict[str, str | None]:
+        return self.doc.get("versions") or {}
+
+    @property
+    def tolerance_version(self) -> int | None:
+        return self.doc.get("tolerance_version")
+
+    def retarget(self, kernel: str) -> None:
+        """Replay against another kernel (a spec), which must accept the case."""
+        self.kernel = _resolve(self.path, kernel, "kernel")
+        problems = self.kernel.violations(self.case)
+        if problems:
+            raise FailureFileError(f"{self.path}: case outside {self.kernel.name}'s contract: " + "; ".join(problems))
+        self.doc = {**self.doc, "kernel": kernel}
+
+
+def _field(path: Path, name: str, build: Any, errors: type[Exception]) -> Any:
+    try:
+        return build()
+    except errors as e:
+        raise FailureFileError(f"{path}: bad {name}: {e}") from None
+
+
+def _resolve(path: Path, spec: str, role: str) -> contract.Implementation:
+    try:
+        impl = contract.resolve(spec)
+    except contract.UnknownImplementation as e:
+        raise FailureFileError(f"{path}: {role} {spec!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - importing a MODULE:ATTR runs arbitrary code
+        raise FailureFileError(f"{path}: {role} {spec!r} failed to load: {type(e).__name__}: {e}") from None
+    if role == "oracle" and impl.role != "oracle":
+        raise FailureFileError(f"{path}: oracle {spec!r} is a {impl.role}; oracles: {contract.names('oracle')}")
+    return impl
+
+
+def _check_types(path: Path, doc: dict[str, Any]) -> None:
+    def bad(name: str, want: str) -> FailureFileError:
+        return FailureFileError(f"{path}: field {name}={doc[name]!r} must be {want}")
+
+    if doc["kind"] != "failure":
+        raise bad("kind", '"failure"')
+    if doc["schema"] != FAILURE_SCHEMA:
+        raise FailureFileError(
+            f"{path}: schema={doc['schema']!r} is not supported; this harness reads failure schema {FAILURE_SCHEMA}"
+        )
+    if not isinstance(doc["kernel"], str) or not doc["kernel"]:
+        raise bad("kernel", "a kernel name or MODULE:ATTR")
+    if not isinstance(doc["oracles"], list) or not all(isinstance(o, str) for o in doc["oracles"]):
+        raise bad("oracles", "a list of oracle names")
+    if not isinstance(doc["grads"], bool):
+        raise bad("grads", "true or false")
+    limit = doc.get("time_limit")
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0
+    ):
+        raise bad("time_limit", "a positive number of seconds or null")
+    tv = doc.get("tolerance_version")
+    if tv is not None and (isinstance(tv, bool) or not isinstance(tv, int)):
+        raise bad("tolerance_version", "an integer")
+    versions = doc.get("versions")
+    if versions is not None and (
+        not isinstance(versions, dict) or not all(v is None or isinstance(v, str) for v in versions.values())
+    ):
+        raise bad("versions", "an object of library name to version string")
+
+
+def load_failure(path: Path | str) -> FailureFile:
+    """Read and validate a failure file; FailureFileError (one line) for anything unusable."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise FailureFileError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FailureFileError(f"{path} is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(doc, dict):
+        raise FailureFileError(f"{path}: a failure file is a JSON object, got {type(doc).__name__}")
+    missing = [k for k in REQUIRED if k not in doc]
+    if missing:
+        raise FailureFileError(f"{path}: missing fields {missing}")
+    unknown = sorted(set(doc) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise FailureFileError(f"{path}: unknown fields {unknown}; known: {sorted(REQUIRED + OPTIONAL)}")
+    _check_types(path, doc)
+    return FailureFile(path, doc)
+
+
+def replay(ff: FailureFile, *, time_limit: float | None = None) -> CaseResult:
+    """Run the recorded case through the recorded (or retargeted) kernel and oracles."""
+    limit = time_limit if time_limit is not None else ff.time_limit
+    return run_case(ff.case, [ff.kernel, *ff.oracles], grads=ff.grads, time_limit=limit, interpret=ff.interpret)
+
+
+def version_differences(recorded: dict[str, str | None]) -> list[str]:
+    """'name recorded -> installed' for every library whose version changed."""
+    installed = compat.library_versions()
+    return [
+        f"{name} {recorded[name]} -> {installed.get(name)}"
+        for name in sorted(recorded)
+        if recorded[name] != installed.get(name)
+    ]
+
+
+def iter_failure_files(directory: Path | str) -> Iterator[Path]:
+    yield from sorted(Path(directory).glob("*.json"))

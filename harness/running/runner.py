@@ -1,0 +1,292 @@
+"""Run one case through every subject and compare each with the float64 truth.
+
+Pipeline step two and three: case -> run -> compare. Recording and reporting take the
+CaseResult this returns and never see live arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+
+import numpy as np
+
+from harness.core import reference
+from harness.core.case import Case
+from harness.core.compare import Comparison, check_empty_rows, compare, tolerance
+from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
+from harness.core.contract import GRADIENTS, QUANTITIES, Implementation, Outputs
+from harness.core.inputs import Inputs, make_inputs
+from harness.core.locate import Located, locate
+from harness.core.magnitudes import term_magnitudes
+from harness.running.execute import Execution, execute
+from harness.store.derive import reason
+
+
+@dataclasses.dataclass
+class SubjectResult:
+    """One implementation on one case."""
+
+    implementation: str
+    role: str
+    backend: str
+    empty_rows: str
+    passed: bool
+    comparisons: list[Comparison]
+    error: str | None = None
+    traceback: str | None = None
+    seconds: float = 0.0
+    device: str = "cpu"  # where it computed (harness.core.placement)
+    native: dict | None = None  # harness.tpu.native.NativeTiming.to_json() on an accelerator
+    located: Located | None = None  # where the errors sit, on a failure (harness.core.locate)
+    digest: str | None = None  # outputs_digest of what it returned: bit-identical results have equal digests
+
+    @property
+    def worst(self) -> Comparison | None:
+        """The comparison closest to (or furthest past) its bound."""
+        finite = [c for c in self.comparisons if c.bound and np.isfinite(c.bound)]
+        bad = [c for c in self.comparisons if not c.passed]
+        if bad:
+            return bad[0]
+        return max(finite, key=lambda c: c.max_abs / c.bound, default=None)
+
+    @property
+    def failure(self) -> str | None:
+        """One line saying why it failed, or None."""
+        if self.passed:
+            return None
+        return reason(self.error, [(c.quantity, c.max_abs, c.bound, c.note) for c in self.comparisons if not c.passed])
+
+
+@dataclasses.dataclass
+class CaseResult:
+    case: Case
+    subjects: list[SubjectResult]
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        """The kernels' verdict. An oracle outside its tolerance is an oracle finding
+        (`oracle_findings`), reported apart and never counted against a kernel."""
+        judged = [s for s in self.subjects if s.role != "oracle"] or self.subjects
+        return all(s.passed for s in judged)
+
+    @property
+    def oracle_findings(self) -> list[SubjectResult]:
+        """Oracles outside their own tolerance on this case."""
+        return [s for s in self.subjects if s.role == "oracle" and not s.passed]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """What every subject of one case is measured against, computed once per case.
+
+    truth: float64; ruler: the same reference in the case dtype; magnitudes: the size of
+    the terms each quantity sums (harness.core.magnitudes), the scale of the tolerance floor.
+    """
+
+    truth: Outputs
+    ruler: Outputs
+    magnitudes: dict[str, float]
+
+    @classmethod
+    def compute(cls, case: Case, inputs: Inputs, *, grads: bool) -> Reference:
+        return cls(
+            truth=reference.truth(case, inputs, grads=grads),
+            ruler=reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype),
+            magnitudes=term_magnitudes(case, inputs),
+        )
+
+
+def _padded(case: Case) -> np.ndarray | None:
+    """bool [batch, q_len]: query rows at or past their batch row's valid query length; None without q lengths."""
+    lengths = case.mask.lengths
+    if lengths is None or lengths.q is None:
+        return None
+    return np.arange(case.q_len)[None, :] >= np.asarray(lengths.q)[:, None]
+
+
+def _empty_row_checks(impl: Implementation, case: Case, inputs: Inputs, got: Outputs) -> list[Comparison]:
+    """Rows with no visible key against the declared convention; padded query rows apart when
+    the implementation declares another behaviour for them (Implementation.padded_rows)."""
+    empty = inputs.empty
+    if not empty.any():
+        return []
+    group = case.q_heads // case.kv_heads
+    values = np.repeat(inputs.v.astype(np.float64), group, axis=1)
+    padded = _padded(case)
+    if padded is None or impl.padded_rows(case) == impl.empty_rows(case):
+        return [check_empty_rows(impl.empty_rows(case), got.out, values, empty, case.dtype)]
+    padded = np.broadcast_to(padded[:, None, :], empty.shape)
+    out = []
+    if (empty & ~padded).any():
+        out.append(check_empty_rows(impl.empty_rows(case), got.out, values, empty & ~padded, case.dtype))
+    if padded.any():
+        out.append(
+            check_empty_rows(impl.padded_rows(case), got.out, values, padded, case.dtype, quantity="out[padded]")
+        )
+    return out
+
+
+def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref: Reference) -> list[Comparison]:
+    truth, ruler, mags = ref.truth, ref.ruler, ref.magnitudes
+    empty = inputs.empty
+    rows = ~empty if empty.any() else None
+    out = [
+        compare(
+            "out",
+            got.out,
+            truth.out,
+            ruler.out,
+            tolerance(case.dtype, "out", impl.name),
+            magnitude=mags["out"],
+            rows=rows,
+        )
+    ]
+    out += _empty_row_checks(impl, case, inputs, got)
+    for q in GRADIENTS:
+        want = truth.get(q)
+        # A forward-only kernel (an inference kernel with no VJP) declares grads=False.
+        if want is None or not impl.capabilities.grads:
+            continue
+        if q == "dbias" and not impl.capabilities.dbias:
+            continue
+        tol = tolerance(case.dtype, q, impl.name)
+        out.append(compare(q, got.get(q), want, ruler.get(q), tol, magnitude=mags[q]))
+    if case.residuals and impl.capabilities.residuals:
+        # The logsumexp of a row with no visible key is a kernel's own convention (a mask value's
+        # or -inf): judged on rows that see a key, as the output is.
+        tol = tolerance(case.dtype, "lse", impl.name)
+        out.append(compare("lse", got.lse, truth.lse, ruler.lse, tol, magnitude=mags["lse"], rows=rows))
+    return out
+
+
+def _bitwise_diff(a: np.ndarray | None, b: np.ndarray | None) -> float:
+    """Largest difference between two runs; NaN in both places counts as equal."""
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else np.inf
+    both_nan = np.isnan(a) & np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(both_nan, 0.0, np.abs(a - b))
+    return float(np.nan_to_num(np.max(diff), nan=np.inf)) if diff.size else 0.0
+
+
+def _interpreter_checks(ex: Execution) -> list[Comparison]:
+    """The interpreter's findings as rows of the error table, each with bound 0."""
+    out = []
+    if ex.races is not None:
+        found = float(ex.races)
+        note = "the interpreter's race detector reported a data race" if ex.races else "no data race"
+        out.append(Comparison("races", found, found, 0.0, found, 0.0, not ex.races, note))
+    if ex.reordered is not None:
+        # A correct kernel computes every output tile with the same operations whatever the
+        # order of its 'parallel' axes, so the two runs must agree exactly (NaN matching NaN).
+        diff = max(_bitwise_diff(ex.outputs.get(q), ex.reordered.get(q)) for q in QUANTITIES)
+        note = "result depends on the 'parallel' grid order" if diff else "same values under another grid order"
+        out.append(Comparison("grid_order", diff, diff, 0.0, diff, 0.0, diff == 0.0, note))
+    return out
+
+
+def judge(impl: Implementation, case: Case, inputs: Inputs, ex: Execution, ref: Reference) -> SubjectResult:
+    """Compare an execution with the truth: the pure half of run_subject."""
+    meta = {
+        "implementation": impl.name,
+        "role": impl.role,
+        "backend": impl.backend(),
+        "device": impl.device(),
+        "empty_rows": impl.empty_rows(case),
+    }
+    if ex.outputs is None:
+        return SubjectResult(
+            **meta, passed=False, comparisons=[], error=ex.error, traceback=ex.traceback, seconds=ex.seconds
+        )
+    comps = _errors(impl, case, inputs, ex.outputs, ref) + _interpreter_checks(ex)
+    passed = all(c.passed for c in comps)
+    located = None if passed else _locate(case, inputs, ex.outputs, ref.truth, comps)
+    return SubjectResult(
+        **meta,
+        passed=passed,
+        comparisons=comps,
+        seconds=ex.seconds,
+        located=located,
+        native=ex.native,
+        digest=outputs_digest(ex.outputs),
+    )
+
+
+def outputs_digest(outputs: Outputs) -> str:
+    """A hash of every quantity an implementation returned, to the bit (NaN payloads made one).
+
+    Two environments that return the same bits on the same case have the same digest, which the
+    records' errors against a truth each side recomputes cannot show (harness.gate.drift).
+    """
+    h = hashlib.sha256()
+    for q in QUANTITIES:
+        a = outputs.get(q)
+        if a is None:
+            continue
+        a = np.ascontiguousarray(np.where(np.isnan(a), np.nan, a), dtype=np.float64)
+        h.update(f"{q}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def _locate(case: Case, inputs: Inputs, got: Outputs, truth: Outputs, comps: list[Comparison]) -> Located | None:
+    """The failure's errors located from the same arrays and bounds the comparisons used."""
+    # The located arrays are [batch, heads, rows, cols]; the per-row logsumexp is reported by its comparison.
+    arrays = ("out", *GRADIENTS)
+    return locate(
+        {q: got.get(q) for q in arrays},
+        {q: truth.get(q) for q in arrays},
+        {c.quantity: c.bound for c in comps},
+        blocks=case.block_dict,
+        judged_out=~inputs.empty if inputs.empty.any() else None,
+    )
+
+
+def run_subject(
+    impl: Implementation,
+    case: Case,
+    inputs: Inputs,
+    ref: Reference,
+    *,
+    grads: bool,
+    time_limit: float | None = None,
+    interpret: InterpretOptions = DEFAULT_INTERPRET,
+) -> SubjectResult:
+    """Run one implementation; any exception (or, under a time limit, a hang or crash) becomes a failed result."""
+    if time_limit is None:
+        ex = execute(impl, case, inputs, grads=grads, interpret=interpret)
+    else:
+        from harness.running import worker  # starts a process: only when a time limit asks for one
+
+        ex = worker.execute(impl, case, grads=grads, time_limit=time_limit, interpret=interpret)
+    return judge(impl, case, inputs, ex, ref)
+
+
+def run_case(
+    case: Case,
+    subjects: list[Implementation],
+    *,
+    grads: bool = True,
+    time_limit: float | None = None,
+    interpret: InterpretOptions = DEFAULT_INTERPRET,
+) -> CaseResult:
+    """Truth (float64), ruler (same dtype), then every subject against them.
+
+    time_limit: seconds per subject; when set, subjects run in a worker process that is
+    killed (and restarted for the next subject) when it overruns or dies.
+    interpret: the Pallas TPU interpreter's options for every subject it interprets.
+    """
+    start = time.perf_counter()
+    # An oracle runs only inside its declared contract: one that lacks a feature of the case
+    # (torch SDPA has no soft cap or sinks) says so in violations() and sits the case out.
+    subjects = [s for s in subjects if s.role != "oracle" or not s.violations(case)]
+    inputs = make_inputs(case)
+    ref = Reference.compute(case, inputs, grads=grads)
+    results = [
+        run_subject(impl, case, inputs, ref, grads=grads, time_limit=time_limit, interpret=interpret)
+        for impl in subjects
+    ]
+    return CaseResult(case=case, subjects=results, seconds=time.perf_counter() - start)

@@ -1,0 +1,257 @@
+"""Step one of the pipeline: Hypothesis draws cases for one kernel and shrinks any failure.
+
+Every generated case is handed to `on_result` as it finishes. Cases tried while
+shrinking are not; the minimal failing case is returned separately. Shrinking runs
+within the profile's shrink budget (harness.core.profiles): past it, candidates are not run
+and count as passing, so Hypothesis stops at the smallest failure found so far.
+
+Only a kernel's verdict steers Hypothesis. Any other exception inside a case (the store
+cannot be written, the truth cannot be computed) stops the search at once and is raised
+from `search` as it was: it is the harness's failure, never a flaky kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import hypothesis
+import jax
+from hypothesis import given, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from harness.core import compat, profiles, strategies
+from harness.core.case import Case
+from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
+from harness.core.contract import Implementation
+from harness.core.smoke import smoke_cases
+from harness.running import runner
+from harness.running.execute import is_interrupt
+from harness.running.runner import CaseResult
+
+
+def _release_freed_memory() -> None:
+    """Hand memory freed by the last case back to the system (glibc's malloc_trim; elsewhere a no-op).
+
+    Each case frees arrays of a different size; glibc keeps the freed pages in its heaps,
+    and the run's resident size crept up ~15 MB a case with the caches cleared (measured,
+    benchmarks/results/peak_rss.json).
+    """
+    try:
+        _libc().malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL("libc.so.6")
+
+
+class CaseFailed(AssertionError):
+    """Raised inside the Hypothesis test so that it shrinks the case."""
+
+
+class _HarnessError(BaseException):
+    """Carries a harness error out of the Hypothesis test.
+
+    A BaseException, because Hypothesis shrinks and replays on any Exception: a disk error
+    would come back as "flaky failure" blamed on the kernel.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+@dataclasses.dataclass
+class SearchOutcome:
+    kernel: str
+    results: list[CaseResult]  # every generated case, in order
+    shrunk: CaseResult | None = None  # the minimal failing case, if any
+    interrupted: bool = False
+    error: str | None = None  # a harness error that stopped the search
+    first_failure_s: float | None = None  # seconds from the start to the first failing case
+    shrink_runs: int = 0  # cases run while shrinking
+    shrink_exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
+
+    @property
+    def passed(self) -> bool:
+        return self.shrunk is None and self.error is None and all(r.passed for r in self.results)
+
+
+def _run_case(
+    case: Case,
+    subjects: list[Implementation],
+    state: dict,
+    *,
+    grads: bool,
+    time_limit: float | None,
+    interpret: InterpretOptions,
+) -> CaseResult:
+    """runner.run_case, with JAX's caches cleared when the shapes change, and errors sorted.
+
+    An interrupt however it arrived is raised as KeyboardInterrupt; any other exception is
+    the harness's (the kernels' own exceptions are results, caught in harness.running.execute).
+    """
+    compiled_for = dataclasses.replace(case, seed=0, regime="normal")  # what compiled code depends on
+    if state.get("compiled_for") != compiled_for:
+        # JAX keeps one compiled executable per shape: ~170 MiB a case under the interpreter,
+        # 3 GB after 15 cases. Clearing when the shapes change keeps a run flat
+        # (benchmarks/peak_rss.py) and lets shrink candidates of one shape, which differ
+        # only in values, reuse the compiled kernel.
+        jax.clear_caches()
+        state["compiled_for"] = compiled_for
+    try:
+        return runner.run_case(case, subjects, grads=grads, time_limit=time_limit, interpret=interpret)
+    except Exception as e:  # noqa: BLE001 - sorted into an interrupt or a harness error
+        if is_interrupt(e):
+            raise KeyboardInterrupt(str(e)) from e
+        raise _HarnessError(e) from e
+    finally:
+        _release_freed_memory()
+
+
+def _interrupts_as_themselves(test: Callable[[], None]) -> None:
+    """Run the Hypothesis test; an interrupt that Hypothesis turned into another error is raised as itself.
+
+    An interrupt landing while Hypothesis sets a test up (reading its source, right after the
+    smoke cases) comes out as an AssertionError from Hypothesis's own clean-up, with the
+    KeyboardInterrupt as its context: the run must stop as interrupted, not as a harness crash.
+    """
+    try:
+        test()
+    except (_HarnessError, CaseFailed, KeyboardInterrupt, hypothesis.errors.Flaky):
+        raise
+    except Exception as e:
+        if is_interrupt(e):
+            raise KeyboardInterrupt(str(e)) from e
+        raise
+
+
+def _harness_errors(on_result: Callable[[CaseResult], None]) -> Callable[[CaseResult], None]:
+    """`on_result` with its exceptions (a record that cannot be written) carried out as harness errors."""
+
+    def guarded(result: CaseResult) -> None:
+        try:
+            on_result(result)
+        except Exception as e:  # noqa: BLE001 - the harness's failure, never the kernel's
+            raise _HarnessError(e) from e
+
+    return guarded
+
+
+def search(
+    kernel: Implementation,
+    oracles: list[Implementation],
+    *,
+    examples: int | None = None,
+    seed: int | None = None,
+    profile: str | None = None,
+    database: Path | None = None,
+    grads: bool = True,
+    time_limit: float | None = None,
+    interpret: InterpretOptions = DEFAULT_INTERPRET,
+    shrink_runs: int | None = None,
+    smoke: bool | Sequence[Case] = False,
+    owns: Callable[[Case], bool] | None = None,
+    on_result: Callable[[CaseResult], None] = lambda r: None,
+) -> SearchOutcome:
+    """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`.
+
+    database: the example database directory; ignored by derandomized profiles (ci).
+    time_limit: per-subject seconds, interpret: the interpreter's options (see runner.run_case).
+    shrink_runs overrides the profile's shrink budget in cases. smoke: start with the kernel's
+    smoke cases (harness.core.smoke; or these cases, a shard's share of them), counted in `examples`;
+    a failing smoke case is reported as it is (it is already the smallest case with its
+    features) and the search stops there. owns: only cases it is true of are drawn and
+    checked (a shard's part of the search, harness.running.shards).
+    """
+    compat.enable_compilation_cache()
+    outcome = SearchOutcome(kernel=kernel.name, results=[])
+    subjects = [kernel, *oracles]
+    budget = profiles.shrink_budget(profile)
+    max_shrinks = budget.runs if shrink_runs is None else shrink_runs
+    # Hypothesis may reach one case through several choice sequences, and replays the
+    # minimal one at the end; a case's result is deterministic, so each runs once.
+    seen: dict[Case, CaseResult] = {}
+    state: dict = {"failing_since": None, "best": None, "compiled_for": None}
+    started = time.perf_counter()
+
+    # `check`'s source is kept as it was: under a derandomized profile Hypothesis seeds its
+    # draws from a digest of the test function's source, and the planted-bug detection
+    # figures were measured on that draw. The two names it calls are wrapped here instead.
+    on_result = _harness_errors(on_result)
+
+    def run_case(case: Case, subjects: list[Implementation], *, grads: bool, time_limit: float | None) -> CaseResult:
+        return _run_case(case, subjects, state, grads=grads, time_limit=time_limit, interpret=interpret)
+
+    def check(case: Case) -> None:
+        result = seen.get(case)
+        if result is None:
+            if state["failing_since"] is not None:
+                over_time = time.perf_counter() - state["failing_since"] > budget.seconds
+                if outcome.shrink_runs >= max_shrinks or over_time:
+                    outcome.shrink_exhausted = True
+                    return  # not run: counts as passing, so shrinking settles on the best so far
+                outcome.shrink_runs += 1
+            result = seen[case] = run_case(case, subjects, grads=grads, time_limit=time_limit)
+            generated = state["failing_since"] is None
+            if generated:
+                outcome.results.append(result)
+            if not result.passed:
+                # The shrinker only tries candidates smaller than the current minimum, so
+                # every failure it reports is the new best.
+                state["best"] = result
+                if generated:
+                    state["failing_since"] = time.perf_counter()
+                    outcome.first_failure_s = state["failing_since"] - started
+            if generated:
+                on_result(result)  # after the bookkeeping: an interrupt here loses nothing
+        if not result.passed:
+            state["best"] = result
+            raise CaseFailed(str(case))
+
+    base = profiles.get(profile)
+    budget_cases = base.max_examples if examples is None else examples
+    smoke_set = [c for c in (smoke_cases(kernel) if smoke is True else smoke or []) if owns is None or owns(c)]
+    smoke_set = smoke_set[:budget_cases]
+    overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1)}
+    if seed is not None:
+        overrides["derandomize"] = False
+    derandomized = base.derandomize and seed is None
+    if database and not derandomized:
+        overrides["database"] = DirectoryBasedExampleDatabase(str(database))
+    else:
+        overrides["database"] = None
+    drawn = strategies.cases(kernel)
+    if owns is not None or smoke_set:
+        # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
+        smoked = set(smoke_set)
+        drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
+    test = settings(base, **overrides)(given(drawn)(check))
+    # Each kernel gets its own key in the example database (and its own derandomized draw).
+    test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
+    if seed is not None:
+        test = hypothesis.seed(seed)(test)
+    try:
+        for case in smoke_set:
+            check(case)
+        if budget_cases > len(smoke_set):
+            _interrupts_as_themselves(test)
+    except _HarnessError as e:
+        raise e.error from None
+    except CaseFailed:
+        outcome.shrunk = state["best"]
+    except KeyboardInterrupt:
+        # Keep the smallest failure found before the interrupt: it is a real one.
+        outcome.interrupted = True
+        outcome.shrunk = state["best"]
+    except hypothesis.errors.Flaky as e:
+        outcome.shrunk = state["best"]
+        outcome.error = f"flaky failure (did not reproduce on replay): {str(e).splitlines()[0]}"
+    return outcome
