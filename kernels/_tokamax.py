@@ -17,7 +17,7 @@ The API takes the case's native parameters: `is_causal` (top-left), `query_seq_l
 - `mask`: a boolean [batch, q_heads, q_len, kv_len] array for the components that have no
   parameter of their own (chunk, block-sparse, segments, per-head masks, those windows), built from
   the mask description by harness.core.masks.dense_mask; is_causal and the lengths still go in natively.
-- `logits_soft_cap`: the case's soft cap (harness.core.paging.soft_cap), where the implementation
+- `logits_soft_cap`: the case's soft cap (Case.soft_cap), where the implementation
   takes one (a probe call; tokamax's cudnn path raises NotImplementedError).
 - `precision`: blocks flag precision_highest=1 passes jax.lax.Precision.HIGHEST (absent: None,
   the default); it changes how a backend rounds the matmuls (a TPU's default float32 matmul
@@ -46,7 +46,7 @@ import tokamax
 from absl import flags
 from hypothesis import strategies as st
 
-from harness.core import compat, paging, placement
+from harness.core import compat, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
 from harness.core.contract import Capabilities, Conventions, Implementation, Outputs
@@ -192,7 +192,7 @@ class TokamaxAttention(Implementation):
         out = super().violations(case)
         if set(case.block_dict) - {PRECISION} or set(case.block_dict.values()) - {1}:
             out.append(f"blocks may hold only {PRECISION}=1; got {case.block_dict}")
-        if paging.soft_cap(case) is not None and not _takes_soft_cap(self.fn, self.implementation):
+        if case.soft_cap is not None and not _takes_soft_cap(self.fn, self.implementation):
             out.append(f'implementation="{self.implementation}" raises NotImplementedError for logits_soft_cap')
         return out
 
@@ -210,7 +210,7 @@ class TokamaxAttention(Implementation):
             "query_seq_lengths": q_lens,
             "key_value_seq_lengths": kv_lens,
             "local_window_size": window,
-            "logits_soft_cap": paging.soft_cap(case),
+            "logits_soft_cap": case.soft_cap,
             "precision": jax.lax.Precision.HIGHEST if PRECISION in case.block_dict else None,
             "implementation": self.implementation,
         }

@@ -13,7 +13,7 @@ blocks (the page layout; none changes the mathematics): page_size, pages_per_com
   absent: None), split_seq_dim (inline_seq_dim=False; absent: the default True).
 kv_format "int8": the pages are QuantizedTensor(int8 codes, scales) (quantization_utils); float32
   cases only so (float32 pages are computed at bfloat16 precision: docs/findings/pallas_paged_float32_pages_bf16.md).
-soft cap (harness.core.paging.soft_cap): passed as attn_logits_soft_cap where this release's signature has it.
+soft cap (Case.soft_cap): passed as attn_logits_soft_cap where this release's signature has it.
 
 `dropin(fn)` tests a replacement with the upstream signature:
     paged_attention(q, k_pages, v_pages, lengths, page_indices, *, mask_value,
@@ -189,7 +189,7 @@ class PallasPaged(Implementation):
                 f"pages_per_compute_block={blocks['pages_per_compute_block']} must divide the "
                 f"{pages} pages per sequence (kv_len={case.kv_len}, page_size={blocks['page_size']})"
             )
-        if paging.soft_cap(case) is not None and not paging.accepts(self.fn, SOFT_CAP):
+        if case.soft_cap is not None and not paging.accepts(self.fn, SOFT_CAP):
             out.append(f"{self.name} has no {SOFT_CAP} parameter on this release: soft-capped cases cannot run")
         flags = {f: v for f, v in blocks.items() if f in FLAGS}
         if any(v != 1 for v in flags.values()):
@@ -219,8 +219,8 @@ class PallasPaged(Implementation):
             "megacore_mode": next((mode for flag, mode in MEGACORE.items() if flag in blocks), None),
             "inline_seq_dim": SPLIT not in blocks,
         }
-        if paging.soft_cap(case) is not None:
-            kw[SOFT_CAP] = paging.soft_cap(case)
+        if case.soft_cap is not None:
+            kw[SOFT_CAP] = case.soft_cap
 
         def f(q, k, v):
             # The kernel applies no softmax scale; scaling q first is how its users apply one.

@@ -21,7 +21,7 @@ blocks: page_size, num_kv_pages_per_block, num_queries_per_block (both block siz
   not at all) is off by 2**e.
 sliding window: the case's window in the SLIDING_WINDOW form (harness.core.masks), the last w keys up
   to each query's position, goes in as sliding_window=w.
-soft cap (harness.core.paging.soft_cap): soft_cap, where this release's signature has it.
+soft cap (Case.soft_cap): soft_cap, where this release's signature has it.
 
 `dropin(fn)` tests a replacement with the upstream signature:
     ragged_paged_attention(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *, sm_scale,
@@ -183,7 +183,7 @@ class PallasRaggedPaged(Implementation):
                 f"window {case.mask.window!r} is not a sliding window at every sequence's diagonal "
                 f"(Window(left=w - 1, right=0, offset={case.kv_len - case.q_len}), kv[b] - q[b] the same offset)"
             )
-        wanted = {"sliding_window": case.mask.window, "soft_cap": paging.soft_cap(case)}
+        wanted = {"sliding_window": case.mask.window, "soft_cap": case.soft_cap}
         for parameter, value in wanted.items():
             if value is not None and not paging.accepts(self.fn, parameter):
                 out.append(f"{self.name} has no {parameter} parameter on this release")
@@ -217,8 +217,8 @@ class PallasRaggedPaged(Implementation):
         kw |= {parameter: 2.0 ** blocks[name] for name, parameter in SCALES.items() if name in blocks}
         if case.mask.window is not None:
             kw["sliding_window"] = _sliding_window(case)
-        if paging.soft_cap(case) is not None:
-            kw["soft_cap"] = paging.soft_cap(case)
+        if case.soft_cap is not None:
+            kw["soft_cap"] = case.soft_cap
 
         def f(q, k, v):
             # Pack the real queries: [batch, q_heads, q_len, d] -> [tokens, q_heads, d].

@@ -77,6 +77,14 @@ def mask_argument(mask: Mask, *, batch: int, q_len: int, kv_len: int, segments: 
     return out
 
 
+# jax.nn.dot_product_attention's own parameters for a mask component: (parameter, drawn, component).
+NATIVE_PARAMETERS = (
+    ("query_seq_lengths", "per-row valid query lengths, 0 to q_len", "q_lengths"),
+    ("key_value_seq_lengths", "per-row valid key lengths, 0 to kv_len", "kv_lengths"),
+    ("local_window_size", "(left, right), both bounded, at offset 0", "window"),
+)
+
+
 def _via_mask(case: Case) -> bool:
     return MASK_ARG in case.block_dict
 
@@ -110,27 +118,12 @@ def api(implementation: Literal["xla", "cudnn"]) -> cov.Api:
                 drawn="True, False",
                 exercised=lambda case: cov.causal_top_left(case) and not _via_mask(case),
             ),
-            cov.Param(
-                name="query_seq_lengths",
-                drawn="per-row valid query lengths, 0 to q_len",
-                exercised=lambda case: _native(case, "q_lengths"),
-            )
-            if segments
-            else cov.Param(name="query_seq_lengths", why="cuDNN is declared without valid lengths (needs a GPU)"),
-            cov.Param(
-                name="key_value_seq_lengths",
-                drawn="per-row valid key lengths, 0 to kv_len",
-                exercised=lambda case: _native(case, "kv_lengths"),
-            )
-            if segments
-            else cov.Param(name="key_value_seq_lengths", why="cuDNN is declared without valid lengths (needs a GPU)"),
-            cov.Param(
-                name="local_window_size",
-                drawn="(left, right), both bounded, at offset 0",
-                exercised=lambda case: _native(case, "window"),
-            )
-            if segments
-            else cov.Param(name="local_window_size", why="cuDNN is declared without windows (needs a GPU)"),
+            *(
+                cov.Param(name=name, drawn=drawn, exercised=lambda case, c=component: _native(case, c))
+                if segments
+                else cov.Param(name=name, why="cuDNN is declared without it (needs a GPU)")
+                for name, drawn, component in NATIVE_PARAMETERS
+            ),
             cov.Param(name="implementation", drawn=f'"{implementation}"', exercised=cov.always, why="one per kernel"),
             cov.Param(name="return_residual", drawn="True (a forward call of its own), False", exercised=cov.residuals),
         ),

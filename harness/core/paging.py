@@ -122,12 +122,6 @@ def accepts(fn: Callable[..., Any], parameter: str) -> bool:
     return parameter in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def soft_cap(case: Case) -> float | None:
-    """The case's logits soft cap, `cap * tanh(logits / cap)` with logits = scale * QK^T: the Case
-    field the case-model change adds (issue 11, `Case.soft_cap`); None on a Case without it."""
-    return getattr(case, "soft_cap", None)
-
-
 def visible_rows(
     *, q_lens: tuple[int, ...], kv_lens: tuple[int, ...], q_len: int, kv_len: int, window: int | None = None
 ) -> np.ndarray:
