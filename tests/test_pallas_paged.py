@@ -82,10 +82,9 @@ def _soft_capped(impl, case: Case, cap: float):
     return compare("out", got, truth, ruler, tolerance(case.dtype, "out"), magnitude=mag, rows=~inputs.empty)
 
 
-def test_soft_cap_is_passed_natively_and_checked_against_the_gathered_truth(monkeypatch):
+def test_soft_cap_is_passed_natively_and_checked_against_the_gathered_truth():
     # Large logits, so a cap of 5 changes every row (the truth moves by ~3 between cap and no cap).
-    case = _case(mask=Mask(lengths=Lengths(kv=(5, 17, 64))), regime="large")
-    monkeypatch.setattr(paging, "soft_cap", lambda c: 5.0)
+    case = _case(mask=Mask(lengths=Lengths(kv=(5, 17, 64))), regime="large").replace(soft_cap=5.0)
     assert _soft_capped(PAGED, case, 5.0).passed
     bug = _soft_capped(contract.resolve(SOFT_CAP_BUG), case, 5.0)
     assert not bug.passed and bug.max_abs > 10 * bug.bound

@@ -73,14 +73,14 @@ def test_the_adapter_passes_window_and_scales_natively_to_the_reference():
     assert run_case(WINDOWED, [REFERENCE], grads=False).passed
 
 
-def test_the_adapter_passes_the_soft_cap_natively(monkeypatch):
-    # Against the truth gathered from the pages: the dense reference has no soft cap on this branch.
-    monkeypatch.setattr(paging, "soft_cap", lambda case: 1.0)
-    inputs = make_inputs(WINDOWED)
+def test_the_adapter_passes_the_soft_cap_natively():
+    # Against the truth gathered from the pages, capped and not.
+    capped = WINDOWED.replace(soft_cap=1.0)
+    inputs = make_inputs(capped)
     layout = {"page_size": 8, "spare_pages": 1, "q_lens": (4, 8), "window": 4}
-    truth, ruler = paging.case_reference(WINDOWED, inputs, **layout, cap=1.0)
-    uncapped, _ = paging.case_reference(WINDOWED, inputs, **layout)
-    got = REFERENCE.run(WINDOWED, inputs, grads=False).out
+    truth, ruler = paging.case_reference(capped, inputs, **layout, cap=1.0)
+    uncapped, _ = paging.case_reference(capped, inputs, **layout)
+    got = REFERENCE.run(capped, inputs, grads=False).out
     rows = ~inputs.empty
     result = compare("out", got, truth, ruler, tolerance("float32", "out"), rows=rows)
     assert result.passed, result

@@ -71,11 +71,10 @@ def test_native_window_and_highest_precision_pass():
     assert result.passed, result.subjects[0].failure
 
 
-def test_soft_cap_is_passed_natively(monkeypatch):
-    # Against paging.attend's capped truth: the dense reference has no soft cap on this branch.
-    case = _window_case(64, None, regime="large")
+def test_soft_cap_is_passed_natively():
+    # Against paging.attend's capped truth, computed apart from the dense reference.
+    case = _window_case(64, None, regime="large").replace(soft_cap=5.0)
     inputs = make_inputs(case)
-    monkeypatch.setattr(paging, "soft_cap", lambda c: 5.0)
     got = contract.resolve("tokamax_xla_chunked").run(case, inputs, grads=False).out
     visible = inputs.visible[:, 0]
     truth, uncapped = (
