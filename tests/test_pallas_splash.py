@@ -138,6 +138,19 @@ def test_planted_dsinks_sign_is_caught_on_dsinks_alone_and_upstream_passes_the_s
     assert [c.quantity for c in bug.comparisons if not c.passed] == ["dsinks"], bug.failure
 
 
+def test_a_drop_in_copied_from_splash_gets_its_own_modules_block_sizes() -> None:
+    # A copy of splash's module has its own QKVLayout, and its dkv kernel compares layouts by
+    # identity: upstream's BlockSizes there skip every key tile (the test above, dk and dv).
+    from tests.planted import splash_dsinks_sign
+
+    copy = splash_dsinks_sign._module
+    planted = contract.resolve("pallas_splash=tests.planted.splash_dsinks_sign:make_splash")
+    for blocks in ((), tuple(BLOCKS.items())):
+        got = planted._block_sizes(_case(blocks=blocks))
+        assert type(got) is copy.BlockSizes and got.k_layout is copy.QKVLayout.HEAD_DIM_MINOR
+    assert type(PallasSplash()._block_sizes(_case())) is not copy.BlockSizes
+
+
 def test_valid_lengths_go_in_as_segment_ids_and_bottom_right_causal_sits_at_each_rows_diagonal() -> None:
     # Before lengths reached the kernel, splash saw every key of every row here and failed.
     lengths = Lengths(q=(100, 3), kv=(200, 40), kv_starts=(0, 9))
