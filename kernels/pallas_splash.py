@@ -321,7 +321,8 @@ class PallasSplash(Implementation):
         """splash's class `name` (BlockSizes, SegmentIds) from a drop-in's own module where it defines one,
         else upstream's: a copy of splash's module has its own QKVLayout, and its dkv kernel tests
         `k_layout is HEAD_DIM_MINOR` by identity, so upstream's default layout would read there as
-        SEQ_MINOR (and loop over head_dim // block_kv_dkv_compute key tiles: none at head_dim 64)."""
+        SEQ_MINOR (and loop over head_dim // block_kv_dkv_compute key tiles: none at head_dim 64;
+        docs/findings/pallas_splash_layout_compared_by_identity.md)."""
         module = None if self.fn is None else inspect.getmodule(self.fn)
         return getattr(module, name, None) or getattr(upstream, name)
 
