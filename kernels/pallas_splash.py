@@ -176,7 +176,11 @@ API = (
                 drawn="SegmentIds(q, kv), orphan ids included; padding (valid lengths) as ids of its own",
                 exercised=lambda case: case.mask.segments is not None or case.mask.lengths is not None,
             ),
-            cov.Param(name="sinks", drawn="None or one logit per query head", exercised=cov.sinks),
+            cov.Param(
+                name="sinks",
+                drawn="None or one logit per query head; their gradient dsinks checked",
+                exercised=cov.sinks,
+            ),
         ),
     ),
     cov.Api(
@@ -262,8 +266,8 @@ class PallasSplash(Implementation):
             "no sm_scale argument: the adapter multiplies q by the scale (in the case dtype). "
             "Rows with no visible key are undefined upstream: NaN when the row's query tile visits no key "
             "tile (0/0), else an average of the visited tiles' values; checked as declared, row by row. "
-            "With sinks the running max and sum start at the sink, so such rows are 0. "
-            "Sinks get no gradient here: the adapter closes over them (dsinks is not checked)"
+            "With sinks the running max and sum start at the sink, so such rows are 0; "
+            "the sinks are differentiated like q, k and v, and their gradient (dsinks) checked"
         ),
     )
     api = API
@@ -313,12 +317,22 @@ class PallasSplash(Implementation):
                     out.append(f"{name}={blocks[name]} must be a multiple of {LANES} dividing {length}")
         return out
 
+    def _own(self, name: str) -> Any:
+        """splash's class `name` (BlockSizes, SegmentIds) from a drop-in's own module where it defines one,
+        else upstream's: a copy of splash's module has its own QKVLayout, and its dkv kernel tests
+        `k_layout is HEAD_DIM_MINOR` by identity, so upstream's default layout would read there as
+        SEQ_MINOR (and loop over head_dim // block_kv_dkv_compute key tiles: none at head_dim 64;
+        docs/findings/pallas_splash_layout_compared_by_identity.md)."""
+        module = None if self.fn is None else inspect.getmodule(self.fn)
+        return getattr(module, name, None) or getattr(upstream, name)
+
     def _block_sizes(self, case: Case) -> upstream.BlockSizes:
+        block_sizes = self._own("BlockSizes")
         if not case.blocks:
-            return upstream.BlockSizes.get_default()
+            return block_sizes.get_default()
         blocks = case.block_dict
         fused = bool(blocks.pop(FUSED, 0))
-        return upstream.BlockSizes(**blocks, use_fused_bwd_kernel=fused)
+        return block_sizes(**blocks, use_fused_bwd_kernel=fused)
 
     def _kernel(self, case: Case, *, residuals: bool = False, diagonal: int | None = None) -> tuple[Any, bool]:
         """The splash kernel for this case (for a bottom-right diagonal), and whether it takes MQA-shaped k/v."""
@@ -347,7 +361,8 @@ class PallasSplash(Implementation):
         return out
 
     def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
-        """f(q, k, v) over the batch: the output [B, Hq, Lq, D], or with `residuals` the logsumexp [B, Hq, Lq]."""
+        """f(q, k, v[, sinks]) over the batch: the output [B, Hq, Lq, D], or with `residuals` the logsumexp
+        [B, Hq, Lq]. The sinks are an argument, so jax.vjp gives splash's own dsinks."""
         scale = case.sm_scale
         lengths = case.mask.lengths
         # Bottom-right causal with lengths sits at each row's own diagonal: one kernel per diagonal.
@@ -359,16 +374,15 @@ class PallasSplash(Implementation):
         kernels = {d: self._kernel(case, residuals=residuals, diagonal=d) for d in set(diagonals)}
         ids = segment_ids(case)
         seg = None if ids is None else (jnp.asarray(ids[0]), jnp.asarray(ids[1]))
-        sinks = None if inputs.sinks is None else jnp.asarray(inputs.sinks)
 
-        def f(q, k, v):
+        def f(q, k, v, sinks=None):
             # Splash applies no softmax scale; scaling q first is how its users apply one.
             q = q * jnp.asarray(scale, q.dtype)
             outs = []
             for b in range(case.batch):  # splash kernels take one batch row
                 kernel, mqa = kernels[diagonals[b]]
                 kb, vb = (k[b, 0], v[b, 0]) if mqa else (k[b], v[b])
-                row_ids = None if seg is None else upstream.SegmentIds(q=seg[0][b], kv=seg[1][b])
+                row_ids = None if seg is None else self._own("SegmentIds")(q=seg[0][b], kv=seg[1][b])
                 extra = {} if sinks is None else {"sinks": sinks}
                 got = kernel(q[b], kb, vb, segment_ids=row_ids, **extra)
                 # save_residuals: (out, (logsumexp [q_heads, q_len],)).

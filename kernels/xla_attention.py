@@ -283,6 +283,9 @@ CUDNN = DotProductAttention(
         seq_lens=(64, 128, 256),
         mask_components=frozenset({"causal_top_left", "bias"}),
         dbias=False,
+        # The API's return_residual reaches cuDNN's own softmax statistics (jax transposes them to
+        # the xla path's [B, T, N] and rounds them to the output dtype): declared drawn, so drawn.
+        residuals="return_residual" in PARAMETERS,
     ),
     Conventions(
         bias="QK^T * scale + bias",

@@ -27,7 +27,11 @@ API = (
             ),
             cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
             cov.Param(name="soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap),
-            cov.Param(name="sinks", drawn="None or one logit per query head", exercised=cov.sinks),
+            cov.Param(
+                name="sinks",
+                drawn="None or one logit per query head; their gradient dsinks checked",
+                exercised=cov.sinks,
+            ),
         ),
     ),
 )

@@ -36,7 +36,8 @@ def test_extended_truth_matches_the_float64_reference(name: str) -> None:
     inputs = make_inputs(case)
     wide = extended.truth(case, inputs, grads=True)
     f64 = reference.truth(case, inputs, grads=True)
-    for q in ("out", "dq", "dk", "dv", "dbias"):
+    assert (wide.dsinks is None) == (not case.sinks) == (f64.dsinks is None)
+    for q in ("out", "dq", "dk", "dv", "dbias", "dsinks"):
         if f64.get(q) is not None:
             np.testing.assert_allclose(wide.get(q), f64.get(q), rtol=0, atol=1e-13, err_msg=q)
     finite = np.isfinite(f64.lse)

@@ -18,8 +18,11 @@ def _eager(case: Case, inputs) -> jaxvjp.Outputs:
     device = placement.reference_device()
     visible = jax.device_put(inputs.visible, device)
 
-    def f(q, k, v, *bias):
-        return jax_reference.attention(q, k, v, bias[0] if bias else None, visible, case.sm_scale)
+    def f(q, k, v, *rest):
+        # jax_outputs passes bias, then sinks, each only when the case has it.
+        bias = rest[0] if case.bias else None
+        sinks = rest[-1] if case.sinks else None
+        return jax_reference.attention(q, k, v, bias, visible, case.sm_scale, sinks=sinks)
 
     return jaxvjp.jax_outputs(f, inputs, grads=True, device=device)
 
@@ -27,15 +30,17 @@ def _eager(case: Case, inputs) -> jaxvjp.Outputs:
 CASE = Case(batch=1, q_heads=2, kv_heads=1, q_len=64, kv_len=128, head_dim=32, mask=Mask(causal="top_left"), seed=5)
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_half_precision_rulers_round_as_the_operations_one_by_one(dtype: str) -> None:
+@pytest.mark.parametrize(("dtype", "sinks"), [("bfloat16", False), ("float16", False), ("bfloat16", True)])
+def test_half_precision_rulers_round_as_the_operations_one_by_one(dtype: str, sinks: bool) -> None:
     # Without COMPILER_OPTIONS the fused program keeps bfloat16 intermediates in float32 and
-    # the ruler turns more precise than the operations it stands for.
-    case = CASE.replace(dtype=dtype, bias=True)
+    # the ruler turns more precise than the operations it stands for. With sinks, their
+    # gradient too: the sinks are a primal of the program, after the bias.
+    case = CASE.replace(dtype=dtype, bias=True, sinks=sinks)
     inputs = make_inputs(case)
     got = jax_reference.run_reference(case, inputs, grads=True, dtype=inputs.q.dtype)
     want = _eager(case, inputs)
-    for q in ("out", "dq", "dk", "dv", "dbias"):
+    assert (got.dsinks is not None) == sinks
+    for q in ("out", "dq", "dk", "dv", "dbias", "dsinks"):
         np.testing.assert_array_equal(got.get(q), want.get(q), err_msg=q)
 
 

@@ -23,11 +23,13 @@ def brute_force(case: Case, x: Inputs | None = None) -> dict[str, float]:
     dq[i,d] = scale sum_j ds_ij k_jd; dk[j,d] = scale sum_(h in group, i) ds_ij q_id; dbias = ds.
     Each sum's terms are bounded by their absolute values, ds by p (|dp| + |di|).
     lse: the larger of |logsumexp| and the largest |logit| of the row.
+    dsinks[h] = -sum_(b, i) p_sink di_i, its terms p_sink sum_d |out|_id |dout_id| with |out|_id = sum_j p_ij |v_jd|.
     """
     x = make_inputs(case) if x is None else x
     q, k, v, dout = (a.astype(np.float64) for a in (x.q, x.k, x.v, x.dout))
     group = case.q_heads // case.kv_heads
-    mags = dict.fromkeys(("out", "dq", "dk", "dv", "dbias", "lse"), 0.0)
+    mags = dict.fromkeys(("out", "dq", "dk", "dv", "dbias", "lse", "dsinks"), 0.0)
+    dsinks_sums = np.zeros(case.q_heads)
     dv_sums = np.zeros((case.batch, case.kv_heads, case.kv_len, case.head_dim))
     dk_sums = np.zeros_like(dv_sums)
     for b, h in itertools.product(range(case.batch), range(case.q_heads)):
@@ -59,7 +61,11 @@ def brute_force(case: Case, x: Inputs | None = None) -> dict[str, float]:
                     dv_sums[b, kh, j, d] += p[j] * abs(dout[b, h, i, d])
                     dk_sums[b, kh, j, d] += case.sm_scale * ds[j] * abs(q[b, h, i, d])
             mags["dbias"] = max(mags["dbias"], *ds.values())
+            if sink is not None:
+                out_abs = sum(p[j] * np.abs(v[b, kh, j]) for j in seen)
+                dsinks_sums[h] += np.exp(sink - top) / total * (out_abs @ np.abs(dout[b, h, i]))
     mags["dv"], mags["dk"] = float(dv_sums.max()), float(dk_sums.max())
+    mags["dsinks"] = float(dsinks_sums.max())
     return mags
 
 
@@ -90,15 +96,18 @@ def test_magnitudes_are_the_largest_sums_of_absolute_terms(name):
 def test_empty_rows_give_finite_magnitudes():
     case = CASES["empty_rows"]
     assert make_inputs(case).empty.any()
-    assert all(np.isfinite(m) and m > 0 for m in term_magnitudes(case, make_inputs(case)).values())
+    mags = term_magnitudes(case, make_inputs(case))
+    assert mags.pop("dsinks") == 0.0  # no sinks, nothing summed
+    assert all(np.isfinite(m) and m > 0 for m in mags.values())
 
 
 def test_magnitudes_bound_the_truth():
     # |sum of terms| <= sum of |terms|: each magnitude is at least the largest |value| of its quantity.
-    case = CASES["gqa_bias"].replace(residuals=True)
+    case = CASES["gqa_bias"].replace(residuals=True, sinks=True)
     inputs = make_inputs(case)
     mags = term_magnitudes(case, inputs)
     truth = reference.truth(case, inputs, grads=True)
+    assert truth.dsinks is not None
     for quantity, m in mags.items():
         assert np.abs(truth.get(quantity)).max() <= m * (1 + 1e-12), quantity
 

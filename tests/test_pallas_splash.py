@@ -123,6 +123,34 @@ def test_planted_soft_cap_after_mask_is_caught_and_upstream_passes_the_same_case
     assert not bug.passed and bug.comparisons[0].quantity == "out"
 
 
+def test_planted_dsinks_sign_is_caught_on_dsinks_alone_and_upstream_passes_the_same_case() -> None:
+    # GQA, so the sinks' gradient comes back through splash's per-kv-head reshape; causal, so rows
+    # differ in how much weight their sink takes. The bug flips dsinks (|error| = 2 |dsinks|, ~0.1
+    # here, against a float32 bound of ~1e-3) and nothing else. The drop-in is a copy of splash's module:
+    # given upstream's BlockSizes, its dkv kernel skipped every key tile and dk, dv failed too.
+    case = Case(
+        batch=1, q_heads=2, kv_heads=1, q_len=128, kv_len=128, head_dim=64, mask=Mask(causal="top_left"), sinks=True
+    )
+    planted = contract.resolve("pallas_splash=tests.planted.splash_dsinks_sign:make_splash")
+    upstream, bug = run_case(case, [contract.resolve("pallas_splash"), planted]).subjects
+    assert upstream.passed, upstream.failure
+    assert {c.quantity for c in upstream.comparisons} >= {"dq", "dk", "dv", "dsinks"}
+    assert [c.quantity for c in bug.comparisons if not c.passed] == ["dsinks"], bug.failure
+
+
+def test_a_drop_in_copied_from_splash_gets_its_own_modules_block_sizes() -> None:
+    # A copy of splash's module has its own QKVLayout, and its dkv kernel compares layouts by
+    # identity: upstream's BlockSizes there skip every key tile (the test above, dk and dv).
+    from tests.planted import splash_dsinks_sign
+
+    copy = splash_dsinks_sign._module
+    planted = contract.resolve("pallas_splash=tests.planted.splash_dsinks_sign:make_splash")
+    for blocks in ((), tuple(BLOCKS.items())):
+        got = planted._block_sizes(_case(blocks=blocks))
+        assert type(got) is copy.BlockSizes and got.k_layout is copy.QKVLayout.HEAD_DIM_MINOR
+    assert type(PallasSplash()._block_sizes(_case())) is not copy.BlockSizes
+
+
 def test_valid_lengths_go_in_as_segment_ids_and_bottom_right_causal_sits_at_each_rows_diagonal() -> None:
     # Before lengths reached the kernel, splash saw every key of every row here and failed.
     lengths = Lengths(q=(100, 3), kv=(200, 40), kv_starts=(0, 9))

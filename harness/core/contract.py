@@ -39,8 +39,8 @@ Role = Literal["kernel", "oracle"]
 #            the Pallas TPU interpreter's NaN fill the adapter declares "nan" instead.
 EmptyRows = Literal["zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten"]
 EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten")
-QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias", "lse")
-GRADIENTS: tuple[str, ...] = ("dq", "dk", "dv", "dbias")
+QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias", "lse", "dsinks")
+GRADIENTS: tuple[str, ...] = ("dq", "dk", "dv", "dbias", "dsinks")
 
 
 class ContractError(ValueError):
@@ -130,6 +130,7 @@ class Outputs:
 
     lse: the natural-log logsumexp of each query row's logits (sinks included),
     [batch, q_heads, q_len], when the case asks for residuals.
+    dsinks: the gradient with respect to the sinks, [q_heads], when the case has sinks.
     """
 
     out: np.ndarray
@@ -138,6 +139,7 @@ class Outputs:
     dv: np.ndarray | None = None
     dbias: np.ndarray | None = None
     lse: np.ndarray | None = None
+    dsinks: np.ndarray | None = None
 
     def get(self, quantity: str) -> np.ndarray | None:
         return getattr(self, quantity)

@@ -31,13 +31,15 @@ class Softmax:
     p: probabilities [B, Hq, Lq, Lk] (rows with no visible key and no sink are 0);
     tanh: tanh(s / soft_cap) where the case has a soft cap, else None (for the derivative);
     lse: logsumexp per row [B, Hq, Lq] (-inf on rows with no visible key and no sink);
-    logits: the capped logits, -inf where masked.
+    logits: the capped logits, -inf where masked;
+    sink: the sink's probability per row [B, Hq, Lq, 1] where the case has sinks, else None.
     """
 
     p: np.ndarray
     tanh: np.ndarray | None
     lse: np.ndarray
     logits: np.ndarray
+    sink: np.ndarray | None = None
 
 
 def repeat_kv(a: np.ndarray, group: int) -> np.ndarray:
@@ -76,8 +78,9 @@ def softmax(case: Case, inputs: Inputs, dtype: type[np.floating]) -> Softmax:
     with np.errstate(divide="ignore"):
         lse = (m + np.log(denom))[..., 0]
     # Rows with no visible key have denom 0: their output is 0 (the declared convention).
-    p = p / np.where(denom == 0, dtype(1), denom)
-    return Softmax(p=p, tanh=tanh, lse=lse, logits=s)
+    denom = np.where(denom == 0, dtype(1), denom)
+    sink = None if sinks is None else np.exp(sinks - m) / denom
+    return Softmax(p=p / denom, tanh=tanh, lse=lse, logits=s, sink=sink)
 
 
 def attention(case: Case, inputs: Inputs, *, grads: bool, dtype: type[np.floating]) -> Outputs:
@@ -102,6 +105,9 @@ def attention(case: Case, inputs: Inputs, *, grads: bool, dtype: type[np.floatin
     scale = dtype(case.sm_scale)
     dq = ds @ k * scale
     dk = sum_groups(np.swapaxes(ds, -1, -2) @ q * scale, group)
+    # The sink's logit gets p_sink * (0 - di) per row, as a key whose dp is 0; one sink per query
+    # head serves every batch row and query, so their terms sum.
+    dsinks = None if sm.sink is None else -(sm.sink * di).sum(axis=(0, 2, 3))
     return Outputs(
         out=as64(out),
         dq=as64(dq),
@@ -109,6 +115,7 @@ def attention(case: Case, inputs: Inputs, *, grads: bool, dtype: type[np.floatin
         dv=as64(dv),
         dbias=as64(ds) if inputs.bias is not None else None,
         lse=as64(sm.lse),
+        dsinks=as64(dsinks),
     )
 
 

@@ -20,10 +20,23 @@ def _as64(a: jax.Array) -> np.ndarray:
     return np.asarray(a).astype(np.float64)
 
 
+def _differentiable(inputs: Inputs) -> tuple[tuple[str, ...], list[np.ndarray]]:
+    """The arrays a case differentiates, in call order q, k, v[, bias][, sinks] (each optional one only
+    when the case has it), with the Outputs field each one's cotangent fills."""
+    named = [("dq", inputs.q), ("dk", inputs.k), ("dv", inputs.v), ("dbias", inputs.bias), ("dsinks", inputs.sinks)]
+    present = [(name, a) for name, a in named if a is not None]
+    return tuple(name for name, _ in present), [a for _, a in present]
+
+
+def _gradients(names: tuple[str, ...], cots: Any) -> dict[str, np.ndarray]:
+    return {name: _as64(c) for name, c in zip(names, cots, strict=True)}
+
+
 def jax_outputs(f: Callable[..., jax.Array], inputs: Inputs, *, grads: bool, device: jax.Device) -> Outputs:
-    """Run f(q, k, v[, bias]) (bias only when the case has one) and, with grads, its VJP of inputs.dout,
-    on `device` (harness.core.placement: the kernel device for kernels, the CPU for references)."""
-    arrays = [inputs.q, inputs.k, inputs.v] + ([inputs.bias] if inputs.bias is not None else [])
+    """Run f(q, k, v[, bias][, sinks]) (bias and sinks only when the case has them) and, with grads,
+    its VJP of inputs.dout, on `device` (harness.core.placement: the kernel device for kernels, the
+    CPU for references). The sinks are a primal like q, so their gradient is the implementation's own."""
+    names, arrays = _differentiable(inputs)
     # Explicit placement commits the arguments, so the computation runs where they are; constants
     # made while tracing follow the default device set by placement.on.
     primals = [jax.device_put(jnp.asarray(a), device) for a in arrays]
@@ -32,13 +45,7 @@ def jax_outputs(f: Callable[..., jax.Array], inputs: Inputs, *, grads: bool, dev
             return Outputs(out=_as64(jax.block_until_ready(f(*primals))))
         out, pullback = jax.vjp(f, *primals)
         cots = jax.block_until_ready(pullback(jax.device_put(jnp.asarray(inputs.dout), device)))
-    return Outputs(
-        out=_as64(out),
-        dq=_as64(cots[0]),
-        dk=_as64(cots[1]),
-        dv=_as64(cots[2]),
-        dbias=_as64(cots[3]) if len(cots) > 3 else None,
-    )
+    return Outputs(out=_as64(out), **_gradients(names, cots))
 
 
 # Compiled reference programs kept past jax.clear_caches (which the search calls to bound the
@@ -78,14 +85,14 @@ def compiled_outputs(
 ) -> Outputs:
     """What jax_outputs computes, as one compiled program per shape instead of one per operation.
 
-    fn(q, k, v[, bias], *args, **dict(static)) must be a module-level function: every value it
+    fn(q, k, v[, bias][, sinks], *args, **dict(static)) must be a module-level function: every value it
     depends on is an argument, `args` traced arrays (a mask, a scale) and `static` hashable
     Python values, so one program serves every case of the same shapes and dtypes, and a
     compiled program is never reused for a case it was not compiled for. Compiling once costs
     about what running the operations one by one costs for a new shape, and the program is
     kept (COMPILED_KEEP) and cached on disk by JAX's persistent cache (harness.core.compat).
     """
-    arrays = [inputs.q, inputs.k, inputs.v] + ([inputs.bias] if inputs.bias is not None else [])
+    names, arrays = _differentiable(inputs)
     n_primals = len(arrays)
     placed = [jax.device_put(jnp.asarray(a), device) for a in (*arrays, *args, inputs.dout)]
     key = (
@@ -110,10 +117,4 @@ def compiled_outputs(
         results = jax.block_until_ready(compiled(*placed))
     if not grads:
         return Outputs(out=_as64(results[0]))
-    return Outputs(
-        out=_as64(results[0]),
-        dq=_as64(results[1]),
-        dk=_as64(results[2]),
-        dv=_as64(results[3]),
-        dbias=_as64(results[4]) if n_primals > 3 else None,
-    )
+    return Outputs(out=_as64(results[0]), **_gradients(names, results[1:]))

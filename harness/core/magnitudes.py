@@ -15,7 +15,7 @@ from harness.core.inputs import Inputs
 
 
 def term_magnitudes(case: Case, inputs: Inputs) -> dict[str, float]:
-    """Largest sum of |terms| per quantity (float64), for out, dq, dk, dv, dbias and lse."""
+    """Largest sum of |terms| per quantity (float64), for out, dq, dk, dv, dbias, lse and dsinks (0 without sinks)."""
     f = lambda a: a.astype(np.float64)  # noqa: E731
     group = case.q_heads // case.kv_heads
     q = f(inputs.q)
@@ -33,6 +33,12 @@ def term_magnitudes(case: Case, inputs: Inputs) -> dict[str, float]:
     # the result itself (m + log(sum)), over rows that see a key or a sink.
     finite = np.where(np.isfinite(sm.logits), np.abs(sm.logits), 0).max(axis=-1, initial=0)
     lse = np.where(np.isfinite(sm.lse), np.maximum(np.abs(sm.lse), finite), 0)
+    # dsinks[h] = -sum over batch rows and queries of p_sink * di, and di sums out * dout over the
+    # head dim, each out itself a sum of p |v|: the terms of all three sums, per query head.
+    dsinks = 0.0
+    if sm.sink is not None:
+        terms = sm.sink * ((p @ np.abs(v)) * np.abs(dout)).sum(axis=-1, keepdims=True)
+        dsinks = float(terms.sum(axis=(0, 2, 3)).max(initial=0))
     return {
         "out": float((p @ np.abs(v)).max(initial=0)),
         "dv": float(sum_groups(np.swapaxes(p, -1, -2) @ np.abs(dout), group).max(initial=0)),
@@ -40,4 +46,5 @@ def term_magnitudes(case: Case, inputs: Inputs) -> dict[str, float]:
         "dk": float(sum_groups(case.sm_scale * np.swapaxes(ds_terms, -1, -2) @ np.abs(q), group).max(initial=0)),
         "dbias": float(ds_terms.max(initial=0)),
         "lse": float(lse.max(initial=0)),
+        "dsinks": dsinks,
     }

@@ -84,11 +84,10 @@ def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
         # The mask, the scale, the cap and the sinks are arguments of one compiled program per shape
         # and dtype (harness.core.jaxvjp.compiled_outputs), reused by every case of those shapes; which of
         # them a case has is static, so a program is never reused for a case of another form.
+        # The sinks are a primal (harness.core.jaxvjp), so the program also gives their gradient.
         args = [inputs.visible, np.asarray(case.sm_scale, cast.q.dtype)]
         if case.soft_cap is not None:
             args.append(np.asarray(case.soft_cap, cast.q.dtype))
-        if cast.sinks is not None:
-            args.append(np.asarray(cast.sinks))
         static = (
             ("bias", cast.bias is not None),
             ("soft_cap", case.soft_cap is not None),
@@ -107,12 +106,13 @@ def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
 
 
 def _reference(q, k, v, *rest, bias: bool, soft_cap: bool, sinks: bool):
-    """attention() with its optional inputs as positional arguments, as compiled_outputs passes them."""
+    """attention() with its optional inputs as positional arguments, as compiled_outputs passes them:
+    the primals q, k, v[, bias][, sinks], then visible, scale[, soft_cap]."""
     rest = list(rest)
     b = rest.pop(0) if bias else None
+    s = rest.pop(0) if sinks else None
     visible, scale = rest.pop(0), rest.pop(0)
     cap = rest.pop(0) if soft_cap else None
-    s = rest.pop(0) if sinks else None
     return attention(q, k, v, b, visible, scale, cap, s)
 
 
