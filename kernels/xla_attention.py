@@ -101,10 +101,7 @@ def api(implementation: Literal["xla", "cudnn"]) -> cov.Api:
         name="jax.nn.dot_product_attention",
         locate=lambda: jax.nn.dot_product_attention,
         params=(
-            cov.Param(name="query", drawn="[B, T, N, H] in the case dtype", exercised=cov.always),
-            cov.Param(name="key", drawn="[B, S, K, H]; K divides N (GQA, MQA)", exercised=cov.always),
-            cov.Param(name="value", drawn="[B, S, K, H]", exercised=cov.always),
-            cov.Param(name="bias", drawn="float [B, N, T, S], or None", exercised=cov.has_bias),
+            *cov.dot_product_arrays(),
             cov.Param(
                 name="mask",
                 drawn="boolean [B, 1, T, S]: segment ids, or (blocks mask_arg) causal, window and lengths too",
@@ -112,7 +109,7 @@ def api(implementation: Literal["xla", "cudnn"]) -> cov.Api:
             )
             if segments
             else cov.Param(name="mask", why="cuDNN is declared without segment ids, the only boolean mask drawn"),
-            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.scale_param("scale"),
             cov.Param(
                 name="is_causal",
                 drawn="True, False",

@@ -72,3 +72,12 @@ def test_unsupported_mask_component_is_outside_the_contract():
 
     case = Case(1, 1, 1, 128, 256, 64, mask=Mask(causal="bottom_right"))
     assert any("causal_bottom_right" in p for p in FLASH.violations(case))
+
+
+def test_flash_tiles_on_the_lanes_its_kernel_requires():
+    # kernels/_pallas.LANES is what flash's own check calls MIN_BLOCK_SIZE ("should be a multiple of 128").
+    from jax.experimental.pallas.ops.tpu import flash_attention
+
+    from kernels import _pallas
+
+    assert flash_attention.MIN_BLOCK_SIZE == _pallas.LANES

@@ -189,6 +189,14 @@ class Implementation(abc.ABC):
         """
         return None
 
+    def dropin(self, fn: Callable[..., Any], *, name: str) -> Implementation:
+        """This adapter around `fn`, a function with the signature of the one it wraps (`KERNEL=MODULE:ATTR`):
+        by default the `dropin(fn, name=...)` of the module defining the adapter's class."""
+        factory = getattr(importlib.import_module(type(self).__module__), "dropin", None)
+        if factory is None:
+            raise UnknownImplementation(f"built-in {self.name!r} accepts no drop-in function")
+        return factory(fn, name=name)
+
     def cannot_run(self) -> str | None:
         """Why this implementation cannot run in this environment at all (the interpreter's own
         error), probed once on a small case; None when it runs. `run` records such a kernel as
@@ -292,8 +300,7 @@ def resolve(spec: str) -> Implementation:
     """A built-in name, `MODULE:ATTR`, or `KERNEL=MODULE:ATTR`.
 
     MODULE:ATTR may name an Implementation, or a drop-in function for a built-in kernel:
-    `pallas_flash` by default, or the KERNEL named before `=`. The built-in's adapter
-    module provides `dropin(fn, name)`.
+    `pallas_flash` by default, or the KERNEL named before `=`, whose `Implementation.dropin` wraps it.
     """
     reg = registry()
     if spec in reg:
@@ -321,8 +328,4 @@ def resolve(spec: str) -> Implementation:
         raise UnknownImplementation(
             f"unknown built-in kernel {base!r} for drop-in {target!r}; known: {names('kernel')}"
         )
-    adapter_module = importlib.import_module(type(reg[base]).__module__)
-    dropin = getattr(adapter_module, "dropin", None)
-    if dropin is None:
-        raise UnknownImplementation(f"built-in {base!r} accepts no drop-in function")
-    return dropin(obj, name=spec)
+    return reg[base].dropin(obj, name=spec)
