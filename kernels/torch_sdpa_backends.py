@@ -98,17 +98,34 @@ def backends() -> list[TorchSDPABackend]:
             "torch_flash",
             "FLASH_ATTENTION",
             # Flash takes no attn_mask, hence no bias; head_dim up to 256, a multiple of 8.
-            Capabilities(half, (64, 32, 128, 256), (64, 128, 256), frozenset({"causal_top_left"}), dbias=False),
+            Capabilities(
+                dtypes=half,
+                head_dims=(64, 32, 128, 256),
+                seq_lens=(64, 128, 256),
+                mask_components=frozenset({"causal_top_left"}),
+                dbias=False,
+            ),
         ),
         TorchSDPABackend(
             "torch_efficient",
             "EFFICIENT_ATTENTION",
-            Capabilities(DTYPES, (64, 32, 80, 128), (64, 100, 128, 256), frozenset({"causal_top_left", "bias"})),
+            Capabilities(
+                dtypes=DTYPES,
+                head_dims=(64, 32, 80, 128),
+                seq_lens=(64, 100, 128, 256),
+                mask_components=frozenset({"causal_top_left", "bias"}),
+            ),
         ),
         TorchSDPABackend(
             "torch_cudnn",
             "CUDNN_ATTENTION",
-            Capabilities(half, (64, 128), (64, 128, 256), frozenset({"causal_top_left"}), dbias=False),
+            Capabilities(
+                dtypes=half,
+                head_dims=(64, 128),
+                seq_lens=(64, 128, 256),
+                mask_components=frozenset({"causal_top_left"}),
+                dbias=False,
+            ),
         ),
     ]
 

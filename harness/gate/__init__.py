@@ -48,7 +48,7 @@ STATUSES = tuple(Status)
 CATEGORIES = ("correctness", "drift", "compile", "memory", "speed", "leak", "records")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Row:
     category: str  # one of CATEGORIES
     subject: str  # what was compared
@@ -138,14 +138,14 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         if not c:
             rows.append(
                 Row(
-                    "correctness",
-                    impl,
-                    Status.MISSING,
-                    b_fig,
-                    c_fig,
-                    "not run by the candidate",
-                    "the baseline ran it; the candidate has no case records",
-                    th.fail_on_missing,
+                    category="correctness",
+                    subject=impl,
+                    status=Status.MISSING,
+                    baseline=b_fig,
+                    candidate=c_fig,
+                    change="not run by the candidate",
+                    detail="the baseline ran it; the candidate has no case records",
+                    fails=th.fail_on_missing,
                 )
             )
             continue
@@ -157,23 +157,50 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             example = _example([r for cid in new for r in c[cid] if not r.passed], cand.roots)
             rows.append(
                 Row(
-                    "correctness",
-                    impl,
-                    Status.WORSE,
-                    b_fig,
-                    c_fig,
-                    f"+{len(new)} new failing",
-                    f"new failure: {example}",
-                    True,
+                    category="correctness",
+                    subject=impl,
+                    status=Status.WORSE,
+                    baseline=b_fig,
+                    candidate=c_fig,
+                    change=f"+{len(new)} new failing",
+                    detail=f"new failure: {example}",
+                    fails=True,
                 )
             )
         elif fixed:
-            rows.append(Row("correctness", impl, Status.BETTER, b_fig, c_fig, f"{len(fixed)} fixed"))
+            rows.append(
+                Row(
+                    category="correctness",
+                    subject=impl,
+                    status=Status.BETTER,
+                    baseline=b_fig,
+                    candidate=c_fig,
+                    change=f"{len(fixed)} fixed",
+                )
+            )
         elif not b:
-            rows.append(Row("correctness", impl, Status.NEW, b_fig, c_fig, "not run by the baseline"))
+            rows.append(
+                Row(
+                    category="correctness",
+                    subject=impl,
+                    status=Status.NEW,
+                    baseline=b_fig,
+                    candidate=c_fig,
+                    change="not run by the baseline",
+                )
+            )
         else:
             still = f"; {c_fail} failing in both" if c_fail else ""
-            rows.append(Row("correctness", impl, Status.UNCHANGED, b_fig, c_fig, "no new failure" + still))
+            rows.append(
+                Row(
+                    category="correctness",
+                    subject=impl,
+                    status=Status.UNCHANGED,
+                    baseline=b_fig,
+                    candidate=c_fig,
+                    change="no new failure" + still,
+                )
+            )
     return rows
 
 
@@ -197,7 +224,15 @@ def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
         if not beyond:
             detail = f"{largest}; limit x{th.drift_factor:g}"
             rows.append(
-                Row("drift", subject, Status.UNCHANGED, fig, cand, f"{len(ds) - same} moved, within limit", detail)
+                Row(
+                    category="drift",
+                    subject=subject,
+                    status=Status.UNCHANGED,
+                    baseline=fig,
+                    candidate=cand,
+                    change=f"{len(ds) - same} moved, within limit",
+                    detail=detail,
+                )
             )
             continue
         worst = max(beyond, key=lambda d: d.growth)
@@ -208,7 +243,18 @@ def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
             + "; ".join(q.text() for q in worst.beyond(th.drift_factor, th.drift_min_used))
             + replay
         )
-        rows.append(Row("drift", subject, Status.WORSE, fig, cand, f"{len(beyond)} drifted", detail, True))
+        rows.append(
+            Row(
+                category="drift",
+                subject=subject,
+                status=Status.WORSE,
+                baseline=fig,
+                candidate=cand,
+                change=f"{len(beyond)} drifted",
+                detail=detail,
+                fails=True,
+            )
+        )
     return rows
 
 
@@ -240,14 +286,14 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         if not c:
             rows.append(
                 Row(
-                    "compile",
-                    subject,
-                    Status.MISSING,
-                    ok[b_ok],
-                    "not run",
-                    "not compiled by the candidate",
-                    "",
-                    th.fail_on_missing,
+                    category="compile",
+                    subject=subject,
+                    status=Status.MISSING,
+                    baseline=ok[b_ok],
+                    candidate="not run",
+                    change="not compiled by the candidate",
+                    detail="",
+                    fails=th.fail_on_missing,
                 )
             )
             continue
@@ -256,16 +302,41 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             detail = f"new compile failure: {failure_line(bad)}; repro: {compile_replay(bad)}"
             rows.append(
                 Row(
-                    "compile", subject, Status.WORSE, ok[b_ok] if b else "not run", "fails", "new failure", detail, True
+                    category="compile",
+                    subject=subject,
+                    status=Status.WORSE,
+                    baseline=ok[b_ok] if b else "not run",
+                    candidate="fails",
+                    change="new failure",
+                    detail=detail,
+                    fails=True,
                 )
             )
             continue
         if not b:
-            rows.append(Row("compile", subject, Status.NEW, "not run", ok[c_ok], "not compiled by the baseline"))
+            rows.append(
+                Row(
+                    category="compile",
+                    subject=subject,
+                    status=Status.NEW,
+                    baseline="not run",
+                    candidate=ok[c_ok],
+                    change="not compiled by the baseline",
+                )
+            )
             continue
         if not b_ok:
             status, change = (Status.BETTER, "fixed") if c_ok else (Status.UNCHANGED, "fails in both")
-            rows.append(Row("compile", subject, status, "fails", ok[c_ok], change))
+            rows.append(
+                Row(
+                    category="compile",
+                    subject=subject,
+                    status=status,
+                    baseline="fails",
+                    candidate=ok[c_ok],
+                    change=change,
+                )
+            )
             continue
         for limit in th.limits:
             bv, cv = _figure(b, limit.field), _figure(c, limit.field)
@@ -275,14 +346,14 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             change = f"{out.change:+.1%}" if out.change != float("inf") else "from 0"
             rows.append(
                 Row(
-                    "memory",
-                    f"{subject} {limit.field}",
-                    out.status,
-                    fmt_value(limit.field, bv),
-                    fmt_value(limit.field, cv),
-                    change,
-                    out.message,
-                    out.status == Status.WORSE,
+                    category="memory",
+                    subject=f"{subject} {limit.field}",
+                    status=out.status,
+                    baseline=fmt_value(limit.field, bv),
+                    candidate=fmt_value(limit.field, cv),
+                    change=change,
+                    detail=out.message,
+                    fails=out.status == Status.WORSE,
                 )
             )
     return rows
@@ -345,42 +416,51 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             change = f"{cmp.ratio:.2f}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")
             fig = lambda xs: f"{fmt_seconds(stats.median(xs))} (n={len(xs)})" if xs else "no samples"  # noqa: E731
             rows.append(
-                Row("speed", f"{impl} {pass_} {shape} on {where}", cmp.status, fig(b), fig(c), change, cmp.text, fails)
+                Row(
+                    category="speed",
+                    subject=f"{impl} {pass_} {shape} on {where}",
+                    status=cmp.status,
+                    baseline=fig(b),
+                    candidate=fig(c),
+                    change=change,
+                    detail=cmp.text,
+                    fails=fails,
+                )
             )
         if bw and cw and not (bw & cw):
             rows.append(
                 Row(
-                    "speed",
-                    f"{impl} {pass_} {shape}",
-                    Status.INCOMPARABLE,
-                    ", ".join(sorted(bw)),
-                    ", ".join(sorted(cw)),
-                    "different backends",
-                    "timings from different backends or devices are never compared",
+                    category="speed",
+                    subject=f"{impl} {pass_} {shape}",
+                    status=Status.INCOMPARABLE,
+                    baseline=", ".join(sorted(bw)),
+                    candidate=", ".join(sorted(cw)),
+                    change="different backends",
+                    detail="timings from different backends or devices are never compared",
                 )
             )
         elif bw and not cw:
             rows.append(
                 Row(
-                    "speed",
-                    f"{impl} {pass_} {shape}",
-                    Status.MISSING,
-                    ", ".join(sorted(bw)),
-                    "not run",
-                    "not timed by the candidate",
-                    "",
-                    th.fail_on_missing,
+                    category="speed",
+                    subject=f"{impl} {pass_} {shape}",
+                    status=Status.MISSING,
+                    baseline=", ".join(sorted(bw)),
+                    candidate="not run",
+                    change="not timed by the candidate",
+                    detail="",
+                    fails=th.fail_on_missing,
                 )
             )
         elif cw and not bw:
             rows.append(
                 Row(
-                    "speed",
-                    f"{impl} {pass_} {shape}",
-                    Status.NEW,
-                    "not run",
-                    ", ".join(sorted(cw)),
-                    "not timed by the baseline",
+                    category="speed",
+                    subject=f"{impl} {pass_} {shape}",
+                    status=Status.NEW,
+                    baseline="not run",
+                    candidate=", ".join(sorted(cw)),
+                    change="not timed by the baseline",
                 )
             )
     return rows
@@ -402,12 +482,39 @@ def leak_rows(base: Records, cand: Records) -> list[Row]:
         if bad:
             grows = "; ".join(str(g) for g in bad[0].growing or []) or str(bad[0].error)
             detail = f"memory grows with calls: {grows}; repro: {leak_command(impl)}"
-            rows.append(Row("leak", f"{impl} {variant}", Status.WORSE, b_fig, "leaks", "grows per call", detail, True))
+            rows.append(
+                Row(
+                    category="leak",
+                    subject=f"{impl} {variant}",
+                    status=Status.WORSE,
+                    baseline=b_fig,
+                    candidate="leaks",
+                    change="grows per call",
+                    detail=detail,
+                    fails=True,
+                )
+            )
         elif b_fig == "leaks":
-            rows.append(Row("leak", f"{impl} {variant}", Status.BETTER, b_fig, "flat", "leak fixed"))
+            rows.append(
+                Row(
+                    category="leak",
+                    subject=f"{impl} {variant}",
+                    status=Status.BETTER,
+                    baseline=b_fig,
+                    candidate="flat",
+                    change="leak fixed",
+                )
+            )
         else:
             rows.append(
-                Row("leak", f"{impl} {variant}", Status.UNCHANGED if b else Status.NEW, b_fig, "flat", "no growth")
+                Row(
+                    category="leak",
+                    subject=f"{impl} {variant}",
+                    status=Status.UNCHANGED if b else Status.NEW,
+                    baseline=b_fig,
+                    candidate="flat",
+                    change="no growth",
+                )
             )
     return rows
 
@@ -417,7 +524,18 @@ def incomplete_rows(base: Records, cand: Records) -> list[Row]:
     rows = []
     for side, recs in (("baseline", base), ("candidate", cand)):
         for why in recs.incomplete():
-            rows.append(Row("records", side, Status.INCOMPLETE, "", "", "incomplete data", why, True))
+            rows.append(
+                Row(
+                    category="records",
+                    subject=side,
+                    status=Status.INCOMPLETE,
+                    baseline="",
+                    candidate="",
+                    change="incomplete data",
+                    detail=why,
+                    fails=True,
+                )
+            )
     return rows
 
 
