@@ -133,10 +133,11 @@ class PallasGpu(GpuKernel):
         head_dims=(64, 32, 128, 80),
         # Powers of two, so q and kv always share a backward tile count (see _gpu_blocks).
         seq_lens=(64, 128, 256),
+        mask_components=frozenset({"causal_top_left", "segments"}),
         # One segment-id array serves q and kv (SEGMENTS_SHARED): self-attention only.
         # Causal only with q_len <= kv_len (CAUSAL_Q_LE_KV): past that the forward and dq
         # loops read key tiles beyond the last key (docs/divergences/pallas_gpu_causal_q_longer_than_kv.json).
-        mask_components=frozenset({"causal_top_left", "segments", SEGMENTS_SHARED, CAUSAL_Q_LE_KV}),
+        restrictions=frozenset({SEGMENTS_SHARED, CAUSAL_Q_LE_KV}),
         dbias=False,
     )
     conventions = Conventions(

@@ -128,10 +128,8 @@ class PallasRaggedPaged(TpuKernel):
         # Queries are the last q[b] positions of each sequence (LENGTHS_Q_LE_KV), causal at the end.
         # Always causal (SHAPE_REQUIRED: every drawn mask is causal_bottom_right).
         # With SLIDING_WINDOW, sometimes a sliding window on top of the causal mask.
-        mask_components=frozenset(
-            {"causal_bottom_right", "q_lengths", "kv_lengths", LENGTHS_Q_LE_KV, SHAPE_REQUIRED}
-            | {"window", SLIDING_WINDOW}
-        ),
+        mask_components=frozenset({"causal_bottom_right", "q_lengths", "kv_lengths", "window"}),
+        restrictions=frozenset({LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW}),
         max_batch=3,
         grads=False,
         dbias=False,

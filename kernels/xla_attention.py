@@ -50,7 +50,7 @@ def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
 # and return_residual; a matrix cell without one draws no case that needs it.
 PARAMETERS = _parameters(jax.nn.dot_product_attention)
 NATIVE_COMPONENTS = frozenset(
-    ({"window", WINDOW_ALIGNED} if "local_window_size" in PARAMETERS else set())
+    ({"window"} if "local_window_size" in PARAMETERS else set())
     | ({"q_lengths"} if "query_seq_lengths" in PARAMETERS else set())
     | ({"kv_lengths"} if "key_value_seq_lengths" in PARAMETERS else set())
 )
@@ -254,6 +254,7 @@ XLA_CAPABILITIES = Capabilities(
     # is_causal is top-left (a tril mask); local_window_size=(left, right) has no offset and
     # no unbounded side (WINDOW_ALIGNED); the valid lengths have no start index (kv_starts).
     mask_components=frozenset({"causal_top_left", "segments", "bias"}) | NATIVE_COMPONENTS,
+    restrictions=frozenset({WINDOW_ALIGNED}),
     max_group=4,
     residuals="return_residual" in PARAMETERS,
 )

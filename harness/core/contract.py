@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.core.case import DTYPES, KV_FORMATS, Case
 from harness.core.errors import InputError
-from harness.core.masks import MASK_COMPONENTS
+from harness.core.masks import MASK_COMPONENTS, RESTRICTIONS
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -51,11 +51,13 @@ class UnknownImplementation(InputError, LookupError):
     """A --kernel / --oracle name that no module registered and no MODULE:ATTR resolves."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Capabilities:
     """What an implementation accepts; strategies draw only inside it.
 
-    mask_components are the names from `Mask.components`, plus "bias" for an additive bias.
+    mask_components are the names from `Mask.components`, plus "bias" for an additive bias: what
+    masks it is given. restrictions (harness.core.masks.RESTRICTIONS) are what it cannot take of
+    them (one segment-id array for q and kv, causal only with q_len <= kv_len, ...).
     seq_lens and head_dims are the values a strategy draws from (all valid); q_lens, when
     given, are the query lengths drawn instead of seq_lens (a decode kernel's 1).
     kv_formats: K/V storage formats besides the case dtype (harness.core.case.KV_FORMATS).
@@ -72,6 +74,7 @@ class Capabilities:
     head_dims: tuple[int, ...]
     seq_lens: tuple[int, ...]
     mask_components: frozenset[str]
+    restrictions: frozenset[str] = frozenset()
     max_batch: int = 2
     max_kv_heads: int = 2
     max_group: int = 4  # q_heads per kv head
@@ -89,6 +92,16 @@ class Capabilities:
     any_head_dim: bool = False
 
     def __post_init__(self) -> None:
+        stray = self.mask_components - MASK_COMPONENTS - {"bias"}
+        if stray:
+            raise ValueError(
+                f"mask_components {sorted(stray)} are neither mask components nor bias; "
+                f"a restriction goes in restrictions= (one of {RESTRICTIONS})"
+            )
+        if set(self.restrictions) - set(RESTRICTIONS):
+            raise ValueError(
+                f"restrictions {sorted(set(self.restrictions) - set(RESTRICTIONS))} are unknown; use {RESTRICTIONS}"
+            )
         if self.kv_format_only_dtypes and not self.kv_formats:
             raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
 
