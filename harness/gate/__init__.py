@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -135,14 +136,11 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         c_fail = sum(not _passed(v) for v in c.values())
         b_fig = f"{len(b)} cases, {b_fail} failing" if b else "not run"
         c_fig = f"{len(c)} cases, {c_fail} failing" if c else "not run"
+        row = functools.partial(Row, category="correctness", subject=impl, baseline=b_fig, candidate=c_fig)
         if not c:
             rows.append(
-                Row(
-                    category="correctness",
-                    subject=impl,
+                row(
                     status=Status.MISSING,
-                    baseline=b_fig,
-                    candidate=c_fig,
                     change="not run by the candidate",
                     detail="the baseline ran it; the candidate has no case records",
                     fails=th.fail_on_missing,
@@ -156,51 +154,17 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         if new:
             example = _example([r for cid in new for r in c[cid] if not r.passed], cand.roots)
             rows.append(
-                Row(
-                    category="correctness",
-                    subject=impl,
-                    status=Status.WORSE,
-                    baseline=b_fig,
-                    candidate=c_fig,
-                    change=f"+{len(new)} new failing",
-                    detail=f"new failure: {example}",
-                    fails=True,
+                row(
+                    status=Status.WORSE, change=f"+{len(new)} new failing", detail=f"new failure: {example}", fails=True
                 )
             )
         elif fixed:
-            rows.append(
-                Row(
-                    category="correctness",
-                    subject=impl,
-                    status=Status.BETTER,
-                    baseline=b_fig,
-                    candidate=c_fig,
-                    change=f"{len(fixed)} fixed",
-                )
-            )
+            rows.append(row(status=Status.BETTER, change=f"{len(fixed)} fixed"))
         elif not b:
-            rows.append(
-                Row(
-                    category="correctness",
-                    subject=impl,
-                    status=Status.NEW,
-                    baseline=b_fig,
-                    candidate=c_fig,
-                    change="not run by the baseline",
-                )
-            )
+            rows.append(row(status=Status.NEW, change="not run by the baseline"))
         else:
             still = f"; {c_fail} failing in both" if c_fail else ""
-            rows.append(
-                Row(
-                    category="correctness",
-                    subject=impl,
-                    status=Status.UNCHANGED,
-                    baseline=b_fig,
-                    candidate=c_fig,
-                    change="no new failure" + still,
-                )
-            )
+            rows.append(row(status=Status.UNCHANGED, change="no new failure" + still))
     return rows
 
 
@@ -218,22 +182,13 @@ def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
         subject = f"{impl} paired cases"
         fig = f"{len(ds)} cases"
         cand = f"{same} bit-identical"
+        row = functools.partial(Row, category="drift", subject=subject, baseline=fig, candidate=cand)
         beyond = [d for d in ds if d.beyond(th.drift_factor, th.drift_min_used)]
         finite = [d.growth for d in ds if not d.identical and d.growth == d.growth]
         largest = f"largest error growth x{max(finite):.2f}" if finite else "no error moved"
         if not beyond:
             detail = f"{largest}; limit x{th.drift_factor:g}"
-            rows.append(
-                Row(
-                    category="drift",
-                    subject=subject,
-                    status=Status.UNCHANGED,
-                    baseline=fig,
-                    candidate=cand,
-                    change=f"{len(ds) - same} moved, within limit",
-                    detail=detail,
-                )
-            )
+            rows.append(row(status=Status.UNCHANGED, change=f"{len(ds) - same} moved, within limit", detail=detail))
             continue
         worst = max(beyond, key=lambda d: d.growth)
         replay = f"; replay: {repro_command(worst.replay)}" if worst.replay else ""
@@ -243,18 +198,7 @@ def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
             + "; ".join(q.text() for q in worst.beyond(th.drift_factor, th.drift_min_used))
             + replay
         )
-        rows.append(
-            Row(
-                category="drift",
-                subject=subject,
-                status=Status.WORSE,
-                baseline=fig,
-                candidate=cand,
-                change=f"{len(beyond)} drifted",
-                detail=detail,
-                fails=True,
-            )
-        )
+        rows.append(row(status=Status.WORSE, change=f"{len(beyond)} drifted", detail=detail, fails=True))
     return rows
 
 
@@ -280,14 +224,13 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
     for key in sorted(set(b_all) | set(c_all)):
         impl, topology, shape, pass_ = key
         subject = f"{impl} {pass_} {shape} on {topology}"
+        row = functools.partial(Row, category="compile", subject=subject)
         b, c = b_all.get(key, []), c_all.get(key, [])
         b_ok, c_ok = all(r.ok for r in b), all(r.ok for r in c)
         ok = {True: "compiles", False: "fails"}
         if not c:
             rows.append(
-                Row(
-                    category="compile",
-                    subject=subject,
+                row(
                     status=Status.MISSING,
                     baseline=ok[b_ok],
                     candidate="not run",
@@ -301,9 +244,7 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             bad = next(r for r in c if not r.ok)
             detail = f"new compile failure: {failure_line(bad)}; repro: {compile_replay(bad)}"
             rows.append(
-                Row(
-                    category="compile",
-                    subject=subject,
+                row(
                     status=Status.WORSE,
                     baseline=ok[b_ok] if b else "not run",
                     candidate="fails",
@@ -315,28 +256,12 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             continue
         if not b:
             rows.append(
-                Row(
-                    category="compile",
-                    subject=subject,
-                    status=Status.NEW,
-                    baseline="not run",
-                    candidate=ok[c_ok],
-                    change="not compiled by the baseline",
-                )
+                row(status=Status.NEW, baseline="not run", candidate=ok[c_ok], change="not compiled by the baseline")
             )
             continue
         if not b_ok:
             status, change = (Status.BETTER, "fixed") if c_ok else (Status.UNCHANGED, "fails in both")
-            rows.append(
-                Row(
-                    category="compile",
-                    subject=subject,
-                    status=status,
-                    baseline="fails",
-                    candidate=ok[c_ok],
-                    change=change,
-                )
-            )
+            rows.append(row(status=status, baseline="fails", candidate=ok[c_ok], change=change))
             continue
         for limit in th.limits:
             bv, cv = _figure(b, limit.field), _figure(c, limit.field)
@@ -407,6 +332,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         c_bench[(impl, shape, pass_)].add(where)
     for bench in sorted(set(b_bench) | set(c_bench)):
         impl, shape, pass_ = bench
+        row = functools.partial(Row, category="speed", subject=f"{impl} {pass_} {shape}")
         bw, cw = b_bench.get(bench, set()), c_bench.get(bench, set())
         for where in sorted(bw & cw):
             b = [x for r in b_all[(*bench, where)] for x in samples(r)]
@@ -416,8 +342,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             change = f"{cmp.ratio:.2f}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")
             fig = lambda xs: f"{fmt_seconds(stats.median(xs))} (n={len(xs)})" if xs else "no samples"  # noqa: E731
             rows.append(
-                Row(
-                    category="speed",
+                row(
                     subject=f"{impl} {pass_} {shape} on {where}",
                     status=cmp.status,
                     baseline=fig(b),
@@ -429,9 +354,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             )
         if bw and cw and not (bw & cw):
             rows.append(
-                Row(
-                    category="speed",
-                    subject=f"{impl} {pass_} {shape}",
+                row(
                     status=Status.INCOMPARABLE,
                     baseline=", ".join(sorted(bw)),
                     candidate=", ".join(sorted(cw)),
@@ -441,9 +364,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             )
         elif bw and not cw:
             rows.append(
-                Row(
-                    category="speed",
-                    subject=f"{impl} {pass_} {shape}",
+                row(
                     status=Status.MISSING,
                     baseline=", ".join(sorted(bw)),
                     candidate="not run",
@@ -454,9 +375,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             )
         elif cw and not bw:
             rows.append(
-                Row(
-                    category="speed",
-                    subject=f"{impl} {pass_} {shape}",
+                row(
                     status=Status.NEW,
                     baseline="not run",
                     candidate=", ".join(sorted(cw)),
@@ -478,44 +397,16 @@ def leak_rows(base: Records, cand: Records) -> list[Row]:
         impl, variant = key
         b, c = b_all.get(key, []), c_all[key]
         b_fig = ("leaks" if not all(r.passed for r in b) else "flat") if b else "not run"
+        row = functools.partial(Row, category="leak", subject=f"{impl} {variant}", baseline=b_fig)
         bad = [r for r in c if not r.passed]
         if bad:
             grows = "; ".join(str(g) for g in bad[0].growing or []) or str(bad[0].error)
             detail = f"memory grows with calls: {grows}; repro: {leak_command(impl)}"
-            rows.append(
-                Row(
-                    category="leak",
-                    subject=f"{impl} {variant}",
-                    status=Status.WORSE,
-                    baseline=b_fig,
-                    candidate="leaks",
-                    change="grows per call",
-                    detail=detail,
-                    fails=True,
-                )
-            )
+            rows.append(row(status=Status.WORSE, candidate="leaks", change="grows per call", detail=detail, fails=True))
         elif b_fig == "leaks":
-            rows.append(
-                Row(
-                    category="leak",
-                    subject=f"{impl} {variant}",
-                    status=Status.BETTER,
-                    baseline=b_fig,
-                    candidate="flat",
-                    change="leak fixed",
-                )
-            )
+            rows.append(row(status=Status.BETTER, candidate="flat", change="leak fixed"))
         else:
-            rows.append(
-                Row(
-                    category="leak",
-                    subject=f"{impl} {variant}",
-                    status=Status.UNCHANGED if b else Status.NEW,
-                    baseline=b_fig,
-                    candidate="flat",
-                    change="no growth",
-                )
-            )
+            rows.append(row(status=Status.UNCHANGED if b else Status.NEW, candidate="flat", change="no growth"))
     return rows
 
 
