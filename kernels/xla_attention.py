@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -38,17 +37,10 @@ from harness.core.masks import WINDOW_ALIGNED, Mask
 MASK_ARG = "mask_arg"
 
 
-def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
-    try:
-        return frozenset(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return frozenset()
-
-
 # What the installed jax.nn.dot_product_attention takes, read from its signature, not its
 # version: jax 0.4.31 added query_seq_lengths / key_value_seq_lengths, later local_window_size
 # and return_residual; a matrix cell without one draws no case that needs it.
-PARAMETERS = _parameters(jax.nn.dot_product_attention)
+PARAMETERS = frozenset(cov.parameters(jax.nn.dot_product_attention))
 NATIVE_COMPONENTS = frozenset(
     ({"window"} if "local_window_size" in PARAMETERS else set())
     | ({"q_lengths"} if "query_seq_lengths" in PARAMETERS else set())
