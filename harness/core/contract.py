@@ -119,7 +119,7 @@ DENSE_ORACLE = Capabilities(
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Conventions:
     """What an implementation does natively, and so what its adapter normalises.
 
@@ -137,7 +137,7 @@ class Conventions:
         return dataclasses.asdict(self)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Outputs:
     """Forward output and gradients as float64 numpy arrays (None where not computed).
 

@@ -30,7 +30,7 @@ def with_float64(dtypes: tuple[str, ...]) -> tuple[str, ...]:
     return dtypes + ((FLOAT64,) if EXTENDED is not None else ())
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Softmax:
     """One case's forward softmax in the working precision.
 

@@ -335,7 +335,7 @@ def _known(d: Any, known: set[str], what: str) -> None:
         raise ValueError(f"unknown {what} fields {sorted(unknown)}; known: {', '.join(sorted(known))}")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Mask:
     """Which keys each query may see: the conjunction of every component present.
 

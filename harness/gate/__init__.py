@@ -61,7 +61,7 @@ class Row:
     fails: bool = False
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class GateResult:
     baseline: str
     candidate: str
@@ -287,7 +287,7 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
 # --- speed ---
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SpeedComparison:
     """Two sets of timing samples, judged. status: worse, better, unchanged or insufficient."""
 
@@ -307,18 +307,23 @@ def compare_samples(b: list[float], c: list[float], th: Thresholds) -> SpeedComp
             f"insufficient samples: baseline {n1}, candidate {n2}; need at least {th.min_samples} each "
             f"(and enough for p < {th.alpha:g})"
         )
-        return SpeedComparison(Status.INSUFFICIENT, ratio, None, text)
+        return SpeedComparison(status=Status.INSUFFICIENT, ratio=ratio, p=None, text=text)
     test = stats.mann_whitney_u(b, c)
     slower = f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
     figures = f"median {fmt_seconds(bm)} -> {fmt_seconds(cm)} ({slower}), Mann-Whitney p={test.p:.2g}"
     if test.p < th.alpha and ratio > th.factor:
-        return SpeedComparison(Status.WORSE, ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}")
+        return SpeedComparison(
+            status=Status.WORSE, ratio=ratio, p=test.p, text=f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}"
+        )
     if test.p < th.alpha and ratio < 1 / th.factor:
         return SpeedComparison(
-            Status.BETTER, ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}"
+            status=Status.BETTER,
+            ratio=ratio,
+            p=test.p,
+            text=f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}",
         )
     why = f"p >= {th.alpha:g}" if test.p >= th.alpha else f"within factor {th.factor:g}"
-    return SpeedComparison(Status.UNCHANGED, ratio, test.p, f"{figures}: noise ({why})")
+    return SpeedComparison(status=Status.UNCHANGED, ratio=ratio, p=test.p, text=f"{figures}: noise ({why})")
 
 
 def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
@@ -441,7 +446,7 @@ def compare(
         rows += incomplete_rows(base, cand)
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda r: (not r.fails, order[r.status], CATEGORIES.index(r.category), r.subject))
-    return GateResult(labels[0], labels[1], th.source, rows, drift=pairs)
+    return GateResult(baseline=labels[0], candidate=labels[1], thresholds=th.source, rows=rows, drift=pairs)
 
 
 # --- formatting ---

@@ -245,7 +245,7 @@ class MergeError(InputError):
     """A source store that cannot be merged; nothing was copied. The message names the file."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MergeReport:
     """What merge_stores did: files copied, files already present and identical, and conflicts.
 
