@@ -23,7 +23,7 @@ The API takes the case's native parameters: `is_causal` (top-left), `query_seq_l
   the default); it changes how a backend rounds the matmuls (a TPU's default float32 matmul
   is bfloat16-based), never the mathematics.
 
-`dropin(fn)` in each module tests a replacement with the upstream signature:
+`dropin(fn)` of each registered kernel tests a replacement with the upstream signature:
     dot_product_attention(query, key, value, bias=None, mask=None, *, scale, is_causal,
                           query_seq_lengths, key_value_seq_lengths, local_window_size,
                           logits_soft_cap, precision, implementation)
@@ -110,16 +110,13 @@ def api(implementation: str) -> cov.Api:
         name="tokamax.dot_product_attention",
         locate=lambda: tokamax.dot_product_attention,
         params=(
-            cov.Param(name="query", drawn="[B, T, N, H] in the case dtype", exercised=cov.always),
-            cov.Param(name="key", drawn="[B, S, K, H]; K divides N (GQA, MQA)", exercised=cov.always),
-            cov.Param(name="value", drawn="[B, S, K, H]", exercised=cov.always),
-            cov.Param(name="bias", drawn="float [B, N, T, S], or None", exercised=cov.has_bias),
+            *cov.dot_product_arrays(),
             cov.Param(
                 name="mask",
                 drawn="boolean [B, N, T, S]: other windows, chunk, block-sparse, segments, per-head masks",
                 exercised=lambda case: _split_mask(case)[1] is not None,
             ),
-            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.scale_param("scale"),
             cov.Param(name="is_causal", drawn="True, False", exercised=cov.causal_top_left),
             cov.Param(
                 name="query_seq_lengths", drawn="per-row query lengths, or None", exercised=cov.component("q_lengths")
@@ -134,7 +131,7 @@ def api(implementation: str) -> cov.Api:
                 drawn="(left, right) for windows at offset 0 when q_len == kv_len",
                 exercised=lambda case: _split_mask(case)[0] is not None,
             ),
-            cov.Param(name="logits_soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap),
+            cov.soft_cap_param("logits_soft_cap"),
             cov.Param(
                 name="precision", drawn="None, HIGHEST (block flag precision_highest)", exercised=cov.block(PRECISION)
             ),
@@ -184,6 +181,10 @@ class TokamaxAttention(Implementation):
 
     def backend(self) -> str:
         return compat.jax_platform()
+
+    def dropin(self, fn: Callable[..., Any], *, name: str) -> TokamaxAttention:
+        """Test `fn`, a function with the tokamax.dot_product_attention signature, as this implementation."""
+        return TokamaxAttention(self.implementation, fn, name=name)
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return st.sampled_from(({}, {PRECISION: 1}))

@@ -22,16 +22,14 @@ import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
-from harness.core import compat, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
 from harness.core.inputs import Inputs
-from harness.core.jaxvjp import jax_outputs
+from kernels._pallas import LANES, TpuKernel, block_names, divisors, lane_tiles
 
-# Tiles along a key axis must be whole multiples of the 128 TPU lanes: the kernel
-# raises "block_k=... should be a multiple of 128" otherwise (flash_attention.py, MIN_BLOCK_SIZE).
-LANES = upstream.MIN_BLOCK_SIZE
+# Tiles along a key axis must be whole multiples of the 128 TPU lanes (LANES): the kernel raises
+# "block_k=... should be a multiple of 128" otherwise (flash_attention.py, MIN_BLOCK_SIZE; tests/test_contract.py).
 FORWARD_BLOCKS = ("block_b", "block_q", "block_k_major", "block_k")
 BACKWARD_BLOCKS = (
     "block_q_major_dkv",
@@ -49,26 +47,17 @@ def uniform_blocks(tile: int = LANES, *, block_b: int = 1) -> dict[str, int]:
     return {name: tile for name in FORWARD_BLOCKS + BACKWARD_BLOCKS} | {"block_b": block_b}
 
 
-def _tiles(length: int) -> list[int]:
-    """Lane-aligned tile sizes dividing `length`, smallest first (so shrinking prefers many tiles)."""
-    return [t for t in range(LANES, length + 1, LANES) if length % t == 0]
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _minor_of(major: int) -> st.SearchStrategy[int]:
     # A minor tile must divide its major tile (BlockSizes.__post_init__).
-    return st.sampled_from(_tiles(major))
+    return st.sampled_from(lane_tiles(major))
 
 
 @st.composite
 def _flash_blocks(draw: Any, case: Case) -> dict[str, int]:
-    q_tiles, k_tiles = _tiles(case.q_len), _tiles(case.kv_len)
+    q_tiles, k_tiles = lane_tiles(case.q_len), lane_tiles(case.kv_len)
     # block_b need not divide batch in the forward pass, but a partial batch tile
     # reads past the array; keep to divisors.
-    blocks = {"block_b": draw(st.sampled_from(_divisors(case.batch))), "block_q": draw(st.sampled_from(q_tiles))}
+    blocks = {"block_b": draw(st.sampled_from(divisors(case.batch))), "block_q": draw(st.sampled_from(q_tiles))}
     blocks["block_k_major"] = draw(st.sampled_from(k_tiles))
     blocks["block_k"] = draw(_minor_of(blocks["block_k_major"]))
     blocks["block_q_major_dkv"] = draw(st.sampled_from(q_tiles))
@@ -86,15 +75,13 @@ API = (
         name="flash_attention.flash_attention",
         locate=lambda: upstream.flash_attention,
         params=(
-            cov.Param(name="q", drawn="[B, N, T, H] in the case dtype", exercised=cov.always),
-            cov.Param(name="k", drawn="[B, N, S, H] (k/v heads repeated for GQA)", exercised=cov.always),
-            cov.Param(name="v", drawn="[B, N, S, H]", exercised=cov.always),
+            *cov.arrays("[B, N, T, H] in the case dtype", "[B, N, S, H] (k/v heads repeated for GQA)", "[B, N, S, H]"),
             cov.Param(name="ab", drawn="float32 bias / scale, or None", exercised=cov.has_bias),
             cov.Param(
                 name="segment_ids", drawn="SegmentIds(q, kv), orphan ids included", exercised=cov.component("segments")
             ),
             cov.Param(name="causal", drawn="True, False", exercised=cov.causal_top_left),
-            cov.Param(name="sm_scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.scale_param(),
             cov.Param(name="block_sizes", drawn="every field drawn, or the defaults", exercised=cov.tiled),
             cov.Param(name="debug", why=cov.DEBUG),
         ),
@@ -126,9 +113,8 @@ API = (
 TILINGS = ("one_tile", "several_q_tiles", "several_major", "several_minor")
 
 
-class PallasFlash(Implementation):
-    role = "kernel"
-    framework = "jax"
+class PallasFlash(TpuKernel):
+    title = "Pallas TPU flash attention"
     capabilities = Capabilities(
         dtypes=DTYPES,
         # head_dim below 128 is sliced from a lane tile; above 128 it must be a
@@ -151,17 +137,12 @@ class PallasFlash(Implementation):
     )
     api = API
 
-    def __init__(self, fn: Callable[..., Any] = upstream.flash_attention, name: str = "pallas_flash") -> None:
-        self.fn = fn
-        self.name = name
+    def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_flash") -> None:
+        super().__init__(fn, name, upstream=upstream.flash_attention)
         # The residual-saving function beside fn in its module, when there is one.
         # (the public function is jitted: its module is that of the function it wraps).
-        self.with_residuals = getattr(inspect.unwrap(fn), "__globals__", {}).get("_flash_attention")
+        self.with_residuals = getattr(inspect.unwrap(self.fn), "__globals__", {}).get("_flash_attention")
         self.capabilities = dataclasses.replace(self.capabilities, residuals=self.with_residuals is not None)
-        self.description = "Pallas TPU flash attention" + ("" if fn is upstream.flash_attention else f" drop-in {name}")
-
-    def backend(self) -> str:
-        return "tpu" if compat.has_tpu() else "tpu_interpret"
 
     def empty_rows(self, case: Case) -> EmptyRows:
         return "convex" if case.mask.causal else "uniform"
@@ -189,13 +170,9 @@ class PallasFlash(Implementation):
             out.append(f"head_dim={case.head_dim} above {LANES} must be a multiple of {LANES}")
         blocks = case.block_dict
         if blocks:
-            missing = set(FORWARD_BLOCKS + BACKWARD_BLOCKS) - set(blocks)
-            unknown = set(blocks) - set(FORWARD_BLOCKS + BACKWARD_BLOCKS)
-            if missing or unknown:
-                out.append(
-                    f"blocks must name all of {FORWARD_BLOCKS + BACKWARD_BLOCKS}; "
-                    f"missing {sorted(missing)}, unknown {sorted(unknown)}"
-                )
+            names = block_names(blocks, need=FORWARD_BLOCKS + BACKWARD_BLOCKS)
+            if names:
+                out.append(names)
             else:
                 for name, length in (
                     ("block_q", case.q_len),
@@ -240,13 +217,9 @@ class PallasFlash(Implementation):
         return f
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        device = placement.kernel_device()
-        with compat.tpu_kernel_context():
-            got = jax_outputs(self.jax_fn(case), inputs, grads=grads, device=device)
-            if case.residuals and self.with_residuals is not None:
-                lse = jax_outputs(self.jax_fn(case, residuals=True), inputs, grads=False, device=device)
-                got = dataclasses.replace(got, lse=lse.out)
-        return got
+        with_lse = case.residuals and self.with_residuals is not None
+        lse = (lambda: self.jax_fn(case, residuals=True)) if with_lse else None
+        return self.outputs(self.jax_fn(case), inputs, grads=grads, lse=lse)
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasFlash:

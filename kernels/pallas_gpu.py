@@ -13,7 +13,6 @@ scaled by log2(e)), converted to the natural log before it is checked.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -22,13 +21,12 @@ import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import attention as upstream
 
-from harness.core import compat, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
 from harness.core.inputs import Inputs
-from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED
+from kernels._pallas import GpuKernel, block_names
 
 # Tile sizes: Triton's tl.dot needs every matmul dimension >= 16; the kernel slices
 # whole tiles, so each must divide its sequence ("q_seq_len=... must be a multiple of
@@ -83,13 +81,11 @@ API = (
         name="gpu.attention.mha",
         locate=lambda: upstream.mha,
         params=(
-            cov.Param(name="q", drawn="[B, T, N, H] in the case dtype", exercised=cov.always),
-            cov.Param(name="k", drawn="[B, S, N, H] (k/v heads repeated for GQA)", exercised=cov.always),
-            cov.Param(name="v", drawn="[B, S, N, H]", exercised=cov.always),
+            *cov.arrays("[B, T, N, H] in the case dtype", "[B, S, N, H] (k/v heads repeated for GQA)", "[B, S, N, H]"),
             cov.Param(
                 name="segment_ids", drawn="one [B, T] array for q and kv (T == S)", exercised=cov.component("segments")
             ),
-            cov.Param(name="sm_scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.scale_param(),
             cov.Param(name="causal", drawn="True (T <= S), False", exercised=cov.causal_top_left),
             cov.Param(name="block_sizes", drawn="every field drawn", exercised=cov.tiled),
             cov.Param(
@@ -128,9 +124,8 @@ API = (
 )
 
 
-class PallasGpu(Implementation):
-    role = "kernel"
-    framework = "jax"
+class PallasGpu(GpuKernel):
+    title = "Pallas GPU flash attention"
     capabilities = Capabilities(
         dtypes=DTYPES,
         # head_dim is padded to the next power of two inside the kernel (loads masked):
@@ -138,10 +133,11 @@ class PallasGpu(Implementation):
         head_dims=(64, 32, 128, 80),
         # Powers of two, so q and kv always share a backward tile count (see _gpu_blocks).
         seq_lens=(64, 128, 256),
+        mask_components=frozenset({"causal_top_left", "segments"}),
         # One segment-id array serves q and kv (SEGMENTS_SHARED): self-attention only.
         # Causal only with q_len <= kv_len (CAUSAL_Q_LE_KV): past that the forward and dq
         # loops read key tiles beyond the last key (docs/divergences/pallas_gpu_causal_q_longer_than_kv.json).
-        mask_components=frozenset({"causal_top_left", "segments", SEGMENTS_SHARED, CAUSAL_Q_LE_KV}),
+        restrictions=frozenset({SEGMENTS_SHARED, CAUSAL_Q_LE_KV}),
         dbias=False,
     )
     conventions = Conventions(
@@ -158,18 +154,11 @@ class PallasGpu(Implementation):
     )
     api = API
 
-    def __init__(self, fn: Callable[..., Any] = upstream.mha, name: str = "pallas_gpu") -> None:
-        self.fn = fn
-        self.name = name
-        try:
-            takes = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            takes = {}
-        self.capabilities = dataclasses.replace(self.capabilities, residuals="return_residuals" in takes)
-        self.description = "Pallas GPU flash attention" + ("" if fn is upstream.mha else f" drop-in {name}")
-
-    def backend(self) -> str:
-        return "gpu" if compat.jax_platform() == "gpu" else "gpu_interpret"
+    def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_gpu") -> None:
+        super().__init__(fn, name, upstream=upstream.mha)
+        self.capabilities = dataclasses.replace(
+            self.capabilities, residuals=cov.accepts(self.fn, "return_residuals", forwarded=False)
+        )
 
     def empty_rows(self, case: Case) -> EmptyRows:
         # Under causal the kernel stops at the diagonal tile, so not every key is averaged.
@@ -201,10 +190,9 @@ class PallasGpu(Implementation):
             # The defaults, clamped to the sequence as mha() clamps them.
             default = upstream.BlockSizes.get_default()
             blocks = {name: min(getattr(default, name), getattr(case, seq)) for name, seq in BLOCKS.items()}
-        if set(blocks) != set(BLOCKS):
-            out.append(
-                f"blocks must name exactly {sorted(BLOCKS)} (and optionally {sorted(OPTIONS)}); got {sorted(blocks)}"
-            )
+        names = block_names([*blocks, *(set(case.block_dict) & set(OPTIONS))], need=BLOCKS, may=OPTIONS)
+        if names:
+            out.append(names)
             return out
         for name, seq in BLOCKS.items():
             length = getattr(case, seq)
@@ -226,7 +214,7 @@ class PallasGpu(Implementation):
         if BACKWARD_XLA in case.block_dict:
             launch["backward_pass_impl"] = "xla"
         seg = None if inputs.q_segment_ids is None else jnp.asarray(inputs.q_segment_ids)
-        interpret = compat.jax_platform() != "gpu"
+        interpret = not self.native()
         causal = case.mask.causal == "top_left"
         extra = {"return_residuals": True} if residuals else {}
 
@@ -244,13 +232,10 @@ class PallasGpu(Implementation):
         return f
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        device = placement.kernel_device()
-        got = jax_outputs(self._call(case, inputs, residuals=False), inputs, grads=grads, device=device)
-        if case.residuals and self.capabilities.residuals:
-            # A separate forward call: mha does not differentiate with return_residuals=True.
-            lse = jax_outputs(self._call(case, inputs, residuals=True), inputs, grads=False, device=device)
-            got = dataclasses.replace(got, lse=lse.out)
-        return got
+        # The logsumexp from a separate forward call: mha does not differentiate with return_residuals=True.
+        with_lse = case.residuals and self.capabilities.residuals
+        lse = (lambda: self._call(case, inputs, residuals=True)) if with_lse else None
+        return self.outputs(self._call(case, inputs, residuals=False), inputs, grads=grads, lse=lse)
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasGpu:

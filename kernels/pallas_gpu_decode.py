@@ -24,12 +24,11 @@ import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import decode_attention as upstream
 
-from harness.core import compat, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.contract import Capabilities, Conventions, Outputs, register
 from harness.core.inputs import Inputs
-from harness.core.jaxvjp import jax_outputs
+from kernels._pallas import GpuKernel, block_names
 
 BLOCKS = ("block_h", "block_k", "k_splits")
 # Triton's tl.dot needs every matmul dimension >= 16: "block_k must be >= 16" and each of the
@@ -75,7 +74,7 @@ def _entry_api(name: str) -> cov.Api:
             ),
             cov.Param(
                 name="sm_scale",
-                drawn="1/sqrt(H), 1.0, 0.25, 0.03",
+                drawn=cov.SCALES_DRAWN,
                 exercised=lambda c: called(c) and cov.explicit_scale(c),
             ),
             *(
@@ -100,9 +99,8 @@ def _entry_api(name: str) -> cov.Api:
 API = (_entry_api("gqa"), _entry_api("mqa"))
 
 
-class PallasGpuDecode(Implementation):
-    role = "kernel"
-    framework = "jax"
+class PallasGpuDecode(GpuKernel):
+    title = "Pallas GPU decode attention"
     capabilities = Capabilities(
         dtypes=DTYPES,
         head_dims=(64, 128, 32),
@@ -128,12 +126,8 @@ class PallasGpuDecode(Implementation):
     api = API
 
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_gpu_decode") -> None:
-        self.fn = fn
-        self.name = name
-        self.description = "Pallas GPU decode attention" + ("" if fn is None else f" drop-in {name}")
-
-    def backend(self) -> str:
-        return "gpu" if compat.jax_platform() == "gpu" else "gpu_interpret"
+        # fn None: upstream's mqa for one kv head, else gqa (_entry).
+        super().__init__(fn, name)
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _decode_blocks(case)
@@ -143,8 +137,9 @@ class PallasGpuDecode(Implementation):
         blocks = case.block_dict
         if not blocks:
             return out + [f"blocks must name {list(BLOCKS)} (upstream's defaults need kv_len >= 256)"]
-        if set(blocks) != set(BLOCKS):
-            return out + [f"blocks must name exactly {sorted(BLOCKS)}; got {sorted(blocks)}"]
+        names = block_names(blocks, need=BLOCKS)
+        if names:
+            return out + [names]
         splits = blocks["k_splits"]
         if splits not in _split_options(case.kv_len):
             out.append(f"k_splits={splits} must divide kv_len={case.kv_len} into ranges of >= {MIN_TILE} keys")
@@ -165,7 +160,7 @@ class PallasGpuDecode(Implementation):
         start = None if lengths is None or lengths.kv_starts is None else jnp.asarray(lengths.kv_starts, jnp.int32)
         end = None if lengths is None or lengths.kv is None else jnp.asarray(lengths.kv, jnp.int32)
         fn, mqa = self._entry(case)
-        interpret = compat.jax_platform() != "gpu"
+        interpret = not self.native()
         kw = dict(case.block_dict)
 
         def f(q, k, v):
@@ -175,7 +170,7 @@ class PallasGpuDecode(Implementation):
             out = fn(q, k, v, start, end, sm_scale=case.sm_scale, interpret=interpret, **kw)
             return out[:, :, None, :]
 
-        return jax_outputs(f, inputs, grads=False, device=placement.kernel_device())
+        return self.outputs(f, inputs, grads=False)
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasGpuDecode:

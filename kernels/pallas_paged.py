@@ -32,12 +32,12 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import paged_attention as upstream
 from jax.experimental.pallas.ops.tpu.paged_attention import quantization_utils
 
-from harness.core import compat, paging, placement
 from harness.core import coverage as cov
+from harness.core import paging
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.contract import Capabilities, Conventions, Outputs, register
 from harness.core.inputs import Inputs, int8_grid
-from harness.core.jaxvjp import jax_outputs
+from kernels._pallas import TpuKernel, block_names, divisors
 
 PAGE_SIZES = (8, 16, 32, 64)
 LAYOUT = ("page_size", "pages_per_compute_block", "spare_pages")
@@ -51,11 +51,7 @@ def _megacore_runs() -> bool:
     """Megacore modes run only on a TPU: under the Pallas TPU interpreter (jax 0.10.2) a call with
     megacore_mode "kv_head" or "batch" never returns (docs/findings/pallas_paged_megacore_interpreter_hang.md;
     upstream's docstring: "the kernel may hang" where megacore is not enabled)."""
-    return compat.has_tpu()
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    return TpuKernel.native()
 
 
 @st.composite
@@ -64,7 +60,7 @@ def _layout(draw: Any, case: Case) -> dict[str, int]:
     pages = -(-case.kv_len // page_size)
     # "pages_per_compute_block must be divisible by pages per sequence" (upstream's check,
     # whose message has the two swapped: pages_per_sequence % pages_per_compute_block == 0).
-    per_block = draw(st.sampled_from(_divisors(pages)))
+    per_block = draw(st.sampled_from(divisors(pages)))
     layout = {"page_size": page_size, "pages_per_compute_block": per_block, "spare_pages": draw(st.integers(1, 3))}
     # megacore "kv_head" needs an even kv head count, "batch" an even batch (upstream checks);
     # neither under the interpreter, where both hang (_megacore_runs).
@@ -99,9 +95,7 @@ API = (
             cov.Param(name="lengths", drawn="per-row key lengths (0, 1, page-aligned, any)", exercised=cov.always),
             cov.Param(name="page_indices", drawn="a seeded non-identity page table", exercised=cov.always),
             cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
-            cov.Param(
-                name="attn_logits_soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap
-            ),
+            cov.soft_cap_param(SOFT_CAP),
             cov.Param(
                 name="pages_per_compute_block",
                 drawn="divisors of the pages per sequence",
@@ -126,9 +120,8 @@ API = (
 )
 
 
-class PallasPaged(Implementation):
-    role = "kernel"
-    framework = "jax"
+class PallasPaged(TpuKernel):
+    title = "Pallas TPU paged attention"
     capabilities = Capabilities(
         # float32 only with int8 pages: the kernel rounds float32 pages to bfloat16 before its float32
         # arithmetic (MultiPageAsyncCopyDescriptor._maybe_dequantize defaults to dtype=bfloat16), a
@@ -163,14 +156,9 @@ class PallasPaged(Implementation):
     api = API
 
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_paged") -> None:
-        self.fn = fn or upstream.paged_attention
-        self.name = name
+        super().__init__(fn, name, upstream=upstream.paged_attention)
         # A soft cap is drawn where this release's (or the drop-in's) signature takes one.
-        self.capabilities = dataclasses.replace(self.capabilities, soft_cap=paging.accepts(self.fn, SOFT_CAP))
-        self.description = "Pallas TPU paged attention" + ("" if fn is None else f" drop-in {name}")
-
-    def backend(self) -> str:
-        return "tpu" if compat.has_tpu() else "tpu_interpret"
+        self.capabilities = dataclasses.replace(self.capabilities, soft_cap=cov.accepts(self.fn, SOFT_CAP))
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _layout(case)
@@ -180,8 +168,9 @@ class PallasPaged(Implementation):
         if case.bias or case.mask.components - {"kv_lengths"}:
             return out
         blocks = case.block_dict or _default_layout(case)
-        if not set(LAYOUT) <= set(blocks) <= set(LAYOUT + FLAGS):
-            out.append(f"blocks must name {sorted(LAYOUT)} and may add flags {sorted(FLAGS)}; got {sorted(blocks)}")
+        names = block_names(blocks, need=LAYOUT, may=FLAGS)
+        if names:
+            out.append(names)
             return out
         pages = -(-case.kv_len // blocks["page_size"])
         if pages % blocks["pages_per_compute_block"]:
@@ -189,7 +178,7 @@ class PallasPaged(Implementation):
                 f"pages_per_compute_block={blocks['pages_per_compute_block']} must divide the "
                 f"{pages} pages per sequence (kv_len={case.kv_len}, page_size={blocks['page_size']})"
             )
-        if case.soft_cap is not None and not paging.accepts(self.fn, SOFT_CAP):
+        if case.soft_cap is not None and not cov.accepts(self.fn, SOFT_CAP):
             out.append(f"{self.name} has no {SOFT_CAP} parameter on this release: soft-capped cases cannot run")
         flags = {f: v for f, v in blocks.items() if f in FLAGS}
         if any(v != 1 for v in flags.values()):
@@ -227,8 +216,7 @@ class PallasPaged(Implementation):
             q = q[:, :, 0, :] * jnp.asarray(scale, q.dtype)
             return self.fn(q, k_pages, v_pages, lengths, indices, **kw)[:, :, None, :]
 
-        with compat.tpu_kernel_context():
-            return jax_outputs(f, inputs, grads=False, device=placement.kernel_device())
+        return self.outputs(f, inputs, grads=False)
 
     @staticmethod
     def _pages(x: np.ndarray, table: paging.PageTable, case: Case, salt: int) -> Any:

@@ -41,13 +41,13 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import ragged_paged_attention as upstream
 
-from harness.core import compat, paging, placement
+from harness.core import compat, paging
 from harness.core import coverage as cov
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.contract import Capabilities, Conventions, Outputs, register
 from harness.core.inputs import Inputs, make_inputs
-from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW, Lengths, Mask
+from kernels._pallas import TpuKernel, block_names
 
 LAYOUT = ("page_size", "num_kv_pages_per_block", "num_queries_per_block", "spare_pages")
 # Optional: the exponent e of a power-of-two k_scale / v_scale (module docstring).
@@ -88,11 +88,11 @@ API = (
                 why="counted: cases with per-row query lengths",
             ),
             cov.Param(name="num_seqs", drawn="the batch", exercised=cov.always),
-            cov.Param(name="sm_scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.scale_param(),
             cov.Param(
                 name="sliding_window", drawn="w keys up to each query's diagonal", exercised=cov.component("window")
             ),
-            cov.Param(name="soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap),
+            cov.soft_cap_param("soft_cap"),
             cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
             cov.Param(
                 name="k_scale",
@@ -116,9 +116,8 @@ API = (
 )
 
 
-class PallasRaggedPaged(Implementation):
-    role = "kernel"
-    framework = "jax"
+class PallasRaggedPaged(TpuKernel):
+    title = "Pallas TPU ragged paged attention"
     capabilities = Capabilities(
         # float16 is not a TPU matmul type.
         dtypes=("float32", "bfloat16"),
@@ -129,10 +128,8 @@ class PallasRaggedPaged(Implementation):
         # Queries are the last q[b] positions of each sequence (LENGTHS_Q_LE_KV), causal at the end.
         # Always causal (SHAPE_REQUIRED: every drawn mask is causal_bottom_right).
         # With SLIDING_WINDOW, sometimes a sliding window on top of the causal mask.
-        mask_components=frozenset(
-            {"causal_bottom_right", "q_lengths", "kv_lengths", LENGTHS_Q_LE_KV, SHAPE_REQUIRED}
-            | {"window", SLIDING_WINDOW}
-        ),
+        mask_components=frozenset({"causal_bottom_right", "q_lengths", "kv_lengths", "window"}),
+        restrictions=frozenset({LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW}),
         max_batch=3,
         grads=False,
         dbias=False,
@@ -151,14 +148,9 @@ class PallasRaggedPaged(Implementation):
     api = API
 
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_ragged_paged") -> None:
-        self.fn = fn or upstream.ragged_paged_attention
-        self.name = name
+        super().__init__(fn, name, upstream=upstream.ragged_paged_attention)
         # A soft cap is drawn where this release's (or the drop-in's) signature takes one.
-        self.capabilities = dataclasses.replace(self.capabilities, soft_cap=paging.accepts(self.fn, "soft_cap"))
-        self.description = "Pallas TPU ragged paged attention" + ("" if fn is None else f" drop-in {name}")
-
-    def backend(self) -> str:
-        return "tpu" if compat.has_tpu() else "tpu_interpret"
+        self.capabilities = dataclasses.replace(self.capabilities, soft_cap=cov.accepts(self.fn, "soft_cap"))
 
     def cannot_run(self) -> str | None:
         return _probe(self.fn)
@@ -176,8 +168,9 @@ class PallasRaggedPaged(Implementation):
         if any(q > kv for q, kv in zip(q_lens, kv_lens, strict=True)):
             out.append(f"query lengths {q_lens} must not exceed key lengths {kv_lens} row by row")
         blocks = case.block_dict
-        if blocks and not set(LAYOUT) <= set(blocks) <= set(LAYOUT) | set(SCALES):
-            out.append(f"blocks must name {sorted(LAYOUT)} and may add {sorted(SCALES)}; got {sorted(blocks)}")
+        names = block_names(blocks, need=LAYOUT, may=SCALES) if blocks else None
+        if names:
+            out.append(names)
         if case.mask.window is not None and _sliding_window(case) is None:
             out.append(
                 f"window {case.mask.window!r} is not a sliding window at every sequence's diagonal "
@@ -185,7 +178,7 @@ class PallasRaggedPaged(Implementation):
             )
         wanted = {"sliding_window": case.mask.window, "soft_cap": case.soft_cap}
         for parameter, value in wanted.items():
-            if value is not None and not paging.accepts(self.fn, parameter):
+            if value is not None and not cov.accepts(self.fn, parameter):
                 out.append(f"{self.name} has no {parameter} parameter on this release")
         return out
 
@@ -231,8 +224,7 @@ class PallasRaggedPaged(Implementation):
                 rows.append(jnp.concatenate([real, pad], axis=1))
             return jnp.stack(rows)
 
-        with compat.tpu_kernel_context():
-            return jax_outputs(f, inputs, grads=False, device=placement.kernel_device())
+        return self.outputs(f, inputs, grads=False)
 
 
 def _sliding_window(case: Case) -> int | None:

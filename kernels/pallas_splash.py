@@ -23,9 +23,7 @@ installed splash has it, read from its signatures).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import inspect
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -36,18 +34,16 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import splash_attention as upstream
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
 
-from harness.core import compat, placement
 from harness.core import coverage as cov
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
 from harness.core.inputs import Inputs
-from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import MASK_COMPONENTS, Mask
+from kernels._pallas import LANES, TpuKernel, block_names, lane_tiles
 
-# Every tile is whole multiples of the 128 TPU lanes: the kernel raises "bkv_compute=...
+# Every tile is whole multiples of the 128 TPU lanes (LANES): the kernel raises "bkv_compute=...
 # must be a multiple of 128" and "block_q must be a multiple of 128" (with segment ids,
 # in the dkv kernel) otherwise (splash_attention_kernel.py, NUM_LANES).
-LANES = 128
 FORWARD_BLOCKS = ("block_q", "block_kv", "block_kv_compute")
 DKV_BLOCKS = ("block_q_dkv", "block_kv_dkv", "block_kv_dkv_compute")
 DQ_BLOCKS = ("block_q_dq", "block_kv_dq")
@@ -56,22 +52,17 @@ DQ_BLOCKS = ("block_q_dq", "block_kv_dq")
 FUSED = "use_fused_bwd_kernel"
 
 
-def _tiles(length: int) -> list[int]:
-    """Lane-aligned tile sizes dividing `length`, smallest first (so shrinking prefers many tiles)."""
-    return [t for t in range(LANES, length + 1, LANES) if length % t == 0]
-
-
 @st.composite
 def _splash_blocks(draw: Any, case: Case) -> dict[str, int]:
-    q_tiles, k_tiles = _tiles(case.q_len), _tiles(case.kv_len)
+    q_tiles, k_tiles = lane_tiles(case.q_len), lane_tiles(case.kv_len)
     # block_q / block_kv must divide the sequence (mask_info: "q_block_size should divide
     # q_seq_len"); the compute tile must divide its memory tile ("bkv must be a multiple
     # of bkv_compute") and be lane aligned.
     blocks = {"block_q": draw(st.sampled_from(q_tiles)), "block_kv": draw(st.sampled_from(k_tiles))}
-    blocks["block_kv_compute"] = draw(st.sampled_from(_tiles(blocks["block_kv"])))
+    blocks["block_kv_compute"] = draw(st.sampled_from(lane_tiles(blocks["block_kv"])))
     blocks["block_q_dkv"] = draw(st.sampled_from(q_tiles))
     blocks["block_kv_dkv"] = draw(st.sampled_from(k_tiles))
-    blocks["block_kv_dkv_compute"] = draw(st.sampled_from(_tiles(blocks["block_kv_dkv"])))
+    blocks["block_kv_dkv_compute"] = draw(st.sampled_from(lane_tiles(blocks["block_kv_dkv"])))
     if draw(st.booleans()):
         blocks[FUSED] = 1
     else:
@@ -147,9 +138,7 @@ def _factory(name: str, *, mqa: bool) -> cov.Api:
             ),
             cov.Param(name="save_residuals", drawn="True (the logsumexp checked), False", exercised=cov.residuals),
             cov.Param(name="mask_value", why=cov.NO_MASK_VALUE),
-            cov.Param(
-                name="attn_logits_soft_cap", drawn="None or a cap (strategies.SOFT_CAPS)", exercised=cov.soft_cap
-            ),
+            cov.soft_cap_param("attn_logits_soft_cap"),
             cov.Param(name="downcast_smem_data", why="how mask metadata is stored; no numerical effect"),
             cov.Param(name="head_shards", drawn="1", exercised=cov.always, why=cov.SHARDING),
             cov.Param(name="q_seq_shards", drawn="1", exercised=cov.always, why=cov.SHARDING),
@@ -168,9 +157,9 @@ API = (
         locate=lambda: upstream.splash_attention_kernel._splash_attention,
         read=cov.positional("fwd_mask_info", "dq_mask_info", "dkv_mask_info"),
         params=(
-            cov.Param(name="q", drawn="[N, T, H], scaled by the adapter", exercised=cov.always),
-            cov.Param(name="k", drawn="[K, S, H], or [S, H] under MQA", exercised=cov.always),
-            cov.Param(name="v", drawn="[K, S, H], or [S, H] under MQA", exercised=cov.always),
+            *cov.arrays(
+                "[N, T, H], scaled by the adapter", "[K, S, H], or [S, H] under MQA", "[K, S, H], or [S, H] under MQA"
+            ),
             cov.Param(
                 name="segment_ids",
                 drawn="SegmentIds(q, kv), orphan ids included; padding (valid lengths) as ids of its own",
@@ -223,27 +212,14 @@ def segment_ids(case: Case) -> tuple[np.ndarray, np.ndarray] | None:
     return q_ids, kv_ids
 
 
-def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
-    try:
-        return frozenset(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return frozenset()
-
-
-def _takes_is_mqa(fn: Callable[..., Any]) -> bool:
-    return "is_mqa" in _parameters(fn)
-
-
 # What the installed splash takes, from its signatures rather than its version.
-FACTORY_PARAMETERS = _parameters(upstream.make_splash_mha)
-SOFT_CAP = "attn_logits_soft_cap" in FACTORY_PARAMETERS
-RESIDUALS = "save_residuals" in FACTORY_PARAMETERS
-SINKS = "sinks" in _parameters(getattr(upstream.splash_attention_kernel, "_splash_attention", lambda: None))
+SOFT_CAP = cov.accepts(upstream.make_splash_mha, "attn_logits_soft_cap")
+RESIDUALS = cov.accepts(upstream.make_splash_mha, "save_residuals")
+SINKS = cov.accepts(getattr(upstream.splash_attention_kernel, "_splash_attention", lambda: None), "sinks")
 
 
-class PallasSplash(Implementation):
-    role = "kernel"
-    framework = "jax"
+class PallasSplash(TpuKernel):
+    title = "Pallas TPU splash attention"
     capabilities = Capabilities(
         # float16 is not a TPU matmul type; splash's tests use float32 and bfloat16.
         dtypes=("float32", "bfloat16"),
@@ -273,12 +249,8 @@ class PallasSplash(Implementation):
     api = API
 
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_splash") -> None:
-        self.fn = fn
-        self.name = name
-        self.description = "Pallas TPU splash attention" + ("" if fn is None else f" drop-in {name}")
-
-    def backend(self) -> str:
-        return "tpu" if compat.has_tpu() else "tpu_interpret"
+        # fn None: the upstream factory per case (make_splash_mqa for one kv head, else make_splash_mha).
+        super().__init__(fn, name)
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _splash_blocks(case)
@@ -295,11 +267,9 @@ class PallasSplash(Implementation):
         blocks = case.block_dict
         if blocks:
             need = set(FORWARD_BLOCKS + DKV_BLOCKS) | ({FUSED} if FUSED in blocks else set(DQ_BLOCKS))
-            if set(blocks) != need:
-                out.append(
-                    f"blocks must name {sorted(need)} ({FUSED}=1 replaces {DQ_BLOCKS}); "
-                    f"missing {sorted(need - set(blocks))}, unknown {sorted(set(blocks) - need)}"
-                )
+            names = block_names(blocks, need=need, note=f"{FUSED}=1 replaces {DQ_BLOCKS}")
+            if names:
+                out.append(names)
                 return out
             if blocks.get(FUSED, 1) != 1:
                 out.append(f"{FUSED}={blocks[FUSED]} must be 1 (present) or absent")
@@ -346,7 +316,8 @@ class PallasSplash(Implementation):
         if self.fn is None:
             make = upstream.make_splash_mqa if mqa else upstream.make_splash_mha
             return make(mask, **kw), mqa
-        if _takes_is_mqa(self.fn):
+        # is_mqa picks the private factory's signature: only a drop-in that names it gets it.
+        if cov.accepts(self.fn, "is_mqa", forwarded=False):
             return self.fn(mask, is_mqa=mqa, **kw), mqa
         return self.fn(mask, **kw), False
 
@@ -354,9 +325,8 @@ class PallasSplash(Implementation):
         out = self._shape_violations(case)
         if self.fn is not None:
             # A drop-in factory that lacks a parameter cannot be given the case.
-            takes = _parameters(self.fn)
             for name, wanted in (("attn_logits_soft_cap", case.soft_cap is not None),):
-                if wanted and name not in takes:
+                if wanted and not cov.accepts(self.fn, name):
                     out.append(f"{self.name} takes no {name}")
         return out
 
@@ -392,14 +362,9 @@ class PallasSplash(Implementation):
         return f
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        device = placement.kernel_device()
-        with compat.tpu_kernel_context():
-            got = jax_outputs(self._call(case, inputs, residuals=False), inputs, grads=grads, device=device)
-            if case.residuals:
-                # A separate forward call: splash's residual-saving forward has no VJP of its own.
-                lse = jax_outputs(self._call(case, inputs, residuals=True), inputs, grads=False, device=device)
-                got = dataclasses.replace(got, lse=lse.out)
-        return got
+        # The logsumexp from a separate forward call: splash's residual-saving forward has no VJP of its own.
+        lse = (lambda: self._call(case, inputs, residuals=True)) if case.residuals else None
+        return self.outputs(self._call(case, inputs, residuals=False), inputs, grads=grads, lse=lse)
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasSplash:

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from harness.core.contract import register
 from kernels._tokamax import TokamaxAttention, available
 
 IMPLEMENTATION = "xla"
-
-
-def dropin(fn: Callable[..., Any], *, name: str) -> TokamaxAttention:
-    """Test `fn`, a function with the tokamax.dot_product_attention signature, as this kernel."""
-    return TokamaxAttention(IMPLEMENTATION, fn, name=name)
 
 
 if available(IMPLEMENTATION):

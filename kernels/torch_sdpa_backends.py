@@ -30,13 +30,16 @@ def api(*, bias: bool) -> cov.Api:
         name="torch.nn.functional.scaled_dot_product_attention",
         locate=lambda: F.scaled_dot_product_attention,
         params=(
-            cov.Param(name="query", drawn="[B, N, T, H] on CUDA", exercised=cov.always),
-            cov.Param(name="key", drawn="[B, N, S, H] (k/v heads repeated for GQA)", exercised=cov.always),
-            cov.Param(name="value", drawn="[B, N, S, H]", exercised=cov.always),
+            *cov.arrays(
+                "[B, N, T, H] on CUDA",
+                "[B, N, S, H] (k/v heads repeated for GQA)",
+                "[B, N, S, H]",
+                names=("query", "key", "value"),
+            ),
             attn_mask,
             cov.Param(name="dropout_p", why="random: no deterministic truth to compare with"),
             cov.Param(name="is_causal", drawn="True, False", exercised=cov.causal_top_left),
-            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.scale_param("scale"),
             cov.Param(name="enable_gqa", why="the adapter repeats k/v heads (a torch >= 2.5 flag), not yet drawn"),
         ),
     )
@@ -95,17 +98,34 @@ def backends() -> list[TorchSDPABackend]:
             "torch_flash",
             "FLASH_ATTENTION",
             # Flash takes no attn_mask, hence no bias; head_dim up to 256, a multiple of 8.
-            Capabilities(half, (64, 32, 128, 256), (64, 128, 256), frozenset({"causal_top_left"}), dbias=False),
+            Capabilities(
+                dtypes=half,
+                head_dims=(64, 32, 128, 256),
+                seq_lens=(64, 128, 256),
+                mask_components=frozenset({"causal_top_left"}),
+                dbias=False,
+            ),
         ),
         TorchSDPABackend(
             "torch_efficient",
             "EFFICIENT_ATTENTION",
-            Capabilities(DTYPES, (64, 32, 80, 128), (64, 100, 128, 256), frozenset({"causal_top_left", "bias"})),
+            Capabilities(
+                dtypes=DTYPES,
+                head_dims=(64, 32, 80, 128),
+                seq_lens=(64, 100, 128, 256),
+                mask_components=frozenset({"causal_top_left", "bias"}),
+            ),
         ),
         TorchSDPABackend(
             "torch_cudnn",
             "CUDNN_ATTENTION",
-            Capabilities(half, (64, 128), (64, 128, 256), frozenset({"causal_top_left"}), dbias=False),
+            Capabilities(
+                dtypes=half,
+                head_dims=(64, 128),
+                seq_lens=(64, 128, 256),
+                mask_components=frozenset({"causal_top_left"}),
+                dbias=False,
+            ),
         ),
     ]
 

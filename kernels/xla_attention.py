@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -38,19 +37,12 @@ from harness.core.masks import WINDOW_ALIGNED, Mask
 MASK_ARG = "mask_arg"
 
 
-def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
-    try:
-        return frozenset(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return frozenset()
-
-
 # What the installed jax.nn.dot_product_attention takes, read from its signature, not its
 # version: jax 0.4.31 added query_seq_lengths / key_value_seq_lengths, later local_window_size
 # and return_residual; a matrix cell without one draws no case that needs it.
-PARAMETERS = _parameters(jax.nn.dot_product_attention)
+PARAMETERS = frozenset(cov.parameters(jax.nn.dot_product_attention))
 NATIVE_COMPONENTS = frozenset(
-    ({"window", WINDOW_ALIGNED} if "local_window_size" in PARAMETERS else set())
+    ({"window"} if "local_window_size" in PARAMETERS else set())
     | ({"q_lengths"} if "query_seq_lengths" in PARAMETERS else set())
     | ({"kv_lengths"} if "key_value_seq_lengths" in PARAMETERS else set())
 )
@@ -101,10 +93,7 @@ def api(implementation: Literal["xla", "cudnn"]) -> cov.Api:
         name="jax.nn.dot_product_attention",
         locate=lambda: jax.nn.dot_product_attention,
         params=(
-            cov.Param(name="query", drawn="[B, T, N, H] in the case dtype", exercised=cov.always),
-            cov.Param(name="key", drawn="[B, S, K, H]; K divides N (GQA, MQA)", exercised=cov.always),
-            cov.Param(name="value", drawn="[B, S, K, H]", exercised=cov.always),
-            cov.Param(name="bias", drawn="float [B, N, T, S], or None", exercised=cov.has_bias),
+            *cov.dot_product_arrays(),
             cov.Param(
                 name="mask",
                 drawn="boolean [B, 1, T, S]: segment ids, or (blocks mask_arg) causal, window and lengths too",
@@ -112,7 +101,7 @@ def api(implementation: Literal["xla", "cudnn"]) -> cov.Api:
             )
             if segments
             else cov.Param(name="mask", why="cuDNN is declared without segment ids, the only boolean mask drawn"),
-            cov.Param(name="scale", drawn="1/sqrt(H), 1.0, 0.25, 0.03", exercised=cov.explicit_scale),
+            cov.scale_param("scale"),
             cov.Param(
                 name="is_causal",
                 drawn="True, False",
@@ -257,6 +246,7 @@ XLA_CAPABILITIES = Capabilities(
     # is_causal is top-left (a tril mask); local_window_size=(left, right) has no offset and
     # no unbounded side (WINDOW_ALIGNED); the valid lengths have no start index (kv_starts).
     mask_components=frozenset({"causal_top_left", "segments", "bias"}) | NATIVE_COMPONENTS,
+    restrictions=frozenset({WINDOW_ALIGNED}),
     max_group=4,
     residuals="return_residual" in PARAMETERS,
 )

@@ -6,7 +6,7 @@ import dataclasses
 
 from harness.core import coverage as cov
 from harness.core import extended
-from harness.core.case import FLOAT64, Case
+from harness.core.case import Case
 from harness.core.contract import DENSE_ORACLE, Conventions, Implementation, Outputs, register
 from harness.core.inputs import Inputs
 from harness.core.reference import attention, run_reference
@@ -44,8 +44,7 @@ class JaxReference(Implementation):
     description = "pure-JAX softmax(cap(QK^T*scale+bias))V with sinks, on the dense mask, in the case dtype"
     capabilities = dataclasses.replace(
         DENSE_ORACLE,
-        # float64 where a truth more precise than float64 exists (harness.core.extended).
-        dtypes=DENSE_ORACLE.dtypes + ((FLOAT64,) if extended.EXTENDED is not None else ()),
+        dtypes=extended.with_float64(DENSE_ORACLE.dtypes),
         soft_cap=True,
         sinks=True,
         residuals=True,

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from harness.core import coverage as cov
 from harness.core import extended
-from harness.core.case import FLOAT64, Case
+from harness.core.case import Case
 from harness.core.contract import DENSE_ORACLE, Conventions, Implementation, Outputs, register
 from harness.core.inputs import Inputs
 from harness.core.torchvjp import repeat_kv, torch_outputs
@@ -47,8 +47,7 @@ class TorchSDPA(Implementation):
     description = f"torch {torch.__version__} F.scaled_dot_product_attention on CPU"
     capabilities = dataclasses.replace(
         DENSE_ORACLE,
-        # float64 where a truth more precise than float64 exists (harness.core.extended).
-        dtypes=DENSE_ORACLE.dtypes + ((FLOAT64,) if extended.EXTENDED is not None else ()),
+        dtypes=extended.with_float64(DENSE_ORACLE.dtypes),
         # F.scaled_dot_product_attention has no logits soft cap, no sinks and returns no
         # logsumexp: cases with a cap or sinks are outside its contract (violations), and it sits
         # them out; on residual cases its output is checked and no residual.

@@ -72,3 +72,34 @@ def test_unsupported_mask_component_is_outside_the_contract():
 
     case = Case(1, 1, 1, 128, 256, 64, mask=Mask(causal="bottom_right"))
     assert any("causal_bottom_right" in p for p in FLASH.violations(case))
+
+
+def test_flash_tiles_on_the_lanes_its_kernel_requires():
+    # kernels/_pallas.LANES is what flash's own check calls MIN_BLOCK_SIZE ("should be a multiple of 128").
+    from jax.experimental.pallas.ops.tpu import flash_attention
+
+    from kernels import _pallas
+
+    assert flash_attention.MIN_BLOCK_SIZE == _pallas.LANES
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        pytest.param(
+            {"mask_components": frozenset({"causal_top_left", "segments_shared"})},
+            r"mask_components \['segments_shared'\] are neither mask components nor bias; a restriction goes in",
+            id="restriction-as-component",
+        ),
+        pytest.param(
+            {"mask_components": frozenset({"segments"}), "restrictions": frozenset({"segments"})},
+            r"restrictions \['segments'\] are unknown",
+            id="component-as-restriction",
+        ),
+    ],
+)
+def test_capabilities_keep_restrictions_apart_from_mask_components(kw, message):
+    from harness.core.contract import Capabilities
+
+    with pytest.raises(ValueError, match=message):
+        Capabilities(dtypes=("float32",), head_dims=(64,), seq_lens=(128,), **kw)

@@ -144,6 +144,33 @@ def test_parameters_are_read_from_signatures_fields_and_a_builtins_docstring() -
     assert cov.positional("q")(_fn) == ("k", "v", "bias")
 
 
+def _forwarding(q, *args, **kwargs): ...
+
+
+class _NoSignature:
+    # Neither inspect.signature nor a docstring signature can be read from an instance's __call__ here.
+    __signature__ = "not a signature"
+
+    def __call__(self, *args, **kwargs): ...
+
+
+@pytest.mark.parametrize(
+    ("fn", "name", "forwarded", "want"),
+    [
+        pytest.param(_fn, "soft_cap", True, True, id="named"),
+        pytest.param(_fn, "sinks", True, False, id="absent"),
+        # A drop-in that forwards its keywords to upstream may be passed a feature (paged soft_cap)...
+        pytest.param(_forwarding, "soft_cap", True, True, id="kwargs-forward"),
+        # ... but not a name that picks a calling convention (splash's is_mqa, the GPU's return_residuals).
+        pytest.param(_forwarding, "is_mqa", False, False, id="kwargs-convention"),
+        pytest.param(_forwarding, "kwargs", False, False, id="var-keyword-name-is-no-parameter"),
+        pytest.param(_NoSignature(), "soft_cap", True, False, id="unreadable"),
+    ],
+)
+def test_accepts_one_rule_for_every_adapter(fn, name: str, forwarded: bool, want: bool) -> None:
+    assert cov.accepts(fn, name, forwarded=forwarded) is want
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
     [

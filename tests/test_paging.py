@@ -120,15 +120,6 @@ def test_the_gathered_truth_agrees_with_upstreams_ragged_reference(window, cap, 
     np.testing.assert_allclose(np.asarray(got, np.float64), want, atol=2e-6)
 
 
-def test_accepts_reads_the_signature() -> None:
-    def kernel(q, *, soft_cap=None): ...
-
-    def forwarding(q, **kwargs): ...
-
-    assert paging.accepts(kernel, "soft_cap") and not paging.accepts(kernel, "sliding_window")
-    assert paging.accepts(forwarding, "sliding_window")
-
-
 def test_the_truth_gathered_from_the_pages_is_the_dense_truth() -> None:
     # What the paged adapters feed the kernel, read back through the table, gives the oracles' answer.
     from harness.core import reference

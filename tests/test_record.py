@@ -10,6 +10,7 @@ import pytest
 from harness.core.case import Case
 from harness.core.locate import Located, Strip
 from harness.running.runner import CaseResult, SubjectResult
+from harness.store.failures import FailureRecord
 from harness.store.files import MergeError, RunStore, iter_records, merge_stores
 from harness.store.records import BenchRecord
 
@@ -29,7 +30,11 @@ def _machine_store(root: Path, host: str, seconds: float) -> RunStore:
     store.write_case(CaseResult(case=CASE, subjects=[subject]))
     store.write(_bench(store.run_id, seconds))
     (root / "failures").mkdir(exist_ok=True)
-    (root / "failures" / f"{CASE.case_id}-abc123.json").write_text(json.dumps({"host": host}))
+    # A failure file as `run` writes it (merge reads each through FailureRecord), saying where it failed.
+    failure = FailureRecord(
+        kernel="pallas_flash", oracles=("torch_sdpa",), grads=True, case=CASE.to_json(), failure=host
+    )
+    (root / "failures" / f"{CASE.case_id}-abc123.json").write_text(json.dumps(failure.to_json()))
     return store
 
 
@@ -46,7 +51,7 @@ def test_two_machines_merge_without_loss(tmp_path: Path) -> None:
     # Three records per run; the same case failed on both machines: both failure files are kept.
     assert report.copied == 3 * 2 + 2
     assert report.conflicts == [] and len(report.kept_both) == 1
-    kept = sorted(json.loads(p.read_text())["host"] for p in (dest / "failures").glob("*.json"))
+    kept = sorted(json.loads(p.read_text())["failure"] for p in (dest / "failures").glob("*.json"))
     assert kept == ["machine-a", "machine-b"]
     cases = [r for r in iter_records(dest) if r["kind"] == "case"]
     assert sorted(r["seconds"] for r in cases) == [1.0, 2.0]  # same case id, both machines' results kept

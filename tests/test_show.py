@@ -74,7 +74,13 @@ def test_a_bare_case_shows_its_mask(tmp_path, capsys):
         pytest.param("[1]", "expected a JSON object", id="a list"),
         pytest.param('{"kind": "bench"}', "a 'bench' record has no case", id="another record kind"),
         pytest.param('{"batch": 1}', "bad case: case is missing fields", id="incomplete case"),
-        pytest.param('{"kind": "failure", "case": {"batch": 0}}', "bad case", id="failure with a bad case"),
+        pytest.param(
+            '{"schema": 1, "kind": "failure", "kernel": "k", "oracles": [], "grads": false, "case": {"batch": 0}}',
+            "bad case",
+            id="failure with a bad case",
+        ),
+        # A failure file reads through its record (harness.store.failures), as repro reads it.
+        pytest.param('{"kind": "failure", "case": {"batch": 1}}', "missing fields ['schema'", id="incomplete failure"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, text, words):

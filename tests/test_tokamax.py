@@ -32,6 +32,16 @@ def test_capabilities_come_from_the_signature_and_the_hardware():
 
 
 @pytest.mark.parametrize("name", ["tokamax_xla", "tokamax_xla_chunked"])
+def test_a_drop_in_is_wrapped_as_the_implementation_it_names(name):
+    # `--kernel tokamax_xla=MODULE:ATTR`: the adapter class lives in kernels/_tokamax.py, shared by every
+    # implementation, so the drop-in must come from the registered kernel, not from its class's module.
+    impl = contract.resolve(f"{name}=tokamax:dot_product_attention")
+    assert isinstance(impl, _tokamax.TokamaxAttention)
+    assert impl.implementation == name.removeprefix("tokamax_") and impl.name == f"{name}=tokamax:dot_product_attention"
+    assert impl.description.endswith(f"drop-in {impl.name}")
+
+
+@pytest.mark.parametrize("name", ["tokamax_xla", "tokamax_xla_chunked"])
 def test_padded_rows_causal_bias_and_gqa_pass(name):
     mask = Mask(causal="top_left", lengths=Lengths(q=(3, 16), kv=(0, 33)))
     case = Case(batch=2, q_heads=4, kv_heads=2, q_len=16, kv_len=64, head_dim=32, bias=True, mask=mask)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from harness.running.runner import CaseResult, SubjectResult
+from harness.store.failures import FailureRecord
 
 
 def _fmt(x: float) -> str:
@@ -51,17 +52,17 @@ def summary_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def replay_header(path: object, doc: dict, case: object) -> str:
-    """What a replay is about to run, from a failure file's document."""
-    oracles = ", ".join(doc["oracles"]) or "no oracle"
-    passes = "forward and backward" if doc["grads"] else "forward only"
-    interpret = doc.get("interpret") or {}
+def replay_header(path: object, record: FailureRecord, case: object) -> str:
+    """What a replay is about to run, from a failure file's record."""
+    oracles = ", ".join(record.oracles) or "no oracle"
+    passes = "forward and backward" if record.grads else "forward only"
+    interpret = record.interpret or {}
     checks = ", ".join(f"{k}={v}" for k, v in sorted(interpret.items())) or "defaults"
     lines = [
         f"replaying {path}",
-        f"  kernel {doc['kernel']} vs {oracles}, {passes}; interpreter {checks}",
+        f"  kernel {record.kernel} vs {oracles}, {passes}; interpreter {checks}",
         f"  case {case}",
     ]
-    if doc.get("failure"):
-        lines.append(f"  recorded failure: {doc['failure']}")
+    if record.failure:
+        lines.append(f"  recorded failure: {record.failure}")
     return "\n".join(lines)

@@ -44,7 +44,7 @@ def enable_x64() -> Iterator[None]:
 UNINITIALIZED_MEMORY: tuple[str, ...] = ("nan", "zero")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class InterpretOptions:
     """Checks the Pallas TPU interpreter runs alongside the kernel (ignored on a real TPU).
 

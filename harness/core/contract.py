@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.core.case import DTYPES, KV_FORMATS, Case
 from harness.core.errors import InputError
-from harness.core.masks import MASK_COMPONENTS
+from harness.core.masks import MASK_COMPONENTS, RESTRICTIONS
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -51,11 +51,13 @@ class UnknownImplementation(InputError, LookupError):
     """A --kernel / --oracle name that no module registered and no MODULE:ATTR resolves."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Capabilities:
     """What an implementation accepts; strategies draw only inside it.
 
-    mask_components are the names from `Mask.components`, plus "bias" for an additive bias.
+    mask_components are the names from `Mask.components`, plus "bias" for an additive bias: what
+    masks it is given. restrictions (harness.core.masks.RESTRICTIONS) are what it cannot take of
+    them (one segment-id array for q and kv, causal only with q_len <= kv_len, ...).
     seq_lens and head_dims are the values a strategy draws from (all valid); q_lens, when
     given, are the query lengths drawn instead of seq_lens (a decode kernel's 1).
     kv_formats: K/V storage formats besides the case dtype (harness.core.case.KV_FORMATS).
@@ -72,6 +74,7 @@ class Capabilities:
     head_dims: tuple[int, ...]
     seq_lens: tuple[int, ...]
     mask_components: frozenset[str]
+    restrictions: frozenset[str] = frozenset()
     max_batch: int = 2
     max_kv_heads: int = 2
     max_group: int = 4  # q_heads per kv head
@@ -89,6 +92,16 @@ class Capabilities:
     any_head_dim: bool = False
 
     def __post_init__(self) -> None:
+        stray = self.mask_components - MASK_COMPONENTS - {"bias"}
+        if stray:
+            raise ValueError(
+                f"mask_components {sorted(stray)} are neither mask components nor bias; "
+                f"a restriction goes in restrictions= (one of {RESTRICTIONS})"
+            )
+        if set(self.restrictions) - set(RESTRICTIONS):
+            raise ValueError(
+                f"restrictions {sorted(set(self.restrictions) - set(RESTRICTIONS))} are unknown; use {RESTRICTIONS}"
+            )
         if self.kv_format_only_dtypes and not self.kv_formats:
             raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
 
@@ -106,7 +119,7 @@ DENSE_ORACLE = Capabilities(
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Conventions:
     """What an implementation does natively, and so what its adapter normalises.
 
@@ -124,7 +137,7 @@ class Conventions:
         return dataclasses.asdict(self)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Outputs:
     """Forward output and gradients as float64 numpy arrays (None where not computed).
 
@@ -190,6 +203,14 @@ class Implementation(abc.ABC):
         Masks that are not arrays (causal, segment ids) are closed over from the case.
         """
         return None
+
+    def dropin(self, fn: Callable[..., Any], *, name: str) -> Implementation:
+        """This adapter around `fn`, a function with the signature of the one it wraps (`KERNEL=MODULE:ATTR`):
+        by default the `dropin(fn, name=...)` of the module defining the adapter's class."""
+        factory = getattr(importlib.import_module(type(self).__module__), "dropin", None)
+        if factory is None:
+            raise UnknownImplementation(f"built-in {self.name!r} accepts no drop-in function")
+        return factory(fn, name=name)
 
     def cannot_run(self) -> str | None:
         """Why this implementation cannot run in this environment at all (the interpreter's own
@@ -294,8 +315,7 @@ def resolve(spec: str) -> Implementation:
     """A built-in name, `MODULE:ATTR`, or `KERNEL=MODULE:ATTR`.
 
     MODULE:ATTR may name an Implementation, or a drop-in function for a built-in kernel:
-    `pallas_flash` by default, or the KERNEL named before `=`. The built-in's adapter
-    module provides `dropin(fn, name)`.
+    `pallas_flash` by default, or the KERNEL named before `=`, whose `Implementation.dropin` wraps it.
     """
     reg = registry()
     if spec in reg:
@@ -323,8 +343,4 @@ def resolve(spec: str) -> Implementation:
         raise UnknownImplementation(
             f"unknown built-in kernel {base!r} for drop-in {target!r}; known: {names('kernel')}"
         )
-    adapter_module = importlib.import_module(type(reg[base]).__module__)
-    dropin = getattr(adapter_module, "dropin", None)
-    if dropin is None:
-        raise UnknownImplementation(f"built-in {base!r} accepts no drop-in function")
-    return dropin(obj, name=spec)
+    return reg[base].dropin(obj, name=spec)

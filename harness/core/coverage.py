@@ -132,13 +132,27 @@ def parameters(obj: Any) -> tuple[str, ...]:
     return tuple(name for name, p in sig.parameters.items() if p.kind not in kinds)
 
 
-def accepts(fn: Any, name: str) -> bool:
-    """Whether the installed `fn` takes parameter `name`: how an adapter asks whether this release has
-    a feature (never from its version number)."""
+def accepts(fn: Any, name: str, *, forwarded: bool = True) -> bool:
+    """Whether `fn` (the installed function, or a drop-in for it) takes parameter `name`: how an adapter
+    asks whether this release has a feature (never from its version number).
+
+    forwarded: whether a `**kwargs` counts as taking `name`. True (the default) where the question is
+    "may the adapter pass it": a drop-in that forwards its keywords to upstream takes what upstream
+    takes, and one that does not fails the case loudly. False where the name picks a calling
+    convention, and so must be named (splash's is_mqa: a make_splash_mha wrapper with **kwargs must
+    not be given it). A function with no readable signature (nor one in its docstring) takes nothing:
+    a feature is drawn only where it is seen."""
     try:
-        return name in parameters(fn)
-    except ValueError:
-        return False
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        try:
+            return name in parameters(fn)
+        except ValueError:
+            return False
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    if name in params and params[name].kind not in variadic:
+        return True
+    return forwarded and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def positional(*skip: str) -> Callable[[Any], tuple[str, ...]]:
@@ -208,6 +222,38 @@ def mqa(case: Case) -> bool:
 
 def kv_format(name: str) -> Exercised:
     return lambda case: case.kv_format == name
+
+
+# Declarations several adapters make alike (the same parameter drawn the same way), written once.
+SCALES_DRAWN = "1/sqrt(H), 1.0, 0.25, 0.03"  # the default and harness.core.strategies.SCALES
+
+
+def arrays(q: str, k: str, v: str, *, names: tuple[str, str, str] = ("q", "k", "v")) -> tuple[Param, ...]:
+    """The query, key and value every call passes, each with the layout drawn for it."""
+    return tuple(Param(name=name, drawn=drawn, exercised=always) for name, drawn in zip(names, (q, k, v), strict=True))
+
+
+def dot_product_arrays() -> tuple[Param, ...]:
+    """query, key, value and bias of jax.nn.dot_product_attention, whose signature tokamax's shares."""
+    return (
+        *arrays(
+            "[B, T, N, H] in the case dtype",
+            "[B, S, K, H]; K divides N (GQA, MQA)",
+            "[B, S, K, H]",
+            names=("query", "key", "value"),
+        ),
+        Param(name="bias", drawn="float [B, N, T, S], or None", exercised=has_bias),
+    )
+
+
+def scale_param(name: str = "sm_scale") -> Param:
+    """The softmax scale: the default 1/sqrt(head_dim) passed as a value, or one of the drawn scales."""
+    return Param(name=name, drawn=SCALES_DRAWN, exercised=explicit_scale)
+
+
+def soft_cap_param(name: str) -> Param:
+    """A logits soft cap, drawn where Capabilities.soft_cap says the implementation takes one."""
+    return Param(name=name, drawn="None or a cap (strategies.SOFT_CAPS)", exercised=soft_cap)
 
 
 # Reasons shared by many declarations, so that the lead flips them in one place when the case

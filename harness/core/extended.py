@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from harness.core.case import Case
+from harness.core.case import FLOAT64, Case
 from harness.core.contract import Outputs
 from harness.core.inputs import Inputs
 
@@ -24,7 +24,13 @@ from harness.core.inputs import Inputs
 EXTENDED: type[np.floating] | None = np.longdouble if np.finfo(np.longdouble).eps < np.finfo(np.float64).eps else None
 
 
-@dataclasses.dataclass(frozen=True)
+def with_float64(dtypes: tuple[str, ...]) -> tuple[str, ...]:
+    """`dtypes`, and float64 where a truth more precise than float64 exists here (EXTENDED): what an
+    oracle that computes in the case dtype declares."""
+    return dtypes + ((FLOAT64,) if EXTENDED is not None else ())
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Softmax:
     """One case's forward softmax in the working precision.
 

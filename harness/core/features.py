@@ -20,7 +20,6 @@ from collections.abc import Iterable
 
 from harness.core.case import REGIMES, Case
 from harness.core.contract import Implementation
-from harness.core.masks import MASK_COMPONENTS
 
 # The first cases of a run whose pair coverage is measured (issue 17: a bug that needs two
 # features should show within a run of this many cases).
@@ -33,7 +32,7 @@ EXCLUSIVE = frozenset({"mask:none", "tiling:one_tile"})
 def declared(impl: Implementation) -> dict[str, tuple[str, ...]]:
     """Every feature value `impl` declares, by group (a group with one value is still listed)."""
     caps = impl.capabilities
-    components = sorted(c for c in caps.mask_components if c in MASK_COMPONENTS or c == "bias")
+    components = sorted(caps.mask_components)
     out = {
         "mask": ("none", *components),
         "dtype": tuple(caps.dtypes),

@@ -23,7 +23,7 @@ NP_DTYPES = {
 LARGE = 5.0
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Inputs:
     """Arrays in the case dtype (numpy; bfloat16 via ml_dtypes), plus the dense mask.
 

@@ -36,8 +36,8 @@ SHAPE_COMPONENTS: tuple[str, ...] = (
 LENGTH_COMPONENTS: tuple[str, ...] = ("q_lengths", "kv_lengths", "kv_starts")
 MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "segments", *LENGTH_COMPONENTS})
 
-# Capability markers, not components: declared in mask_components beside the components
-# they restrict, read by the strategies.
+# Restrictions, not components: what a kernel cannot take of the components it declares
+# (Capabilities.restrictions), read by the strategies so that every drawn case is inside them.
 #   segments_shared: one segment-id array serves q and kv (the Pallas GPU kernel), so
 #     segments are drawn identical on both sides, and only when q_len == kv_len.
 #   causal_q_le_kv: causal masks only when q_len <= kv_len (the Pallas GPU kernel's causal
@@ -57,6 +57,14 @@ WINDOW_ALIGNED = "window_aligned"
 CAUSAL_Q_LE_KV = "causal_q_le_kv"
 LENGTHS_Q_LE_KV = "lengths_q_le_kv"
 SHAPE_REQUIRED = "shape_required"
+RESTRICTIONS: tuple[str, ...] = (
+    SEGMENTS_SHARED,
+    SLIDING_WINDOW,
+    WINDOW_ALIGNED,
+    CAUSAL_Q_LE_KV,
+    LENGTHS_Q_LE_KV,
+    SHAPE_REQUIRED,
+)
 
 # A run of one segment id: (segment_id, length).
 Run = tuple[int, int]
@@ -327,7 +335,7 @@ def _known(d: Any, known: set[str], what: str) -> None:
         raise ValueError(f"unknown {what} fields {sorted(unknown)}; known: {', '.join(sorted(known))}")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Mask:
     """Which keys each query may see: the conjunction of every component present.
 

@@ -15,8 +15,6 @@ values that change its answer.
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -110,16 +108,6 @@ def gather(pool: np.ndarray, table: PageTable, *, row: int, length: int) -> np.n
     pages = table.indices[row, : -(-length // table.page_size)]
     heads, _, _, dim = pool.shape
     return pool[:, pages].reshape(heads, -1, dim)[:, :length]
-
-
-def accepts(fn: Callable[..., Any], parameter: str) -> bool:
-    """Whether `fn` (upstream's kernel on this release, or a drop-in) takes `parameter`: a
-    capability read from the signature, never from version numbers."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # no signature to read (a builtin): assume the upstream API
-        return True
-    return parameter in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def visible_rows(

@@ -137,8 +137,17 @@ def valid_lengths(*, length: int) -> st.SearchStrategy[int]:
 
 
 @st.composite
-def lengths(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int, kv_len: int) -> Lengths:
-    """Per-row valid lengths for the sides named in `components` (q_lengths, kv_lengths, kv_starts)."""
+def lengths(
+    draw: st.DrawFn,
+    *,
+    components: frozenset[str],
+    batch: int,
+    q_len: int,
+    kv_len: int,
+    restrictions: frozenset[str] = frozenset(),
+) -> Lengths:
+    """Per-row valid lengths for the sides named in `components` (q_lengths, kv_lengths, kv_starts),
+    inside `restrictions` (harness.core.masks.RESTRICTIONS)."""
     kw = {}
     sides = (("q_lengths", "q", q_len), ("kv_lengths", "kv", kv_len), ("kv_starts", "kv_starts", kv_len))
     for name, side, length in sides:
@@ -147,7 +156,7 @@ def lengths(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: i
             kw[side] = draw(rows)
     if not kw:
         raise ValueError(f"components={sorted(components)} name none of {LENGTH_COMPONENTS}")
-    if LENGTHS_Q_LE_KV in components:
+    if LENGTHS_Q_LE_KV in restrictions:
         kv = kw.get("kv") or (kv_len,) * batch
         kw["q"] = tuple(min(q, k) for q, k in zip(kw.get("q") or (q_len,) * batch, kv, strict=True))
     return Lengths(**kw)
@@ -187,29 +196,39 @@ def _static(
 
 
 @st.composite
-def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int, kv_len: int, heads: int = 1) -> Mask:
-    """Masks made only of the given components (names as in Mask.components).
+def masks(
+    draw: st.DrawFn,
+    *,
+    components: frozenset[str],
+    batch: int,
+    q_len: int,
+    kv_len: int,
+    heads: int = 1,
+    restrictions: frozenset[str] = frozenset(),
+) -> Mask:
+    """Masks made only of the given components (names as in Mask.components), inside `restrictions`.
 
     One shape component (causal, window, chunk or block-sparse) or none; with "per_head",
     sometimes a different one per query head instead; segments independently. With
     SLIDING_WINDOW, windows come only as a sliding window on top of bottom-right causal.
     """
     kinds = [k for k in SHAPE_COMPONENTS if k in components]
-    if CAUSAL_Q_LE_KV in components and q_len > kv_len:
+    if CAUSAL_Q_LE_KV in restrictions and q_len > kv_len:
         kinds = [k for k in kinds if not k.startswith("causal")]
-    if SLIDING_WINDOW in components:
+    if SLIDING_WINDOW in restrictions:
         kinds = [k for k in kinds if k != "window"]  # a sliding window comes on top of causal, below
-    aligned = WINDOW_ALIGNED in components
-    kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in components, aligned=aligned)))
+    aligned = WINDOW_ALIGNED in restrictions
+    kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in restrictions, aligned=aligned)))
     if components & set(LENGTH_COMPONENTS) and draw(st.booleans()):
-        kw["lengths"] = draw(lengths(components=components, batch=batch, q_len=q_len, kv_len=kv_len))
-    if SLIDING_WINDOW in components and kw.get("causal") == "bottom_right" and draw(st.booleans()):
+        sides = {"batch": batch, "q_len": q_len, "kv_len": kv_len}
+        kw["lengths"] = draw(lengths(components=components, restrictions=restrictions, **sides))
+    if SLIDING_WINDOW in restrictions and kw.get("causal") == "bottom_right" and draw(st.booleans()):
         kw.update(sliding_window(draw(valid_lengths(length=kv_len - 1)) + 1, kw.get("lengths"), q_len, kv_len))
     if "per_head" in components and draw(st.booleans()):
         per_head = st.lists(_static(kinds, q_len, kv_len, aligned=aligned), min_size=heads, max_size=heads)
         kw["heads"] = tuple(Mask(**h) for h in draw(per_head))
     if "segments" in components and draw(st.booleans()):
-        if SEGMENTS_SHARED in components:
+        if SEGMENTS_SHARED in restrictions:
             if q_len == kv_len:
                 q_side = draw(segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False))
                 kw["segments"] = Segments(q=q_side.q, kv=q_side.q)
@@ -231,7 +250,8 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
     group = draw(st.sampled_from([g for g in (1, 2, 4) if g <= caps.max_group]))
     q_len = draw(st.sampled_from(caps.q_lens or caps.seq_lens))
     kv_len = draw(st.sampled_from(caps.seq_lens)) if caps.unequal_lengths else q_len
-    mask = draw(masks(components=caps.mask_components, batch=batch, q_len=q_len, kv_len=kv_len, heads=kv_heads * group))
+    shape = {"batch": batch, "q_len": q_len, "kv_len": kv_len, "heads": kv_heads * group}
+    mask = draw(masks(components=caps.mask_components, restrictions=caps.restrictions, **shape))
     case = Case(
         batch=batch,
         q_heads=kv_heads * group,

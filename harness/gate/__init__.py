@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ STATUSES = tuple(Status)
 CATEGORIES = ("correctness", "drift", "compile", "memory", "speed", "leak", "records")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Row:
     category: str  # one of CATEGORIES
     subject: str  # what was compared
@@ -60,7 +61,7 @@ class Row:
     fails: bool = False
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class GateResult:
     baseline: str
     candidate: str
@@ -135,17 +136,14 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         c_fail = sum(not _passed(v) for v in c.values())
         b_fig = f"{len(b)} cases, {b_fail} failing" if b else "not run"
         c_fig = f"{len(c)} cases, {c_fail} failing" if c else "not run"
+        row = functools.partial(Row, category="correctness", subject=impl, baseline=b_fig, candidate=c_fig)
         if not c:
             rows.append(
-                Row(
-                    "correctness",
-                    impl,
-                    Status.MISSING,
-                    b_fig,
-                    c_fig,
-                    "not run by the candidate",
-                    "the baseline ran it; the candidate has no case records",
-                    th.fail_on_missing,
+                row(
+                    status=Status.MISSING,
+                    change="not run by the candidate",
+                    detail="the baseline ran it; the candidate has no case records",
+                    fails=th.fail_on_missing,
                 )
             )
             continue
@@ -156,24 +154,17 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         if new:
             example = _example([r for cid in new for r in c[cid] if not r.passed], cand.roots)
             rows.append(
-                Row(
-                    "correctness",
-                    impl,
-                    Status.WORSE,
-                    b_fig,
-                    c_fig,
-                    f"+{len(new)} new failing",
-                    f"new failure: {example}",
-                    True,
+                row(
+                    status=Status.WORSE, change=f"+{len(new)} new failing", detail=f"new failure: {example}", fails=True
                 )
             )
         elif fixed:
-            rows.append(Row("correctness", impl, Status.BETTER, b_fig, c_fig, f"{len(fixed)} fixed"))
+            rows.append(row(status=Status.BETTER, change=f"{len(fixed)} fixed"))
         elif not b:
-            rows.append(Row("correctness", impl, Status.NEW, b_fig, c_fig, "not run by the baseline"))
+            rows.append(row(status=Status.NEW, change="not run by the baseline"))
         else:
             still = f"; {c_fail} failing in both" if c_fail else ""
-            rows.append(Row("correctness", impl, Status.UNCHANGED, b_fig, c_fig, "no new failure" + still))
+            rows.append(row(status=Status.UNCHANGED, change="no new failure" + still))
     return rows
 
 
@@ -191,14 +182,13 @@ def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
         subject = f"{impl} paired cases"
         fig = f"{len(ds)} cases"
         cand = f"{same} bit-identical"
+        row = functools.partial(Row, category="drift", subject=subject, baseline=fig, candidate=cand)
         beyond = [d for d in ds if d.beyond(th.drift_factor, th.drift_min_used)]
         finite = [d.growth for d in ds if not d.identical and d.growth == d.growth]
         largest = f"largest error growth x{max(finite):.2f}" if finite else "no error moved"
         if not beyond:
             detail = f"{largest}; limit x{th.drift_factor:g}"
-            rows.append(
-                Row("drift", subject, Status.UNCHANGED, fig, cand, f"{len(ds) - same} moved, within limit", detail)
-            )
+            rows.append(row(status=Status.UNCHANGED, change=f"{len(ds) - same} moved, within limit", detail=detail))
             continue
         worst = max(beyond, key=lambda d: d.growth)
         replay = f"; replay: {repro_command(worst.replay)}" if worst.replay else ""
@@ -208,7 +198,7 @@ def drift_rows(pairs: list[drift.CaseDrift], th: Thresholds) -> list[Row]:
             + "; ".join(q.text() for q in worst.beyond(th.drift_factor, th.drift_min_used))
             + replay
         )
-        rows.append(Row("drift", subject, Status.WORSE, fig, cand, f"{len(beyond)} drifted", detail, True))
+        rows.append(row(status=Status.WORSE, change=f"{len(beyond)} drifted", detail=detail, fails=True))
     return rows
 
 
@@ -234,20 +224,19 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
     for key in sorted(set(b_all) | set(c_all)):
         impl, topology, shape, pass_ = key
         subject = f"{impl} {pass_} {shape} on {topology}"
+        row = functools.partial(Row, category="compile", subject=subject)
         b, c = b_all.get(key, []), c_all.get(key, [])
         b_ok, c_ok = all(r.ok for r in b), all(r.ok for r in c)
         ok = {True: "compiles", False: "fails"}
         if not c:
             rows.append(
-                Row(
-                    "compile",
-                    subject,
-                    Status.MISSING,
-                    ok[b_ok],
-                    "not run",
-                    "not compiled by the candidate",
-                    "",
-                    th.fail_on_missing,
+                row(
+                    status=Status.MISSING,
+                    baseline=ok[b_ok],
+                    candidate="not run",
+                    change="not compiled by the candidate",
+                    detail="",
+                    fails=th.fail_on_missing,
                 )
             )
             continue
@@ -255,17 +244,24 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             bad = next(r for r in c if not r.ok)
             detail = f"new compile failure: {failure_line(bad)}; repro: {compile_replay(bad)}"
             rows.append(
-                Row(
-                    "compile", subject, Status.WORSE, ok[b_ok] if b else "not run", "fails", "new failure", detail, True
+                row(
+                    status=Status.WORSE,
+                    baseline=ok[b_ok] if b else "not run",
+                    candidate="fails",
+                    change="new failure",
+                    detail=detail,
+                    fails=True,
                 )
             )
             continue
         if not b:
-            rows.append(Row("compile", subject, Status.NEW, "not run", ok[c_ok], "not compiled by the baseline"))
+            rows.append(
+                row(status=Status.NEW, baseline="not run", candidate=ok[c_ok], change="not compiled by the baseline")
+            )
             continue
         if not b_ok:
             status, change = (Status.BETTER, "fixed") if c_ok else (Status.UNCHANGED, "fails in both")
-            rows.append(Row("compile", subject, status, "fails", ok[c_ok], change))
+            rows.append(row(status=status, baseline="fails", candidate=ok[c_ok], change=change))
             continue
         for limit in th.limits:
             bv, cv = _figure(b, limit.field), _figure(c, limit.field)
@@ -275,14 +271,14 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             change = f"{out.change:+.1%}" if out.change != float("inf") else "from 0"
             rows.append(
                 Row(
-                    "memory",
-                    f"{subject} {limit.field}",
-                    out.status,
-                    fmt_value(limit.field, bv),
-                    fmt_value(limit.field, cv),
-                    change,
-                    out.message,
-                    out.status == Status.WORSE,
+                    category="memory",
+                    subject=f"{subject} {limit.field}",
+                    status=out.status,
+                    baseline=fmt_value(limit.field, bv),
+                    candidate=fmt_value(limit.field, cv),
+                    change=change,
+                    detail=out.message,
+                    fails=out.status == Status.WORSE,
                 )
             )
     return rows
@@ -291,7 +287,7 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
 # --- speed ---
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SpeedComparison:
     """Two sets of timing samples, judged. status: worse, better, unchanged or insufficient."""
 
@@ -311,18 +307,23 @@ def compare_samples(b: list[float], c: list[float], th: Thresholds) -> SpeedComp
             f"insufficient samples: baseline {n1}, candidate {n2}; need at least {th.min_samples} each "
             f"(and enough for p < {th.alpha:g})"
         )
-        return SpeedComparison(Status.INSUFFICIENT, ratio, None, text)
+        return SpeedComparison(status=Status.INSUFFICIENT, ratio=ratio, p=None, text=text)
     test = stats.mann_whitney_u(b, c)
     slower = f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
     figures = f"median {fmt_seconds(bm)} -> {fmt_seconds(cm)} ({slower}), Mann-Whitney p={test.p:.2g}"
     if test.p < th.alpha and ratio > th.factor:
-        return SpeedComparison(Status.WORSE, ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}")
+        return SpeedComparison(
+            status=Status.WORSE, ratio=ratio, p=test.p, text=f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}"
+        )
     if test.p < th.alpha and ratio < 1 / th.factor:
         return SpeedComparison(
-            Status.BETTER, ratio, test.p, f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}"
+            status=Status.BETTER,
+            ratio=ratio,
+            p=test.p,
+            text=f"{figures} < {th.alpha:g} and beyond factor {th.factor:g}",
         )
     why = f"p >= {th.alpha:g}" if test.p >= th.alpha else f"within factor {th.factor:g}"
-    return SpeedComparison(Status.UNCHANGED, ratio, test.p, f"{figures}: noise ({why})")
+    return SpeedComparison(status=Status.UNCHANGED, ratio=ratio, p=test.p, text=f"{figures}: noise ({why})")
 
 
 def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
@@ -336,6 +337,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         c_bench[(impl, shape, pass_)].add(where)
     for bench in sorted(set(b_bench) | set(c_bench)):
         impl, shape, pass_ = bench
+        row = functools.partial(Row, category="speed", subject=f"{impl} {pass_} {shape}")
         bw, cw = b_bench.get(bench, set()), c_bench.get(bench, set())
         for where in sorted(bw & cw):
             b = [x for r in b_all[(*bench, where)] for x in samples(r)]
@@ -345,42 +347,44 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             change = f"{cmp.ratio:.2f}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")
             fig = lambda xs: f"{fmt_seconds(stats.median(xs))} (n={len(xs)})" if xs else "no samples"  # noqa: E731
             rows.append(
-                Row("speed", f"{impl} {pass_} {shape} on {where}", cmp.status, fig(b), fig(c), change, cmp.text, fails)
+                row(
+                    subject=f"{impl} {pass_} {shape} on {where}",
+                    status=cmp.status,
+                    baseline=fig(b),
+                    candidate=fig(c),
+                    change=change,
+                    detail=cmp.text,
+                    fails=fails,
+                )
             )
         if bw and cw and not (bw & cw):
             rows.append(
-                Row(
-                    "speed",
-                    f"{impl} {pass_} {shape}",
-                    Status.INCOMPARABLE,
-                    ", ".join(sorted(bw)),
-                    ", ".join(sorted(cw)),
-                    "different backends",
-                    "timings from different backends or devices are never compared",
+                row(
+                    status=Status.INCOMPARABLE,
+                    baseline=", ".join(sorted(bw)),
+                    candidate=", ".join(sorted(cw)),
+                    change="different backends",
+                    detail="timings from different backends or devices are never compared",
                 )
             )
         elif bw and not cw:
             rows.append(
-                Row(
-                    "speed",
-                    f"{impl} {pass_} {shape}",
-                    Status.MISSING,
-                    ", ".join(sorted(bw)),
-                    "not run",
-                    "not timed by the candidate",
-                    "",
-                    th.fail_on_missing,
+                row(
+                    status=Status.MISSING,
+                    baseline=", ".join(sorted(bw)),
+                    candidate="not run",
+                    change="not timed by the candidate",
+                    detail="",
+                    fails=th.fail_on_missing,
                 )
             )
         elif cw and not bw:
             rows.append(
-                Row(
-                    "speed",
-                    f"{impl} {pass_} {shape}",
-                    Status.NEW,
-                    "not run",
-                    ", ".join(sorted(cw)),
-                    "not timed by the baseline",
+                row(
+                    status=Status.NEW,
+                    baseline="not run",
+                    candidate=", ".join(sorted(cw)),
+                    change="not timed by the baseline",
                 )
             )
     return rows
@@ -398,17 +402,16 @@ def leak_rows(base: Records, cand: Records) -> list[Row]:
         impl, variant = key
         b, c = b_all.get(key, []), c_all[key]
         b_fig = ("leaks" if not all(r.passed for r in b) else "flat") if b else "not run"
+        row = functools.partial(Row, category="leak", subject=f"{impl} {variant}", baseline=b_fig)
         bad = [r for r in c if not r.passed]
         if bad:
             grows = "; ".join(str(g) for g in bad[0].growing or []) or str(bad[0].error)
             detail = f"memory grows with calls: {grows}; repro: {leak_command(impl)}"
-            rows.append(Row("leak", f"{impl} {variant}", Status.WORSE, b_fig, "leaks", "grows per call", detail, True))
+            rows.append(row(status=Status.WORSE, candidate="leaks", change="grows per call", detail=detail, fails=True))
         elif b_fig == "leaks":
-            rows.append(Row("leak", f"{impl} {variant}", Status.BETTER, b_fig, "flat", "leak fixed"))
+            rows.append(row(status=Status.BETTER, candidate="flat", change="leak fixed"))
         else:
-            rows.append(
-                Row("leak", f"{impl} {variant}", Status.UNCHANGED if b else Status.NEW, b_fig, "flat", "no growth")
-            )
+            rows.append(row(status=Status.UNCHANGED if b else Status.NEW, candidate="flat", change="no growth"))
     return rows
 
 
@@ -417,7 +420,18 @@ def incomplete_rows(base: Records, cand: Records) -> list[Row]:
     rows = []
     for side, recs in (("baseline", base), ("candidate", cand)):
         for why in recs.incomplete():
-            rows.append(Row("records", side, Status.INCOMPLETE, "", "", "incomplete data", why, True))
+            rows.append(
+                Row(
+                    category="records",
+                    subject=side,
+                    status=Status.INCOMPLETE,
+                    baseline="",
+                    candidate="",
+                    change="incomplete data",
+                    detail=why,
+                    fails=True,
+                )
+            )
     return rows
 
 
@@ -432,7 +446,7 @@ def compare(
         rows += incomplete_rows(base, cand)
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda r: (not r.fails, order[r.status], CATEGORIES.index(r.category), r.subject))
-    return GateResult(labels[0], labels[1], th.source, rows, drift=pairs)
+    return GateResult(baseline=labels[0], candidate=labels[1], thresholds=th.source, rows=rows, drift=pairs)
 
 
 # --- formatting ---

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.case import Case, CaseError
+from harness.store.failures import FailureRecord
 from harness.store.files import atomic_write_json
 from harness.store.records import CaseRecord, RunRecord
-from harness.store.schema import FAILURE_SCHEMA
 
 REPLAY_DIR = "drift"
 
@@ -234,22 +234,18 @@ def replay_document(
     left out: the drift is the implementation's error against the float64 truth, which every
     replay computes.
     """
-    doc = {
-        "schema": FAILURE_SCHEMA,
-        "kind": "failure",
-        "id": drift.replay_id,
-        "kernel": drift.implementation,
-        "oracles": [],
-        "grads": grads,
-        "case": drift.case,
-        "interpret": (run.interpret if run is not None else None) or {},
-        "time_limit": run.case_timeout if run is not None else None,
-        "versions": run.versions if run is not None else {},
-        "failure": why,
-    }
-    if results is not None:
-        doc["results"] = results
-    return doc
+    return FailureRecord(
+        id=drift.replay_id,
+        kernel=drift.implementation,
+        oracles=(),
+        grads=grads,
+        case=drift.case,
+        interpret=(run.interpret if run is not None else None) or {},
+        time_limit=run.case_timeout if run is not None else None,
+        versions=run.versions if run is not None else {},
+        failure=why,
+        results=results,
+    ).to_json()
 
 
 # The report lists this many of the largest drifts; each gets a replay file.

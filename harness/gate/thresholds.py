@@ -53,7 +53,7 @@ class Outcome:
     message: str
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Limit:
     """Allowed growth of one field: `amount` percent of the baseline, or absolute units."""
 
@@ -75,8 +75,8 @@ class Limit:
             raise ThresholdError(f"limit {text!r}: {value!r} is not a number, a percentage or a byte size")
         amount, unit = float(m.group(1)), (m.group(2) or "")
         if unit == "%":
-            return cls(field, amount, True, text.strip())
-        return cls(field, amount * _UNITS[unit.lower()], False, text.strip())
+            return cls(field=field, amount=amount, percent=True, text=text.strip())
+        return cls(field=field, amount=amount * _UNITS[unit.lower()], percent=False, text=text.strip())
 
     def describe(self) -> str:
         return f"{self.amount:g}%" if self.percent else fmt_value(self.field, self.amount)
@@ -98,7 +98,7 @@ class Limit:
         return Outcome("unchanged", change, f"{self.field} {pct} ({figures}), within {self.describe()}")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Thresholds:
     alpha: float = 0.01
     factor: float = 1.10

@@ -373,7 +373,7 @@ class Verdict:
     baseline: str | None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Report:
     title: str
     generated: str

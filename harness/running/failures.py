@@ -1,7 +1,7 @@
 """Shrunk failures as files that replay exactly: DIR/failures/<id>.json.
 
-A failure file (kind "failure", schema FAILURE_SCHEMA) holds everything a replay needs
-and what the failure looked like:
+A failure file (kind "failure", schema FAILURE_SCHEMA; its typed record is
+harness.store.failures.FailureRecord) holds everything a replay needs and what the failure looked like:
 
   kernel, oracles    specs as `contract.resolve` reads them (a built-in name or MODULE:ATTR)
   grads              whether the backward pass ran
@@ -18,15 +18,16 @@ and what the failure looked like:
   pinned             set by `pin`: time, source file, kernel it was found with (optional)
 
 `load_failure` is strict: a file it accepts can be replayed; anything else raises
-FailureFileError with one line naming the file and the problem.
+FailureFileError with one line naming the file and the problem (the record's own checks, then the
+case, the interpreter options and the implementations it names).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,22 +38,9 @@ from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
 from harness.running.runner import CaseResult, run_case
 from harness.running.worker import implementation_spec
+from harness.store.failures import FailureRecord
 from harness.store.files import atomic_write_json
-from harness.store.schema import FAILURE_SCHEMA
-
-REQUIRED = ("schema", "kind", "kernel", "oracles", "grads", "case")
-OPTIONAL = (
-    "id",
-    "created",
-    "interpret",
-    "time_limit",
-    "tolerance_version",
-    "versions",
-    "failure",
-    "results",
-    "search",
-    "pinned",
-)
+from harness.store.schema import RecordError
 
 
 class FailureFileError(InputError):
@@ -77,26 +65,22 @@ def failure_document(
     time_limit: float | None = None,
     search: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Everything needed to replay `result` exactly, and what it looked like when it failed."""
-    doc = {
-        "schema": FAILURE_SCHEMA,
-        "kind": "failure",
-        "id": failure_id(result.case, kernel),
-        "created": dt.datetime.now(dt.UTC).isoformat(),
-        "kernel": kernel,
-        "oracles": oracles,
-        "grads": grads,
-        "case": result.case.to_json(),
-        "interpret": interpret.to_json(),
-        "time_limit": time_limit,
-        "tolerance_version": TOLERANCE_VERSION,
-        "versions": compat.library_versions(),
-        "failure": failure_line(result),
-        "results": results_table(result),
-    }
-    if search is not None:
-        doc["search"] = search
-    return doc
+    """Everything needed to replay `result` exactly, and what it looked like when it failed (FailureRecord JSON)."""
+    return FailureRecord(
+        id=failure_id(result.case, kernel),
+        created=dt.datetime.now(dt.UTC).isoformat(),
+        kernel=kernel,
+        oracles=tuple(oracles),
+        grads=grads,
+        case=result.case.to_json(),
+        interpret=interpret.to_json(),
+        time_limit=time_limit,
+        tolerance_version=TOLERANCE_VERSION,
+        versions=compat.library_versions(),
+        failure=failure_line(result),
+        results=results_table(result),
+        search=search,
+    ).to_json()
 
 
 def results_table(result: CaseResult) -> dict[str, Any]:
@@ -140,36 +124,41 @@ def write_failure(
 
 
 class FailureFile:
-    """A validated failure file: the document plus the objects it names."""
+    """A validated failure file: its record plus the objects it names."""
 
-    def __init__(self, path: Path, doc: dict[str, Any]) -> None:
+    def __init__(self, path: Path, record: FailureRecord) -> None:
         self.path = path
-        self.doc = doc
-        self.case = _field(path, "case", lambda: Case.from_json(doc["case"]), CaseError)
+        self.record = record
+        self.case = _field(path, "case", lambda: Case.from_json(record.case), CaseError)
         self.interpret = _field(
-            path, "interpret", lambda: compat.InterpretOptions.from_json(doc.get("interpret", {})), ValueError
+            path, "interpret", lambda: compat.InterpretOptions.from_json(record.interpret or {}), ValueError
         )
-        self.kernel = _resolve(path, doc["kernel"], "kernel")
-        self.oracles = [_resolve(path, spec, "oracle") for spec in doc["oracles"]]
+        self.kernel = _resolve(path, record.kernel, "kernel")
+        self.oracles = [_resolve(path, spec, "oracle") for spec in record.oracles]
         problems = self.kernel.violations(self.case)
         if problems:
             raise FailureFileError(f"{path}: case outside {self.kernel.name}'s contract: " + "; ".join(problems))
 
     @property
+    def doc(self) -> dict[str, Any]:
+        """The record as the file's JSON."""
+        return self.record.to_json()
+
+    @property
     def grads(self) -> bool:
-        return self.doc["grads"]
+        return self.record.grads
 
     @property
     def time_limit(self) -> float | None:
-        return self.doc.get("time_limit")
+        return self.record.time_limit
 
     @property
     def versions(self) -> dict[str, str | None]:
-        return self.doc.get("versions") or {}
+        return self.record.versions or {}
 
     @property
     def tolerance_version(self) -> int | None:
-        return self.doc.get("tolerance_version")
+        return self.record.tolerance_version
 
     def retarget(self, kernel: str) -> None:
         """Replay against another kernel (a spec), which must accept the case."""
@@ -177,7 +166,7 @@ class FailureFile:
         problems = self.kernel.violations(self.case)
         if problems:
             raise FailureFileError(f"{self.path}: case outside {self.kernel.name}'s contract: " + "; ".join(problems))
-        self.doc = {**self.doc, "kernel": kernel}
+        self.record = dataclasses.replace(self.record, kernel=kernel)
 
 
 def _field(path: Path, name: str, build: Any, errors: type[Exception]) -> Any:
@@ -199,37 +188,6 @@ def _resolve(path: Path, spec: str, role: str) -> contract.Implementation:
     return impl
 
 
-def _check_types(path: Path, doc: dict[str, Any]) -> None:
-    def bad(name: str, want: str) -> FailureFileError:
-        return FailureFileError(f"{path}: field {name}={doc[name]!r} must be {want}")
-
-    if doc["kind"] != "failure":
-        raise bad("kind", '"failure"')
-    if doc["schema"] != FAILURE_SCHEMA:
-        raise FailureFileError(
-            f"{path}: schema={doc['schema']!r} is not supported; this harness reads failure schema {FAILURE_SCHEMA}"
-        )
-    if not isinstance(doc["kernel"], str) or not doc["kernel"]:
-        raise bad("kernel", "a kernel name or MODULE:ATTR")
-    if not isinstance(doc["oracles"], list) or not all(isinstance(o, str) for o in doc["oracles"]):
-        raise bad("oracles", "a list of oracle names")
-    if not isinstance(doc["grads"], bool):
-        raise bad("grads", "true or false")
-    limit = doc.get("time_limit")
-    if limit is not None and (
-        isinstance(limit, bool) or not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0
-    ):
-        raise bad("time_limit", "a positive number of seconds or null")
-    tv = doc.get("tolerance_version")
-    if tv is not None and (isinstance(tv, bool) or not isinstance(tv, int)):
-        raise bad("tolerance_version", "an integer")
-    versions = doc.get("versions")
-    if versions is not None and (
-        not isinstance(versions, dict) or not all(v is None or isinstance(v, str) for v in versions.values())
-    ):
-        raise bad("versions", "an object of library name to version string")
-
-
 def load_failure(path: Path | str) -> FailureFile:
     """Read and validate a failure file; FailureFileError (one line) for anything unusable."""
     path = Path(path)
@@ -241,16 +199,11 @@ def load_failure(path: Path | str) -> FailureFile:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise FailureFileError(f"{path} is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    if not isinstance(doc, dict):
-        raise FailureFileError(f"{path}: a failure file is a JSON object, got {type(doc).__name__}")
-    missing = [k for k in REQUIRED if k not in doc]
-    if missing:
-        raise FailureFileError(f"{path}: missing fields {missing}")
-    unknown = sorted(set(doc) - set(REQUIRED) - set(OPTIONAL))
-    if unknown:
-        raise FailureFileError(f"{path}: unknown fields {unknown}; known: {sorted(REQUIRED + OPTIONAL)}")
-    _check_types(path, doc)
-    return FailureFile(path, doc)
+    try:
+        record = FailureRecord.from_json(doc, str(path))
+    except RecordError as e:
+        raise FailureFileError(str(e)) from None
+    return FailureFile(path, record)
 
 
 def replay(ff: FailureFile, *, time_limit: float | None = None) -> CaseResult:

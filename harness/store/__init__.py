@@ -2,13 +2,15 @@
 
   schema   the schema version every record carries, checked on load; record kinds; run statuses
   records  one frozen class per record kind with its JSON round trip (the fields are listed there)
+  failures the failure files' classes (kind "failure", "compile_failure"), strict on load
   files    writing: atomic files, one run's directory (RunStore), merging stores
   read     reading: a store's records grouped by kind (Records), run selectors, comparison keys
   derive   labels, one-line failure reasons, repro and compile-replay commands
 
 Layout: STORE/records/<run_id>/<name>.json, one record per file, plus run.json (kind "run")
 for the run's metadata, and STORE/failures/<id>.json, replayable failure files
-(harness.running.failures). Record files by kind:
+(harness.running.failures; typed in harness.store.failures: FailureRecord, CompileFailureRecord).
+Record files by kind:
 
   case     <case_id>--<impl>.json                            CaseRecord
   bench    bench--<impl>--<shape>--<pass>.json               BenchRecord (harness.tpu.bench)

@@ -29,8 +29,9 @@ from harness.core import compat
 from harness.core.case import Case
 from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
+from harness.store.failures import failure_from_json
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, now
-from harness.store.schema import RunStatus
+from harness.store.schema import RecordError, RunStatus
 
 if TYPE_CHECKING:  # the runner imports jax; reading records must not
     from harness.running.runner import CaseResult, SubjectResult
@@ -244,7 +245,7 @@ class MergeError(InputError):
     """A source store that cannot be merged; nothing was copied. The message names the file."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MergeReport:
     """What merge_stores did: files copied, files already present and identical, and conflicts.
 
@@ -263,6 +264,14 @@ class MergeReport:
 def _read_json(path: Path) -> Any:
     with open(path) as f:
         return json.load(f)
+
+
+def _check_failure(path: Path, data: Any) -> None:
+    """A failure file merges only when it still reads as one (harness.store.failures): replays need that."""
+    try:
+        failure_from_json(data, str(path))
+    except RecordError as e:
+        raise MergeError(f"{e}; nothing was merged: repair or remove it") from None
 
 
 def _read_source(path: Path) -> Any:
@@ -295,7 +304,10 @@ def merge_stores(sources: list[Path | str], dest: Path | str) -> MergeReport:
             raise MergeError(f"{source} is not a results store: it has no records/ directory; nothing was merged")
         for pattern, failure in (("records/*/*.json", False), ("failures/*.json", True)):
             for src in sorted(source.glob(pattern)):
-                plan.append((dest / src.relative_to(source), _read_source(src), failure))
+                data = _read_source(src)
+                if failure:
+                    _check_failure(src, data)
+                plan.append((dest / src.relative_to(source), data, failure))
     for dst, data, failure in plan:
         if dst.exists():
             if _read_json(dst) == data:

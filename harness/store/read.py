@@ -29,7 +29,7 @@ class SpecError(InputError):
     """A store path or run selector that selects nothing; the message says what exists."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Records:
     """Records grouped by kind. runs: run_id -> run.json. problems: files that could not be read."""
 

@@ -13,6 +13,8 @@ RECORD_SCHEMA = 1
 SUPPORTED_SCHEMAS = frozenset({RECORD_SCHEMA})
 # Version of a replayable failure file (harness.running.failures; drift replays are failure files too).
 FAILURE_SCHEMA = 1
+# Version of a compile failure file (harness.tpu.compile).
+COMPILE_FAILURE_SCHEMA = 1
 
 
 class Kind(enum.StrEnum):

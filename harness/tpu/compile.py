@@ -30,10 +30,10 @@ from harness.core.case import Case
 from harness.core.contract import Implementation
 from harness.core.shapes import PASSES, BenchShape
 from harness.store.derive import compile_command
+from harness.store.failures import CompileFailureRecord
 
 # One chip of each generation the kernel targets (v4 and v5p name a 3-D torus).
 TOPOLOGIES: tuple[str, ...] = ("v4:1x1x1", "v5e:1x1", "v5p:1x1x1", "v6e:1x1")
-COMPILE_FAILURE_SCHEMA = 1
 
 
 @dataclasses.dataclass
@@ -109,24 +109,22 @@ def compile_one(impl: Implementation, shape: BenchShape, topology: str, pass_: s
     return result
 
 
-def failure_document(result: CompileResult) -> dict[str, Any]:
+def failure_record(result: CompileResult) -> CompileFailureRecord:
     """Everything needed to replay a compile failure: `python -m harness compile` with its flags."""
-    return {
-        "schema": COMPILE_FAILURE_SCHEMA,
-        "kind": "compile_failure",
-        "created": dt.datetime.now(dt.UTC).isoformat(),
-        "kernel": result.implementation,
-        "topology": result.topology,
-        "shape": result.shape,
-        "pass": result.pass_,
-        "case": result.case.to_json(),
-        "error": result.error,
-        "traceback": result.traceback,
-        "versions": compat.library_versions(),
-        "replay": compile_command(
+    return CompileFailureRecord(
+        created=dt.datetime.now(dt.UTC).isoformat(),
+        kernel=result.implementation,
+        topology=result.topology,
+        shape=result.shape,
+        pass_=result.pass_,
+        case=result.case.to_json(),
+        error=str(result.error),
+        traceback=result.traceback,
+        versions=compat.library_versions(),
+        replay=compile_command(
             kernel=result.implementation, topology=result.topology, shape=result.shape, pass_=result.pass_
         ),
-    }
+    )
 
 
 def write_failure(out_dir: Path, result: CompileResult) -> Path:
@@ -134,7 +132,7 @@ def write_failure(out_dir: Path, result: CompileResult) -> Path:
 
     name = safe_name(f"compile-{result.implementation}-{result.topology}-{result.shape}-{result.pass_}")
     path = Path(out_dir) / "failures" / f"{name}.json"
-    atomic_write_json(path, failure_document(result))
+    atomic_write_json(path, failure_record(result).to_json())
     return path
 
 

@@ -27,6 +27,17 @@ def add_out(p: argparse.ArgumentParser, *, default: Path = DEFAULT_STORE, what: 
     p.add_argument("--out", type=Path, default=default, metavar=metavar, help=f"{what} (default {default})")
 
 
+def add_store(p: argparse.ArgumentParser) -> None:
+    """--store DIR, repeatable: the stores a command reads (merged); `stores` reads it with the default applied."""
+    help = f"results store to read (repeatable, stores merge; default {DEFAULT_STORE})"
+    p.add_argument("--store", action="append", type=Path, metavar="DIR", help=help)
+
+
+def stores(args: argparse.Namespace) -> list[Path]:
+    """The --store directories given, else the default store."""
+    return args.store or [DEFAULT_STORE]
+
+
 def add_kernel(p: argparse.ArgumentParser) -> None:
     """--kernel K, repeatable; `kernel_specs` reads it with the default applied."""
     help = f"{KERNEL_HELP} (repeatable; default {DEFAULT_KERNEL})"

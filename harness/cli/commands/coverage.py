@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
+from harness.cli.commands._shared import add_store, stores
 from harness.cli.commands.run import RULER
 from harness.core import contract, coverage
 from harness.core.case import Case, CaseError
@@ -22,17 +23,10 @@ from harness.store.records import CaseRecord
 
 NAME = "coverage"
 HELP = "per implementation: each parameter of the wrapped API, the values drawn, and the stored cases exercising it"
-DEFAULT_STORE = "reports/store"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--store",
-        action="append",
-        type=Path,
-        metavar="DIR",
-        help=f"results store to read (repeatable, stores merge; default {DEFAULT_STORE})",
-    )
+    add_store(p)
     p.add_argument(
         "--implementation",
         action="append",
@@ -127,7 +121,7 @@ def cell_table(rows: list[coverage.CellRow]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    recs = _load(args.store or [Path(DEFAULT_STORE)])
+    recs = _load(stores(args))
     registered = contract.registry()
     wanted = args.implementation
     if wanted:

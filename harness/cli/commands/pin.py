@@ -9,6 +9,7 @@ that passes now can be pinned: a fixed bug stays fixed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 from pathlib import Path
 
@@ -30,10 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     ff = load_failure(args.file)
-    found_with = ff.doc["kernel"]
+    found_with = ff.record.kernel
     if args.kernel:
         ff.retarget(args.kernel)
-    kernel = ff.doc["kernel"]
+    kernel = ff.record.kernel
     if not args.no_check:
         result = replay(ff)
         if not result.passed:
@@ -44,14 +45,9 @@ def main(args: argparse.Namespace) -> int:
                 "(fix it first, or pin it against another kernel with --kernel)"
             )
             return EXIT_FAIL
-    doc = dict(ff.doc)
-    doc["id"] = failure_id(ff.case, kernel)
-    doc["pinned"] = {
-        "time": dt.datetime.now(dt.UTC).isoformat(),
-        "source": str(args.file),
-        "found_with": found_with,
-    }
-    path = args.corpus / f"{doc['id']}.json"
-    atomic_write_json(path, doc)
+    pinned = {"time": dt.datetime.now(dt.UTC).isoformat(), "source": str(args.file), "found_with": found_with}
+    record = dataclasses.replace(ff.record, id=failure_id(ff.case, kernel), pinned=pinned)
+    path = args.corpus / f"{record.id}.json"
+    atomic_write_json(path, record.to_json())
     print(f"pinned {ff.case} against {kernel} -> {path}")
     return EXIT_OK

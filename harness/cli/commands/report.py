@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
-from harness.cli.commands._shared import DEFAULT_STORE, add_out
+from harness.cli.commands._shared import add_out, add_store, stores
 from harness.gate.thresholds import load
 from harness.report import compose
 from harness.store import read as records
@@ -19,13 +19,7 @@ SPEC_HELP = "a store or run directory, a run id in the --store stores, or KEY=VA
 
 def add_store_arguments(p: argparse.ArgumentParser) -> None:
     """Options the report and gate commands share."""
-    p.add_argument(
-        "--store",
-        action="append",
-        type=Path,
-        metavar="DIR",
-        help=f"results store to read (repeatable, stores merge; default {DEFAULT_STORE})",
-    )
+    add_store(p)
     p.add_argument("--thresholds", type=Path, metavar="FILE", help="gate thresholds TOML (default: the built-in file)")
     p.add_argument(
         "--limit",
@@ -48,12 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def load_inputs(args: argparse.Namespace):  # -> (records.Records, thresholds.Thresholds)
     """The stores' records and the thresholds, every problem an InputError (exit 2, one line)."""
-    stores = args.store or [DEFAULT_STORE]
+    read_from = stores(args)
     th = load(args.thresholds, limits=args.limit)
     specs = [s for s in (getattr(args, "baseline", None), getattr(args, "candidate", None)) if s is not None]
     if args.store is None and len(specs) == 2 and all(Path(s).is_dir() for s in specs):
         return records.Records(), th  # both sides name their own directories: no store to select from
-    return records.load(stores), th
+    return records.load(read_from), th
 
 
 def main(args: argparse.Namespace) -> int:
@@ -64,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     pool, th = load_inputs(args)
     report, gate = compose.make(pool, thresholds=th, baseline=args.baseline, candidate=args.candidate, title=args.title)
     if not len(pool) and gate is None:
-        raise UsageError(f"no records in {', '.join(map(str, args.store or [DEFAULT_STORE]))}")
+        raise UsageError(f"no records in {', '.join(map(str, stores(args)))}")
     out = compose.write(report, args.out)
     print(f"{report.verdict.headline}")
     print(f"report -> {out}")

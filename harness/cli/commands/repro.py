@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     if args.kernel:
         ff.retarget(args.kernel)
     _check_fits(ff.path, ff.case)
-    print(console.replay_header(ff.path, ff.doc, ff.case))
+    print(console.replay_header(ff.path, ff.record, ff.case))
     changed = version_differences(ff.versions)
     if changed:
         print("installed versions differ from the recorded ones: " + ", ".join(changed))

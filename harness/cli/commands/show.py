@@ -16,6 +16,8 @@ from harness.core import strips
 from harness.core.case import Case, CaseError
 from harness.core.locate import Located
 from harness.report import picture
+from harness.store.failures import FailureRecord
+from harness.store.schema import RecordError
 
 NAME = "show"
 HELP = "draw the mask, tiles and located errors of a failure file, case record or case JSON (text, --svg, --html)"
@@ -45,14 +47,14 @@ def read(path: Path) -> tuple[Case, list[tuple[str, Located | None]]]:
     kind = doc.get("kind")
     try:
         if kind == "failure":
-            case = Case.from_json(doc.get("case"))
-            results = doc.get("results") if isinstance(doc.get("results"), dict) else {}
+            failure = FailureRecord.from_json(doc, str(path))
+            case = Case.from_json(failure.case)
             located = [
                 (str(name), Located.from_json(r.get("located")))
-                for name, r in results.items()
+                for name, r in (failure.results or {}).items()
                 if isinstance(r, dict) and not r.get("passed")
             ]
-            return case, located or [(str(doc.get("kernel")), None)]
+            return case, located or [(failure.kernel, None)]
         if kind == "case":
             case = Case.from_json(doc.get("case"))
             return case, [(str(doc.get("implementation")), Located.from_json(doc.get("located")))]
@@ -61,6 +63,8 @@ def read(path: Path) -> tuple[Case, list[tuple[str, Located | None]]]:
         return Case.from_json(doc), []
     except CaseError as e:
         raise UsageError(f"{path}: bad case: {e}") from None
+    except RecordError as e:
+        raise UsageError(str(e)) from None
 
 
 def _write(path: Path, text: str) -> None:

@@ -1,0 +1,117 @@
+"""What the Pallas kernel adapters (kernels/pallas_*.py) share, so that each stays one small file.
+
+A Pallas kernel runs natively on its platform and otherwise as the same kernel code under an
+interpreter: `TpuKernel` (the Pallas TPU interpreter, set up around the call by
+harness.core.compat.tpu_kernel_context) or `GpuKernel` (Triton on a GPU, `interpret=True` elsewhere).
+Either keeps the function under test (upstream's, or a drop-in with its signature), names the
+backend a result was computed on, and computes the outputs (the logsumexp from a forward call of
+its own) on the kernel device. Beside them: lane-aligned tiles and the block-name check every
+tiled adapter makes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Collection, Iterable
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar
+
+from harness.core import compat, placement
+from harness.core.contract import Implementation, Outputs
+from harness.core.inputs import Inputs
+from harness.core.jaxvjp import jax_outputs
+
+# The TPU's vector lanes: Pallas TPU kernels tile key (and most query) axes in whole multiples of them
+# (flash_attention.MIN_BLOCK_SIZE, splash_attention_kernel.NUM_LANES).
+LANES = 128
+
+
+def lane_tiles(length: int) -> list[int]:
+    """Lane-aligned tile sizes dividing `length`, smallest first (so shrinking prefers many tiles)."""
+    return [t for t in range(LANES, length + 1, LANES) if length % t == 0]
+
+
+def divisors(n: int) -> list[int]:
+    """Every positive divisor of n, smallest first."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def block_names(blocks: Collection[str], *, need: Iterable[str], may: Iterable[str] = (), note: str = "") -> str | None:
+    """Why the case's block names are not every `need`ed one (plus any of `may`), or None when they are.
+
+    note: what the caller adds to the message (how the names depend on each other)."""
+    need, allowed = set(need), set(need) | set(may)
+    missing, unknown = need - set(blocks), set(blocks) - allowed
+    if not missing and not unknown:
+        return None
+    optional = f" and may add {sorted(allowed - need)}" if allowed - need else ""
+    note = f" ({note})" if note else ""
+    return f"blocks must name {sorted(need)}{optional}{note}; missing {sorted(missing)}, unknown {sorted(unknown)}"
+
+
+class PallasKernel(Implementation):
+    """A Pallas kernel adapter: the function under test, its description, and where it runs."""
+
+    role = "kernel"
+    framework = "jax"
+    # What the upstream kernel is, in words ("Pallas TPU flash attention"); a drop-in adds its name.
+    title: ClassVar[str]
+
+    def __init__(self, fn: Callable[..., Any] | None, name: str, *, upstream: Callable[..., Any] | None = None) -> None:
+        """fn: a drop-in with the upstream signature, or None for `upstream` (None too where the adapter
+        picks among several upstream entry points per case)."""
+        self.fn = upstream if fn is None else fn
+        self.name = name
+        self.description = self.title + ("" if fn is None or fn is upstream else f" drop-in {name}")
+
+    @staticmethod
+    def native() -> bool:
+        """Whether this host has the kernel's own platform (else it runs under an interpreter)."""
+        raise NotImplementedError
+
+    def _context(self) -> AbstractContextManager[Any]:
+        """What the kernel call runs inside (the interpreter's set-up off the platform)."""
+        return contextlib.nullcontext()
+
+    def outputs(
+        self,
+        f: Callable[..., Any],
+        inputs: Inputs,
+        *,
+        grads: bool,
+        lse: Callable[[], Callable[..., Any]] | None = None,
+    ) -> Outputs:
+        """f's output (and gradients) on the kernel device; `lse` builds a forward function returning the
+        logsumexp, called separately (a residual-saving forward has no VJP of its own)."""
+        device = placement.kernel_device()
+        with self._context():
+            got = jax_outputs(f, inputs, grads=grads, device=device)
+            if lse is not None:
+                got = dataclasses.replace(got, lse=jax_outputs(lse(), inputs, grads=False, device=device).out)
+        return got
+
+
+class TpuKernel(PallasKernel):
+    """A Pallas TPU kernel: native on a TPU, else the same kernel code under the Pallas TPU interpreter."""
+
+    @staticmethod
+    def native() -> bool:
+        return compat.has_tpu()
+
+    def backend(self) -> str:
+        return "tpu" if self.native() else "tpu_interpret"
+
+    def _context(self) -> AbstractContextManager[Any]:
+        return compat.tpu_kernel_context()
+
+
+class GpuKernel(PallasKernel):
+    """A Pallas GPU kernel: Triton on a GPU, else the same kernel code with `interpret=True` on the CPU."""
+
+    @staticmethod
+    def native() -> bool:
+        return compat.jax_platform() == "gpu"
+
+    def backend(self) -> str:
+        return "gpu" if self.native() else "gpu_interpret"
