@@ -24,6 +24,7 @@ installed splash has it, read from its signatures).
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 from collections.abc import Callable
 from typing import Any
