@@ -94,6 +94,13 @@ def interrupt_signals() -> Iterator[None]:
     try:
         yield
     finally:
+        if SIGNALLED and previous:
+            # The run has stopped: what is left is its summary, run.json and the exit. A second
+            # Ctrl-C from here on would only cut that short (a KeyboardInterrupt traceback from
+            # an exit handler, or death by the signal once the interpreter has dropped its
+            # handlers) and turn the documented exit code into -SIGINT. Held pending, it dies
+            # with the process.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         for sig, old in previous.items():
             signal.signal(sig, old)
 
