@@ -29,6 +29,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
@@ -219,12 +220,32 @@ RESIDUALS = cov.accepts(upstream.make_splash_mha, "save_residuals")
 SINKS = cov.accepts(getattr(upstream.splash_attention_kernel, "_splash_attention", lambda: None), "sinks")
 
 
+def takes_head_dim(head_dim: int) -> bool:
+    """Whether the installed splash takes `head_dim`, asked of the library itself: one forward traced
+    (jax.eval_shape: no compile, no run, ~0.2 s). jax 0.7.0's forward kernel raises
+    NotImplementedError("head_dim_v=64 should be a multiple of 128"); later releases take any
+    head_dim (found by `nox -s matrix`, cell py3.11-jax0.7.0)."""
+    mask = mask_lib.MultiHeadMask((mask_lib.FullMask((LANES, LANES)),))
+    kernel = upstream.make_splash_mha(mask, head_shards=1, q_seq_shards=1)
+    x = jax.ShapeDtypeStruct((1, LANES, head_dim), jnp.float32)
+    try:
+        jax.eval_shape(kernel, x, x, x)
+    except NotImplementedError:
+        return False
+    return True
+
+
+# Head dims that are no multiple of the lane width, where the installed splash takes them.
+LANE_HEAD_DIMS_ONLY = not takes_head_dim(64)
+HEAD_DIMS = (128, 256) if LANE_HEAD_DIMS_ONLY else (64, 128, 32, 256)
+
+
 class PallasSplash(TpuKernel):
     title = "Pallas TPU splash attention"
     capabilities = Capabilities(
         # float16 is not a TPU matmul type; splash's tests use float32 and bfloat16.
         dtypes=("float32", "bfloat16"),
-        head_dims=(64, 128, 32, 256),
+        head_dims=HEAD_DIMS,
         seq_lens=(128, 256, 384, 512),
         # Every mask component: splash's mask family covers each (no additive bias); per-row valid
         # lengths, which no splash mask class expresses, go in as padding segment ids (segment_ids()).
@@ -265,6 +286,8 @@ class PallasSplash(TpuKernel):
         for name, length in (("q_len", case.q_len), ("kv_len", case.kv_len)):
             if length % LANES:
                 out.append(f"{name}={length} must be a multiple of {LANES}")
+        if LANE_HEAD_DIMS_ONLY and case.head_dim % LANES:
+            out.append(f"head_dim={case.head_dim} must be a multiple of {LANES} for this splash (takes_head_dim)")
         blocks = case.block_dict
         if blocks:
             need = set(FORWARD_BLOCKS + DKV_BLOCKS) | ({FUSED} if FUSED in blocks else set(DQ_BLOCKS))

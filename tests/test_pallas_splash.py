@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import kernels.pallas_splash as splash_module
 from harness.core import contract
 from harness.core.case import Case
 from harness.core.masks import BlockSparse, Chunk, Lengths, Mask, Segments, Window, dense_mask
@@ -165,3 +166,16 @@ def test_valid_lengths_go_in_as_segment_ids_and_bottom_right_causal_sits_at_each
     )
     result = run_case(case, [contract.resolve("pallas_splash")], grads=False)
     assert result.passed, result.subjects[0].failure
+
+
+def test_head_dims_follow_what_the_installed_splash_takes(monkeypatch) -> None:
+    # jax 0.7.0's splash raises for a head_dim that is no multiple of 128 (the matrix's jax 0.7.0
+    # cell); the probe asks the library, and the contract follows it.
+    assert splash_module.takes_head_dim(128)
+    assert splash_module.LANE_HEAD_DIMS_ONLY == (not splash_module.takes_head_dim(64))
+    assert all(d % 128 == 0 for d in splash_module.HEAD_DIMS) or not splash_module.LANE_HEAD_DIMS_ONLY
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64)
+    monkeypatch.setattr(splash_module, "LANE_HEAD_DIMS_ONLY", True)
+    assert any("head_dim=64 must be a multiple of 128" in v for v in PallasSplash().violations(case))
+    monkeypatch.setattr(splash_module, "LANE_HEAD_DIMS_ONLY", False)
+    assert not any("head_dim" in v for v in PallasSplash().violations(case))
