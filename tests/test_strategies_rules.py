@@ -14,7 +14,7 @@ import ast
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from harness.core.case import REGIMES, Case
@@ -52,19 +52,18 @@ from harness.core.strategies import (
     windows,
 )
 
+# Draws come from one fixed seed, the same in every run; each "some draw shows X" below also
+# held under seeds 1 to 7, so it rests on how often X is drawn, not on one lucky sequence.
+SEED = 16
+
 
 def draws(strategy: st.SearchStrategy, n: int = 100) -> list:
-    """`n` derandomized draws, ten to an example: Hypothesis runs each distinct example once, so
-    one value an example would stop early where the strategy has few values."""
+    """`n` draws, ten to an example: Hypothesis runs each distinct example once, so one value
+    an example would stop early where the strategy has few values."""
     out: list = []
 
-    @settings(
-        max_examples=-(-n // 10),
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @seed(SEED)
+    @settings(max_examples=-(-n // 10), database=None, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(strategy, min_size=10, max_size=10))
     def collect(xs: list) -> None:
         out.extend(xs)
@@ -301,10 +300,12 @@ def test_masks_draw_sliding_windows_only_on_bottom_right_causal() -> None:
     drawn = mask_draws({"causal_bottom_right", "window", "kv_lengths", SLIDING_WINDOW}, q_len=16, kv_len=48, n=200)
     sliding = [m for m in drawn if m.window is not None]
     assert all(m.causal == "bottom_right" and m.window.right == 0 and m.window.offset == 32 for m in sliding)
-    sizes = {m.window.left + 1 for m in sliding}
-    assert min(sizes) == 1 and sizes <= set(range(1, 49)) and len(sizes) > 5
     assert any(m.causal == "bottom_right" and m.window is None for m in drawn)
     assert any(m.lengths is not None and m.lengths.q is not None for m in sliding)  # queries moved with the keys
+    # A shape on every mask: half of them a sliding window, of 1 to 48 keys.
+    drawn = mask_draws({"causal_bottom_right", SLIDING_WINDOW, SHAPE_REQUIRED}, q_len=16, kv_len=48, n=300)
+    sizes = {m.window.left + 1 for m in drawn if m.window is not None}
+    assert min(sizes) == 1 and sizes <= set(range(1, 49)) and len(sizes) > 5
 
 
 def test_shared_segments_are_one_sequence_on_both_sides() -> None:
