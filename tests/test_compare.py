@@ -318,6 +318,13 @@ def test_empty_row_conventions_are_per_head():
     assert not check_empty_rows("convex", out, values, empty, "float32").passed
 
 
+@pytest.mark.parametrize("convention", ["zeros", "nan_or_convex"])
+def test_empty_rows_carry_the_row_sets_name(convention):
+    # Padded query rows are checked as "out[padded]": every convention reports that name.
+    c = check_empty_rows(convention, out_with([0.0, 0.0]), VALUES, EMPTY, "float32", quantity="out[padded]")
+    assert c.quantity == "out[padded]"
+
+
 def test_nan_or_convex_keeps_the_non_finite_note():
     out = np.zeros((1, 1, 3, 2))
     out[0, 0, 1], out[0, 0, 2] = [np.nan, np.nan], [np.inf, 0.0]

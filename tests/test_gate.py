@@ -233,6 +233,7 @@ def test_nothing_to_compare_is_bad_input(capsys, tmp_path: Path) -> None:
     assert "NOTHING COMPARED: neither side has case, bench or compile records" in err
 
 
+@pytest.mark.no_mutation
 def test_gate_writes_the_same_comparison_into_the_report(capsys, planted, tmp_path: Path) -> None:
     base, cand = planted
     out_html = tmp_path / "r.html"
@@ -260,6 +261,7 @@ def _edit(store: Path, kind: str, change) -> None:  # noqa: ANN001 - change(reco
             path.write_text(json.dumps(rec))
 
 
+@pytest.mark.no_mutation
 def test_a_store_from_the_real_writers_against_itself_passes(capsys, real_store: Path) -> None:
     code, out, _ = _gate(capsys, "--baseline", str(real_store), "--candidate", str(real_store))
     assert code == 0 and "GATE PASSED" in out, out
@@ -269,6 +271,7 @@ def test_a_store_from_the_real_writers_against_itself_passes(capsys, real_store:
     assert "failing in both" in rows["tests._fakes:BROKEN"].change
 
 
+@pytest.mark.no_mutation
 def test_real_records_with_planted_regressions_fail_the_gate(capsys, tmp_path: Path, real_store: Path) -> None:
     broken = "tests._fakes:BROKEN"
     # The baseline never ran BROKEN, so its failures are new in the candidate.

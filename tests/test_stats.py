@@ -56,6 +56,9 @@ def test_min_p_value_says_when_a_test_cannot_reject() -> None:
     assert min_p_value(1, 1) == 1.0  # one sample each: never significant
     assert min_p_value(3, 3) == pytest.approx(0.1)
     assert min_p_value(5, 5) < 0.01 < min_p_value(4, 5)
+    # One sample against three: the lone sample lies outside the three in 2 of the 4 orders.
+    assert min_p_value(1, 3) == min_p_value(3, 1) == pytest.approx(0.5)
+    assert min_p_value(0, 5) == min_p_value(5, 0) == 1.0  # no samples on a side: no test
 
 
 @pytest.mark.parametrize(
@@ -76,4 +79,8 @@ def test_quantiles_match_numpy() -> None:
         assert quantile(xs, q) == pytest.approx(float(np.quantile(xs, q)))
     s = summarize(xs)
     assert (s.n, s.min) == (11, min(xs))
+    assert s.median == quantile(xs, 0.5) and (s.q1, s.q3) == (quantile(xs, 0.25), quantile(xs, 0.75))
+    assert quantile([1.0, 2.0], 0.5) == 1.5 and quantile([3.0, 1.0, 2.0, 4.0], 0.9) == pytest.approx(3.7)
+    with pytest.raises(ValueError, match="^quantile of no samples$"):
+        quantile([], 0.5)
     assert s.iqr == pytest.approx(float(np.quantile(xs, 0.75) - np.quantile(xs, 0.25)))

@@ -13,6 +13,7 @@ from harness.running.runner import run_case
 FLASH = resolve("pallas_flash")
 
 
+@pytest.mark.no_mutation
 @settings(max_examples=300, deadline=None, database=None)
 @given(cases(FLASH))
 def test_every_drawn_flash_case_is_inside_its_contract(case):
@@ -33,6 +34,7 @@ def blocks(case):
     return case.block_dict
 
 
+@pytest.mark.no_mutation
 @pytest.mark.parametrize(
     "condition",
     [
@@ -145,6 +147,7 @@ def test_a_window_side_of_zero_is_reachable(condition):
 XLA, SPLASH, TORCH = resolve("jax_xla"), resolve("pallas_splash"), resolve("torch_sdpa")
 
 
+@pytest.mark.no_mutation
 @pytest.mark.parametrize(
     ("impl", "condition"),
     [
@@ -162,12 +165,14 @@ def test_new_case_features_are_reachable_where_declared(impl, condition):
     assert impl.violations(case) == []
 
 
+@pytest.mark.no_mutation
 @settings(max_examples=200, deadline=None, database=None)
 @given(cases(FLASH) | cases(TORCH) | cases(XLA))
 def test_soft_cap_and_sinks_are_never_drawn_where_undeclared(case):
     assert case.soft_cap is None and not case.sinks
 
 
+@pytest.mark.no_mutation
 @settings(max_examples=200, deadline=None, database=None)
 @given(cases(XLA))
 def test_every_drawn_xla_case_is_inside_its_contract(case):

@@ -35,6 +35,7 @@ def drawn(request: pytest.FixtureRequest) -> tuple[contract.Implementation, list
     return impl, _draw_all(impl)
 
 
+@pytest.mark.no_mutation
 def test_every_drawn_case_is_inside_the_contract(drawn) -> None:
     impl, cases = drawn
     for case in cases:
@@ -42,6 +43,7 @@ def test_every_drawn_case_is_inside_the_contract(drawn) -> None:
         assert Case.from_json(case.to_json()) == case
 
 
+@pytest.mark.no_mutation
 def test_every_declared_mask_component_is_drawn_and_no_other(drawn) -> None:
     impl, cases = drawn
     declared = impl.capabilities.mask_components & (MASK_COMPONENTS | {"bias"})
@@ -50,6 +52,7 @@ def test_every_declared_mask_component_is_drawn_and_no_other(drawn) -> None:
     assert declared - seen == set(), f"{impl.name}: never drew {sorted(declared - seen)} in {DRAWS} cases"
 
 
+@pytest.mark.no_mutation
 def test_pallas_gpu_draws_shared_segments_and_causal_only_with_q_le_kv() -> None:
     impl = contract.resolve("pallas_gpu")
     for case in _draw_all(impl):
