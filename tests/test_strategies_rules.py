@@ -22,6 +22,7 @@ from harness.core.contract import Capabilities, Conventions, Implementation
 from harness.core.masks import (
     CAUSAL_Q_LE_KV,
     LENGTHS_Q_LE_KV,
+    RESTRICTIONS,
     SEGMENTS_SHARED,
     SHAPE_COMPONENTS,
     SHAPE_REQUIRED,
@@ -198,9 +199,9 @@ def test_lengths_fill_only_the_named_side(component: str, side: str, length: int
 
 
 def test_lengths_q_le_kv_clamps_queries_to_the_keys() -> None:
-    for got in draws(lengths(components=frozenset({"kv_lengths", LENGTHS_Q_LE_KV}), batch=2, q_len=64, kv_len=64)):
+    for got in draws(lengths(**split({"kv_lengths", LENGTHS_Q_LE_KV}), batch=2, q_len=64, kv_len=64)):
         assert got.q == got.kv  # every query position up to the row's keys: min(64, kv)
-    clamped = draws(lengths(components=frozenset({"q_lengths", LENGTHS_Q_LE_KV}), batch=2, q_len=64, kv_len=16))
+    clamped = draws(lengths(**split({"q_lengths", LENGTHS_Q_LE_KV}), batch=2, q_len=64, kv_len=16))
     assert all(got.kv is None and max(got.q) <= 16 for got in clamped)
     assert any(16 in got.q for got in clamped)
 
@@ -258,8 +259,14 @@ def test_aligned_shape_windows_are_on_the_diagonal() -> None:
     assert any(kw["window"].offset != 0 for kw in unaligned)
 
 
+def split(names: set[str]) -> dict[str, frozenset[str]]:
+    """A declaration's names as the strategies take them: mask components, and restrictions apart."""
+    restrictions = frozenset(names) & frozenset(RESTRICTIONS)
+    return {"components": frozenset(names) - restrictions, "restrictions": restrictions}
+
+
 def mask_draws(components: set[str], q_len: int = WQ, kv_len: int = WK, n: int = 100, heads: int = 1) -> list[Mask]:
-    return draws(masks(components=frozenset(components), batch=2, q_len=q_len, kv_len=kv_len, heads=heads), n)
+    return draws(masks(**split(components), batch=2, q_len=q_len, kv_len=kv_len, heads=heads), n)
 
 
 def test_masks_draw_only_declared_shapes_sometimes_none() -> None:
