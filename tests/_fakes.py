@@ -56,6 +56,10 @@ class FakeKernel(Implementation):
             return got
         if self.effect == "raise":
             raise RuntimeError(f"planted failure on {case}")
+        if self.effect == "interrupt_in_exec":
+            # A Ctrl-C whose KeyboardInterrupt is raised inside exec() of a string, as one can land
+            # in code that dataclasses, typing or Hypothesis build that way.
+            exec("raise KeyboardInterrupt('Ctrl-C inside exec of a string')")  # noqa: S102
         if self.effect == "nan":
             got.out = np.where(np.arange(got.out.size).reshape(got.out.shape) == 0, np.nan, got.out)
             return got
@@ -68,6 +72,7 @@ CORRECT = FakeKernel("tests._fakes:CORRECT")
 BROKEN = FakeKernel("tests._fakes:BROKEN", broken=lambda c: c.head_dim == 64 and c.kv_len >= 32)
 RAISES = FakeKernel("tests._fakes:RAISES", broken=lambda c: True, effect="raise", backend="tpu_interpret")
 NAN = FakeKernel("tests._fakes:NAN", broken=lambda c: True, effect="nan")
+INTERRUPTED_IN_EXEC = FakeKernel("tests._fakes:INTERRUPTED_IN_EXEC", broken=lambda c: True, effect="interrupt_in_exec")
 
 
 def small_case(**changes) -> Case:

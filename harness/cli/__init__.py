@@ -78,7 +78,25 @@ def save_traceback(exc: BaseException, argv: Sequence[str] | None) -> Path:
     return Path(name)
 
 
+def _forget_handled_interrupts() -> None:
+    """Keep the exit code main() chose when a Ctrl-C was handled on the way.
+
+    CPython marks a KeyboardInterrupt raised inside exec() or eval() of a string (code that
+    dataclasses, typing and Hypothesis build that way, where a signal can land) as unhandled
+    even when it was caught, and `python -m` then ends the process with SIGINT (-2) after our
+    exit code is chosen. Evaluating a string resets that mark (pythonrun.c, run_eval_code_obj).
+    """
+    exec("pass")  # noqa: S102 - the reset itself, see above
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        _forget_handled_interrupts()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return int(args._main(args))
