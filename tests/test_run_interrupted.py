@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,32 +60,30 @@ class Run:
 
     def wait_for_cases(self, n: int) -> None:
         """Block until the run has printed `n` case lines (each printed after its records are written)."""
-        deadline = time.monotonic() + START_LIMIT_S
-        cases = 0
-        while cases < n:
-            try:
-                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                self.proc.kill()
-                pytest.fail(f"no {n} case lines within {START_LIMIT_S} s: {self.lines}")
-            if line is None:
-                pytest.fail(f"the run ended before {n} cases: {self.lines}")
-            self.lines.append(line)
-            cases += line.startswith("[")
+        seen = [0]
+
+        def counted(line: str) -> bool:
+            seen[0] += line.startswith("[")
+            return seen[0] >= n
+
+        self._wait(counted, f"{n} case lines")
 
     def wait_for_line(self, prefix: str) -> None:
         """Block until the run prints a line starting with `prefix`."""
+        self._wait(lambda line: line.startswith(prefix), f"a line {prefix!r}")
+
+    def _wait(self, done: Callable[[str], bool], what: str) -> None:
         deadline = time.monotonic() + START_LIMIT_S
         while True:
             try:
                 line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 self.proc.kill()
-                pytest.fail(f"no line {prefix!r} within {START_LIMIT_S} s: {self.lines}")
+                pytest.fail(f"no {what} within {START_LIMIT_S} s: {self.lines}")
             if line is None:
-                pytest.fail(f"the run ended before a line {prefix!r}: {self.lines}")
+                pytest.fail(f"the run ended before {what}: {self.lines}")
             self.lines.append(line)
-            if line.startswith(prefix):
+            if done(line):
                 return
 
     def finish(self) -> str:
