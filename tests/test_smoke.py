@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from harness.core import contract, features, smoke
+from harness.core import contract, coverage, features, smoke
+from harness.core.case import Case
 from harness.running.search import search
 from tests import _fakes
 
 
-def test_the_flash_smoke_set_covers_every_mask_tiling_and_dtype_in_four_small_cases():
+def _drawn(impl) -> set[str]:
+    return {f"{a.name}.{p.name}" for a in coverage.apis_of(impl) for p in a.params if p.is_drawn}
+
+
+def test_the_flash_smoke_set_covers_every_mask_tiling_dtype_and_drawn_api_parameter_in_five_small_cases():
     flash = contract.registry()["pallas_flash"]
     cases = smoke.smoke_cases(flash)
-    assert len(cases) == 4
+    assert len(cases) == 5  # 4 for the features; 1 for sm_scale and save_residuals together
+    assert set().union(*(coverage.exercised(flash, c) for c in cases)) == _drawn(flash)
+    assert set().union(*(coverage.exercised(flash, c) for c in cases[:4])) < _drawn(flash)
     seen = set().union(*(features.of(c, flash) for c in cases))
     for group in smoke.GROUPS:
         assert {f"{group}:{v}" for v in features.declared(flash)[group]} <= seen, group
@@ -38,3 +45,38 @@ def test_a_failing_smoke_case_is_the_reported_failure():
     assert outcome.shrunk.case.mask.causal == "top_left" and outcome.shrink_runs == 0
     without = search(kernel, [], examples=1, profile="ci", grads=False)
     assert without.results[0].case.mask.causal is None  # Hypothesis alone starts from no mask
+
+
+def _scale(case: Case) -> bool:
+    return case.scale is not None
+
+
+def _never(case: Case) -> bool:
+    return False
+
+
+class _WithApi(_fakes.FakeKernel):
+    # A drawn parameter only some draws exercise (an explicit scale), one always exercised, and one no
+    # case can exercise (a declaration the strategies do not honour).
+    api = (
+        coverage.Api(
+            name="fake.attention",
+            params=(
+                coverage.Param(name="q", drawn="q", exercised=coverage.always),
+                coverage.Param(name="scale", drawn="a scale", exercised=_scale),
+                coverage.Param(name="ghost", drawn="never", exercised=_never),
+            ),
+            locate=lambda: None,
+        ),
+    )
+
+
+def test_api_cases_follow_the_feature_cases_and_exercise_what_they_left_unexercised():
+    kernel = _WithApi("tests.test_smoke:api")
+    cases = smoke.smoke_cases(kernel)
+    feature_cases = [c for c in cases if c.scale is None]
+    assert cases[: len(feature_cases)] == feature_cases  # features first, the API case last
+    assert [c.scale is not None for c in cases] == [False] * len(feature_cases) + [True]
+    # The smallest such case: Hypothesis's shrink, not whatever draw the pool had.
+    assert cases[-1].q_len == cases[-1].kv_len == 16 and cases[-1].head_dim == 32
+    assert smoke.smoke_cases(kernel) == cases  # the same every run

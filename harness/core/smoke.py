@@ -1,10 +1,17 @@
-"""Smoke cases: before random generation, every declared mask component, dtype and tiling class, at the smallest size.
+"""Smoke cases: before random generation, every declared mask component, dtype and tiling class,
+and every drawn API parameter, at the smallest size.
 
 Hypothesis starts from the simplest cases, so a bug in one mask component can spend a
 run's first cases on cases without it. A run therefore starts with a few explicit cases:
 the i-th asks for the i-th mask component, the i-th tiling class and the i-th dtype at
-once (cycling through the shorter lists), so max(len) cases cover every one of them. Each
-is the smallest case inside the kernel's contract that has those features, found by
+once (cycling through the shorter lists), so max(len) cases cover every one of them.
+
+Then the API cases: the drawn parameters of the wrapped API (harness.core.coverage) that no
+case so far exercised, a scale, residuals, a soft cap, sinks, a fused backward, as many in
+one case as the contract allows (a greedy cover over a fixed set of draws), so that a run of
+a few cases (a matrix cell's) still exercises the whole declared API.
+
+Each is the smallest case inside the kernel's contract that has those features, found by
 Hypothesis's own `find` (derandomized: the same cases every run), never a hand-built case
 that could drift out of the contract.
 """
@@ -12,11 +19,12 @@ that could drift out of the contract.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 
-from harness.core import features, strategies
+from harness.core import coverage, features, strategies
 from harness.core.case import Case
 from harness.core.contract import Implementation
 
@@ -32,6 +40,10 @@ FIND_SETTINGS = settings(
     phases=(Phase.generate, Phase.shrink),
     suppress_health_check=list(HealthCheck),
 )
+# Draws the API cover picks its cases from: enough that a draw with several parameters at once
+# (splash's soft cap, sinks, residuals and fused backward) is among them; a parameter none has
+# gets a find of its own.
+API_POOL = 200
 
 
 def _order(group: str, values: tuple[str, ...]) -> list[str]:
@@ -43,14 +55,19 @@ def _order(group: str, values: tuple[str, ...]) -> list[str]:
 
 
 def _smallest(impl: Implementation, wanted: frozenset[str]) -> Case | None:
+    return _smallest_where(impl, lambda c: wanted <= features.of(c, impl))
+
+
+def _smallest_where(impl: Implementation, condition: Callable[[Case], bool]) -> Case | None:
     try:
-        return hypothesis.find(strategies.cases(impl), lambda c: wanted <= features.of(c, impl), settings=FIND_SETTINGS)
+        return hypothesis.find(strategies.cases(impl), condition, settings=FIND_SETTINGS)
     except hypothesis.errors.NoSuchExample:
         return None
 
 
 def smoke_cases(impl: Implementation) -> list[Case]:
-    """The smoke set of `impl`: each declared mask component, tiling class and dtype in at least one case."""
+    """The smoke set of `impl`: each declared mask component, tiling class and dtype in at least one
+    case, then each drawn API parameter those cases left unexercised."""
     return list(_smoke_cases(impl))
 
 
@@ -66,4 +83,45 @@ def _smoke_cases(impl: Implementation) -> tuple[Case, ...]:
         # forbids it): each feature on its own instead.
         found = [case] if case is not None else [_smallest(impl, frozenset({w})) for w in sorted(wanted)]
         out += [c for c in found if c is not None and c not in out]
-    return tuple(out)
+    return tuple(out + _api_cases(impl, out))
+
+
+def _draws(impl: Implementation) -> list[Case]:
+    """API_POOL derandomized draws of `impl`'s cases: the pool the API cover picks from."""
+    pool: list[Case] = []
+    collect = settings(FIND_SETTINGS, max_examples=API_POOL, phases=(Phase.generate,))
+    try:
+        hypothesis.find(strategies.cases(impl), lambda c: pool.append(c) and False, settings=collect)
+    except hypothesis.errors.NoSuchExample:
+        pass
+    return pool
+
+
+def _api_cases(impl: Implementation, before: list[Case]) -> list[Case]:
+    """Cases that exercise the drawn API parameters no case of `before` exercised, greedily: each the
+    smallest case with the most of those parameters one draw of the pool had at once; then each
+    parameter no draw had, on its own."""
+    left = {
+        f"{api.name}.{p.name}": p.exercised
+        for api in coverage.apis_of(impl)
+        for p in api.params
+        if p.exercised is not None and not any(p.exercised(c) for c in before)
+    }
+    pool = _draws(impl) if left else []
+    out: list[Case] = []
+    while left:
+        # The first draw with the most parameters still unexercised (the pool's order is fixed).
+        best = max(pool, key=lambda c: sum(1 for f in left.values() if f(c)), default=None)
+        wanted = [f for f in left.values() if best is not None and f(best)]
+        if wanted:
+            # Shrunk; find's own draws may miss what the pool had: then the drawn case as it is.
+            case = _smallest_where(impl, lambda c: all(f(c) for f in wanted)) or best
+        else:
+            # No draw has any parameter left: the first of them on its own, if any case has it.
+            first = left.pop(next(iter(left)))
+            case = _smallest_where(impl, first)
+            if case is None:
+                continue  # no case exercises it: `python -m harness coverage` says so
+        out.append(case)
+        left = {name: f for name, f in left.items() if not f(case)}
+    return out
