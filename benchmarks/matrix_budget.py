@@ -1,5 +1,7 @@
 """Measured cost of a matrix cell's cases: the first N derandomized (ci) cases of every kernel registered
-here, each against the oracles the matrix runs, as CPU seconds of this process (all threads).
+here, smoke cases first as `run` checks them (harness.core.smoke), each against the oracles the matrix
+runs, as CPU seconds of this process (all threads). N is the kernel's matrix budget
+(harness.environments.matrix.EXAMPLES) unless --examples says otherwise.
 
 The matrix draws derandomized cases, so a kernel's first N cases in a cell are the cases measured
 here (for the same capabilities); their CPU time bounds their wall time on an otherwise idle
@@ -22,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.cli.commands.run import RULER  # noqa: E402
-from harness.core import compat, contract  # noqa: E402 - after the path set-up, so this checkout is measured
+from harness.core import compat, contract, smoke  # noqa: E402 - after the path set-up, so this checkout is measured
+from harness.environments.matrix import EXAMPLES  # noqa: E402
 from harness.running.search import search  # noqa: E402
 from harness.store.files import atomic_write_json  # noqa: E402
 
@@ -42,7 +45,7 @@ def _startup_cpu_s() -> float:
 
 
 def measure(kernel: contract.Implementation, oracles: list[contract.Implementation], examples: int) -> dict:
-    """CPU and wall seconds of each of the kernel's first `examples` ci cases (no shrinking)."""
+    """CPU and wall seconds of each of the kernel's first `examples` ci cases, smoke cases first (no shrinking)."""
     cpu, wall, cases = [], [], []
     last = {"cpu": time.process_time(), "wall": time.perf_counter()}
 
@@ -56,6 +59,10 @@ def measure(kernel: contract.Implementation, oracles: list[contract.Implementati
     reason = kernel.cannot_run()
     if reason is not None:
         return {"cannot_run": reason, "cpu_s": [], "wall_s": [], "cases": []}
+    # Finding the smoke set (Hypothesis's find) is paid once per process, before the first case.
+    smoke_cases = len(smoke.smoke_cases(kernel))
+    smoke_cpu_s = round(time.process_time() - last["cpu"], 3)
+    last.update(cpu=time.process_time(), wall=time.perf_counter())
     outcome = search(
         kernel,
         oracles,
@@ -63,15 +70,23 @@ def measure(kernel: contract.Implementation, oracles: list[contract.Implementati
         profile="ci",
         grads=kernel.capabilities.grads,
         shrink_runs=0,
+        smoke=True,
         on_result=on_result,
     )
     failed = sum(not r.passed for r in outcome.results)
-    return {"cpu_s": cpu, "wall_s": wall, "cases": cases, "failed": failed}
+    return {
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "cases": cases,
+        "failed": failed,
+        "smoke_cases": smoke_cases,
+        "smoke_cpu_s": smoke_cpu_s,
+    }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--examples", type=int, default=3)
+    p.add_argument("--examples", type=int, help="cases per kernel (default its matrix budget)")
     p.add_argument("--kernel", action="append", help="kernels to measure (default every registered kernel)")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args()
@@ -81,13 +96,13 @@ def main() -> None:
         "benchmark": "matrix_budget",
         "time": dt.datetime.now(dt.UTC).isoformat(),
         "versions": compat.library_versions(),
-        "examples": args.examples,
+        "examples": args.examples or "matrix",
         "oracles": [o.name for o in oracles],
         "startup_cpu_s": round(_startup_cpu_s(), 2),
         "kernels": {},
     }
     for kernel in kernels:
-        result["kernels"][kernel.name] = measure(kernel, oracles, args.examples)
+        result["kernels"][kernel.name] = measure(kernel, oracles, args.examples or EXAMPLES[kernel.name])
         row = result["kernels"][kernel.name]
         print(f"{kernel.name}: cpu {row['cpu_s']} s, wall {row['wall_s']} s", flush=True)
         atomic_write_json(args.out, result)  # after each kernel: a long measurement keeps what it has

@@ -40,7 +40,7 @@ from harness.core import coverage as cov
 from harness.core.case import Case
 from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
 from harness.core.inputs import Inputs
-from harness.core.masks import MASK_COMPONENTS, Mask
+from harness.core.masks import MASK_COMPONENTS, SOME_KEY_VISIBLE, Mask
 from kernels._pallas import LANES, TpuKernel, block_names, lane_tiles
 
 # Every tile is whole multiples of the 128 TPU lanes (LANES): the kernel raises "bkv_compute=...
@@ -235,6 +235,18 @@ def takes_head_dim(head_dim: int) -> bool:
     return True
 
 
+def takes_hidden_mask() -> bool:
+    """Whether the installed splash builds a kernel for a mask that hides every key (one head, causal
+    below the whole key range), asked of the library: every release up to 0.10.2 asserts
+    (current_block_mask.size > 0) while processing the mask (the matrix's jax 0.7.0 cell found it)."""
+    mask = mask_lib.MultiHeadMask((mask_lib.CausalMask((LANES, LANES), offset=-LANES),))
+    try:
+        upstream.make_splash_mha(mask, head_shards=1, q_seq_shards=1)
+    except AssertionError:
+        return False
+    return True
+
+
 # Head dims that are no multiple of the lane width, where the installed splash takes them.
 LANE_HEAD_DIMS_ONLY = not takes_head_dim(64)
 HEAD_DIMS = (128, 256) if LANE_HEAD_DIMS_ONLY else (64, 128, 32, 256)
@@ -250,6 +262,7 @@ class PallasSplash(TpuKernel):
         # Every mask component: splash's mask family covers each (no additive bias); per-row valid
         # lengths, which no splash mask class expresses, go in as padding segment ids (segment_ids()).
         mask_components=MASK_COMPONENTS,
+        restrictions=frozenset() if takes_hidden_mask() else frozenset({SOME_KEY_VISIBLE}),
         dbias=False,
         soft_cap=SOFT_CAP,
         sinks=SINKS,
@@ -347,6 +360,11 @@ class PallasSplash(TpuKernel):
 
     def violations(self, case: Case) -> list[str]:
         out = self._shape_violations(case)
+        if not out and self._asserts_on_hidden_mask(case):
+            out.append(
+                "every head's mask hides every key and the heads' masks are the same: splash's mask processing "
+                "asserts (current_block_mask.size > 0) on it (docs/findings/pallas_splash_fully_masked_assert.md)"
+            )
         if self.fn is not None:
             # A drop-in factory that lacks a parameter cannot be given the case.
             for name, wanted in (("attn_logits_soft_cap", case.soft_cap is not None),):
@@ -354,17 +372,33 @@ class PallasSplash(TpuKernel):
                     out.append(f"{self.name} takes no {name}")
         return out
 
+    def _diagonals(self, case: Case) -> list[int | None]:
+        """Per batch row, the diagonal of its kernel: bottom-right causal with lengths sits at each row's own."""
+        lengths = case.mask.lengths
+        if lengths is None or case.mask.causal != "bottom_right":
+            return [None] * case.batch
+        return [end - q for q, _, end in (lengths.valid(b, case.q_len, case.kv_len) for b in range(case.batch))]
+
+    def _asserts_on_hidden_mask(self, case: Case) -> bool:
+        """Whether building the kernel for a mask that hides every key in every head fails splash's own
+        assertion (it does for identical heads: an empty grid after shrinking), asked of the library by
+        building it: only such masks are tried (a dense check first), so a drawn case costs nothing."""
+        for d in set(self._diagonals(case)):
+            mask = splash_mask(case.mask, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len, diagonal=d)
+            if any(m[:, :].any() for m in mask.masks):
+                continue
+            try:
+                self._kernel(case, diagonal=d)
+            except AssertionError:
+                return True
+        return False
+
     def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
         """f(q, k, v[, sinks]) over the batch: the output [B, Hq, Lq, D], or with `residuals` the logsumexp
         [B, Hq, Lq]. The sinks are an argument, so jax.vjp gives splash's own dsinks."""
         scale = case.sm_scale
-        lengths = case.mask.lengths
-        # Bottom-right causal with lengths sits at each row's own diagonal: one kernel per diagonal.
-        diagonals = [None] * case.batch
-        if lengths is not None and case.mask.causal == "bottom_right":
-            diagonals = [
-                end - q for q, _, end in (lengths.valid(b, case.q_len, case.kv_len) for b in range(case.batch))
-            ]
+        # One kernel per diagonal (_diagonals).
+        diagonals = self._diagonals(case)
         kernels = {d: self._kernel(case, residuals=residuals, diagonal=d) for d in set(diagonals)}
         ids = segment_ids(case)
         seg = None if ids is None else (jnp.asarray(ids[0]), jnp.asarray(ids[1]))

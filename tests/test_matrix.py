@@ -96,9 +96,21 @@ def test_a_cells_runs_fit_the_budget_at_the_measured_cost_per_case() -> None:
     kernels = measured["kernels"]
     runnable = {k: v["cpu_s"] for k, v in kernels.items() if v["cpu_s"]}
     steps = matrix.run_steps(sorted(kernels))
-    total = len(steps) * measured["startup_cpu_s"] + sum(_cost(c, matrix.EXAMPLES[k]) for k, c in runnable.items())
+    smoke = sum(v["smoke_cpu_s"] for v in kernels.values() if v["cpu_s"])  # finding the smoke sets
+    cases = sum(_cost(c, matrix.EXAMPLES[k]) for k, c in runnable.items())
+    total = len(steps) * measured["startup_cpu_s"] + smoke + cases
     assert total <= matrix.RUN_BUDGET_S, f"{total:.0f} CPU s of runs per cell > {matrix.RUN_BUDGET_S}"
     assert matrix.RUN_BUDGET_S * len(matrix.CELLS) < matrix.MATRIX_BUDGET_S
+
+
+def test_each_budget_holds_the_whole_smoke_set_and_a_drawn_case() -> None:
+    # The smoke set exercises every drawn API parameter (harness.core.smoke): a budget that cuts it
+    # leaves parameters unexercised in every cell.
+    kernels = json.loads(MEASURED.read_text())["kernels"]
+    measured = {k: v["smoke_cases"] for k, v in kernels.items() if v["cpu_s"]}
+    assert measured, "benchmarks/results/matrix_budget.json measured no kernel"
+    short = {k: (matrix.EXAMPLES[k], n) for k, n in measured.items() if matrix.EXAMPLES[k] <= n}
+    assert not short, f"budget <= smoke cases (budget, smoke): {short}"
 
 
 # Draws each kernel's first cases as `python -m harness run --profile ci` does (harness.running.search), without

@@ -179,3 +179,20 @@ def test_head_dims_follow_what_the_installed_splash_takes(monkeypatch) -> None:
     assert any("head_dim=64 must be a multiple of 128" in v for v in PallasSplash().violations(case))
     monkeypatch.setattr(splash_module, "LANE_HEAD_DIMS_ONLY", False)
     assert not any("head_dim" in v for v in PallasSplash().violations(case))
+
+
+def test_a_mask_hiding_every_key_in_identical_heads_is_outside_the_contract_where_splash_asserts() -> None:
+    # Splash's mask processing asserts (current_block_mask.size > 0) when one mask, the same in every
+    # head, hides every key (the matrix's jax 0.7.0 cell; jax 0.10.2 too): the probe asks the library,
+    # the violation asks it for the case's own mask, and the strategies draw no such mask.
+    below = Mask(window=Window(None, 0, -128))
+    same = _case(q_heads=2, kv_heads=2, mask=Mask(heads=(below, below)))
+    different = _case(q_heads=2, kv_heads=2, mask=Mask(heads=(below, Mask(window=Window(None, 0, -256)))))
+    visible = _case(q_heads=2, kv_heads=2, mask=Mask(heads=(below, Mask())))
+    hidden = "hides every key"
+    assert not splash_module.takes_hidden_mask()  # jax 0.10.2, the default environment
+    assert "some_key_visible" in PallasSplash.capabilities.restrictions
+    assert any(hidden in v for v in PallasSplash().violations(_case(mask=below)))
+    assert any(hidden in v for v in PallasSplash().violations(same))
+    assert not any(hidden in v for v in PallasSplash().violations(different))  # two masks: no shrunk grid
+    assert not any(hidden in v for v in PallasSplash().violations(visible))

@@ -27,11 +27,13 @@ from harness.core.masks import (
     SHAPE_COMPONENTS,
     SHAPE_REQUIRED,
     SLIDING_WINDOW,
+    SOME_KEY_VISIBLE,
     WINDOW_ALIGNED,
     Chunk,
     Lengths,
     Mask,
     Window,
+    shows_some_key,
 )
 from harness.core.strategies import (
     ORPHAN_ID,
@@ -314,6 +316,31 @@ def test_masks_draw_sliding_windows_only_on_bottom_right_causal() -> None:
     drawn = mask_draws({"causal_bottom_right", SLIDING_WINDOW, SHAPE_REQUIRED}, q_len=16, kv_len=48, n=300)
     sizes = {m.window.left + 1 for m in drawn if m.window is not None}
     assert min(sizes) == 1 and sizes <= set(range(1, 49)) and len(sizes) > 5
+
+
+def test_masks_hide_every_key_only_where_no_restriction_forbids_it() -> None:
+    components = {"causal_offset", "window", "per_head", "causal_bottom_right", "kv_lengths", "q_lengths"}
+    hidden = [m for m in mask_draws(components, heads=2, n=300) if not shows_some_key(m, batch=2, q_len=WQ, kv_len=WK)]
+    assert hidden  # without the restriction such masks are drawn, so the rule below is not vacuous
+    kept = mask_draws(components | {SOME_KEY_VISIBLE}, heads=2, n=300)
+    assert all(shows_some_key(m, batch=2, q_len=WQ, kv_len=WK) for m in kept)
+    assert any(m.heads is not None for m in kept) and any(m.window is not None for m in kept)
+
+
+def test_shows_some_key_reads_every_head_and_each_rows_diagonal() -> None:
+    below = {"window": Window(left=None, right=0, offset=-WK)}  # causal below every key
+    assert not shows_some_key(Mask(**below), batch=1, q_len=WQ, kv_len=WK)
+    assert shows_some_key(Mask(), batch=1, q_len=WQ, kv_len=WK)
+    # One head that sees a key is enough; a shared component hides it from every head.
+    assert shows_some_key(Mask(heads=(Mask(**below), Mask())), batch=1, q_len=WQ, kv_len=WK)
+    assert not shows_some_key(Mask(heads=(Mask(**below), Mask(**below))), batch=1, q_len=WQ, kv_len=WK)
+    assert not shows_some_key(Mask(**below, heads=(Mask(), Mask())), batch=1, q_len=WQ, kv_len=WK)
+    # Bottom-right causal with lengths: row 1's diagonal (0 keys past its queries, 16 below) hides every
+    # key from a window that sees only keys 16 or more past the query; row 0's does not.
+    ahead = Window(left=0, right=None, offset=16)
+    rows = Lengths(q=(16, 16), kv=(48, 16))
+    assert not shows_some_key(Mask(causal="bottom_right", window=ahead, lengths=rows), batch=2, q_len=16, kv_len=48)
+    assert shows_some_key(Mask(causal="bottom_right", window=ahead, lengths=rows), batch=1, q_len=16, kv_len=48)
 
 
 def test_shared_segments_are_one_sequence_on_both_sides() -> None:

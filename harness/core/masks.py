@@ -51,12 +51,17 @@ MASK_COMPONENTS: frozenset[str] = frozenset({*SHAPE_COMPONENTS, "per_head", "seg
 #     offset=kv_len - q_len), every row with queries at that same diagonal (kv[b] - q[b]).
 #   window_aligned: windows only at offset 0 with both sides bounded (jax.nn.dot_product_attention's
 #     local_window_size=(left, right) has neither an offset nor an unbounded side).
+#   some_key_visible: the shape components (shared and per head, at each batch row's diagonal) let
+#     some query see some key (splash's mask processing asserts on a mask that hides every key in
+#     every head: docs/findings/pallas_splash_fully_masked_assert.md). Segments and lengths, which
+#     such a kernel takes at run time, may still hide everything.
 SEGMENTS_SHARED = "segments_shared"
 SLIDING_WINDOW = "sliding_window"
 WINDOW_ALIGNED = "window_aligned"
 CAUSAL_Q_LE_KV = "causal_q_le_kv"
 LENGTHS_Q_LE_KV = "lengths_q_le_kv"
 SHAPE_REQUIRED = "shape_required"
+SOME_KEY_VISIBLE = "some_key_visible"
 RESTRICTIONS: tuple[str, ...] = (
     SEGMENTS_SHARED,
     SLIDING_WINDOW,
@@ -64,6 +69,7 @@ RESTRICTIONS: tuple[str, ...] = (
     CAUSAL_Q_LE_KV,
     LENGTHS_Q_LE_KV,
     SHAPE_REQUIRED,
+    SOME_KEY_VISIBLE,
 )
 
 # A run of one segment id: (segment_id, length).
@@ -487,6 +493,21 @@ _FIELDS: dict[str, Any] = {
     "heads": None,
     "lengths": Lengths,
 }
+
+
+def shows_some_key(mask: Mask, *, batch: int, q_len: int, kv_len: int) -> bool:
+    """Whether the shape components, shared and per head, let some query of some head see some key, at
+    every diagonal the batch rows use (bottom-right causal with lengths sits at each row's own): the
+    SOME_KEY_VISIBLE restriction. Segments and lengths are not looked at."""
+    diagonals: set[int | None] = {None}
+    if mask.lengths is not None and mask.causal == "bottom_right":
+        diagonals = {end - q for q, _, end in (mask.lengths.valid(b, q_len, kv_len) for b in range(batch))}
+    for d in diagonals:
+        shared = mask.visible_2d(q_len, kv_len, diagonal=d)
+        heads = [shared & h.visible_2d(q_len, kv_len, diagonal=d) for h in mask.heads] if mask.heads else [shared]
+        if not any(h.any() for h in heads):
+            return False
+    return True
 
 
 def _row_lengths(lengths: Lengths, b: int, q_len: int, kv_len: int) -> np.ndarray:

@@ -115,7 +115,7 @@ def _api_cases(impl: Implementation, before: list[Case]) -> list[Case]:
         wanted = [f for f in left.values() if best is not None and f(best)]
         if wanted:
             # Shrunk; find's own draws may miss what the pool had: then the drawn case as it is.
-            case = _smallest_where(impl, lambda c: all(f(c) for f in wanted)) or best
+            case = _smallest_where(impl, lambda c, wanted=wanted: all(f(c) for f in wanted)) or best
         else:
             # No draw has any parameter left: the first of them on its own, if any case has it.
             first = left.pop(next(iter(left)))

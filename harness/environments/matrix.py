@@ -48,21 +48,23 @@ OPTIONAL_COLUMNS = ("tokamax",)
 
 # Cases per kernel in every cell. Derandomized (ci), so every cell where a kernel has the same
 # capabilities draws the same cases and cells compare case by case (`python -m harness coverage`
-# says which did). Chosen from measured CPU seconds per case (benchmarks/matrix_budget.py,
-# benchmarks/results/matrix_budget.json) so that a cell's runs fit RUN_BUDGET_S on 2 cores;
-# tests/test_matrix.py holds the sum to that budget. Every kernel the code defines has a line,
-# those registered only on a GPU or TPU too (they run in no CPU cell).
+# says which did). Each budget holds the kernel's whole smoke set (harness.core.smoke: every mask
+# component, tiling class, dtype and drawn API parameter) and at least one drawn case, so every
+# cell exercises the whole declared API. Chosen from measured CPU seconds per case
+# (benchmarks/matrix_budget.py, benchmarks/results/matrix_budget.json) so that a cell's runs fit
+# RUN_BUDGET_S on 2 cores; tests/test_matrix.py holds both. Every kernel the code defines has a
+# line, those registered only on a GPU or TPU too (they run in no CPU cell).
 EXAMPLES: dict[str, int] = {
-    # Measured CPU seconds per case (mean of the first three; jax 0.10.2, tests venv) in comments.
-    "jax_xla": 6,  # 5.5
-    "pallas_flash": 6,  # 6.5
-    "pallas_splash": 5,  # 7.4
-    "pallas_gpu": 7,  # 4.6
-    "pallas_gpu_decode": 10,  # 2.5
-    "pallas_paged": 8,  # 3.3
+    # Smoke cases, and measured CPU seconds per case (mean; jax 0.10.2, tests venv) in comments.
+    "jax_xla": 9,  # 8 smoke
+    "pallas_flash": 6,  # 5 smoke
+    "pallas_splash": 13,  # 12 smoke
+    "pallas_gpu": 7,  # 5 smoke
+    "pallas_gpu_decode": 10,  # 5 smoke
+    "pallas_paged": 8,  # 3 smoke
     "pallas_ragged_paged": 6,  # cannot run under the interpreter (jax 0.10.2): its probe only
-    "tokamax_xla": 7,  # 4.9
-    "tokamax_xla_chunked": 6,  # 6.4
+    "tokamax_xla": 14,  # 13 smoke
+    "tokamax_xla_chunked": 14,  # 13 smoke
     # Only on a GPU or TPU, natively: milliseconds a case, so the count of a CPU kernel.
     "jax_cudnn": 8,
     "torch_flash": 8,
