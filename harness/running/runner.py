@@ -24,7 +24,7 @@ from harness.running.execute import Execution, execute
 from harness.store.derive import reason
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class SubjectResult:
     """One implementation on one case."""
 
@@ -178,13 +178,35 @@ def _interpreter_checks(ex: Execution) -> list[Comparison]:
     if ex.races is not None:
         found = float(ex.races)
         note = "the interpreter's race detector reported a data race" if ex.races else "no data race"
-        out.append(Comparison("races", found, found, 0.0, found, 0.0, not ex.races, note))
+        out.append(
+            Comparison(
+                quantity="races",
+                max_abs=found,
+                max_rel=found,
+                oracle_abs=0.0,
+                ratio=found,
+                bound=0.0,
+                passed=not ex.races,
+                note=note,
+            )
+        )
     if ex.reordered is not None:
         # A correct kernel computes every output tile with the same operations whatever the
         # order of its 'parallel' axes, so the two runs must agree exactly (NaN matching NaN).
         diff = max(_bitwise_diff(ex.outputs.get(q), ex.reordered.get(q)) for q in QUANTITIES)
         note = "result depends on the 'parallel' grid order" if diff else "same values under another grid order"
-        out.append(Comparison("grid_order", diff, diff, 0.0, diff, 0.0, diff == 0.0, note))
+        out.append(
+            Comparison(
+                quantity="grid_order",
+                max_abs=diff,
+                max_rel=diff,
+                oracle_abs=0.0,
+                ratio=diff,
+                bound=0.0,
+                passed=diff == 0.0,
+                note=note,
+            )
+        )
     return out
 
 
