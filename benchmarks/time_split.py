@@ -49,7 +49,7 @@ COMPILE_EVENTS = (
 )
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Step:
     wall_s: float = 0.0
     cpu_s: float = 0.0

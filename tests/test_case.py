@@ -44,7 +44,9 @@ def test_kv_format_is_written_only_when_set_so_old_case_ids_stay():
         DECODE.replace(kv_format="int4")
 
 
-@pytest.mark.parametrize("case", [Case(1, 1, 1, 128, 128, 64), FULL, DECODE])
+@pytest.mark.parametrize(
+    "case", [Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64), FULL, DECODE]
+)
 def test_json_round_trip(case):
     text = json.dumps(case.to_json())
     back = Case.from_json(json.loads(text))
@@ -54,8 +56,10 @@ def test_json_round_trip(case):
 
 
 def test_blocks_are_normalised_so_equal_cases_compare_equal():
-    a = Case(1, 1, 1, 128, 128, 64, blocks={"block_q": 128, "block_b": 1})
-    b = Case(1, 1, 1, 128, 128, 64, blocks=(("block_b", 1), ("block_q", 128)))
+    a = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, blocks={"block_q": 128, "block_b": 1})
+    b = Case(
+        batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, blocks=(("block_b", 1), ("block_q", 128))
+    )
     assert a == b and a.case_id == b.case_id
 
 
@@ -80,8 +84,8 @@ def test_str_is_readable():
 
 
 def test_default_scale_is_inverse_sqrt_head_dim():
-    assert Case(1, 1, 1, 128, 128, 64).sm_scale == pytest.approx(0.125)
-    assert Case(1, 1, 1, 128, 128, 64, scale=1.0).sm_scale == 1.0
+    assert Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64).sm_scale == pytest.approx(0.125)
+    assert Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, scale=1.0).sm_scale == 1.0
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,7 @@ def test_a_planted_forward_bug_given_as_a_drop_in_exits_1_with_a_replay_command(
 
 def test_a_planted_backward_only_bug_is_caught_by_the_gradients_alone():
     kernel = resolve("tests.planted.bwd_dkv_causal:flash_attention")
-    case = Case(1, 1, 1, 128, 128, 64, mask=Mask(causal="top_left"))
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, mask=Mask(causal="top_left"))
     forward = run_case(case, [kernel], grads=False)
     assert forward.passed, "the bug must be invisible to the forward pass"
     result = run_case(case, [kernel])

@@ -284,7 +284,19 @@ def test_empty_row_comparisons_in_full(convention, row, fields, size):
     bound = 0.0 if convention == "nan" else F32_EMPTY_BOUND * max(4.0 * size, 1.0)
     ratio = np.inf if "non-finite" in note else 0.0
     scaled = max_abs * size if convention == "zeros" else max_abs
-    _assert_same(got, Comparison("out[empty]", scaled, max_rel, 0.0, ratio, bound, passed, note))
+    _assert_same(
+        got,
+        Comparison(
+            quantity="out[empty]",
+            max_abs=scaled,
+            max_rel=max_rel,
+            oracle_abs=0.0,
+            ratio=ratio,
+            bound=bound,
+            passed=passed,
+            note=note,
+        ),
+    )
 
 
 def test_an_empty_row_exactly_at_the_bound_passes():
@@ -362,7 +374,16 @@ def test_a_non_finite_result_fails_in_full():
     got = TRUTH.copy()
     got[0, 0, 0, 0] = np.nan
     c = compare("dk", got, TRUTH, TRUTH + 1e-3, TOL)
-    want = Comparison("dk", np.inf, np.inf, 1e-3, np.inf, TOL.bound(1e-3, np.abs(TRUTH).max()), False, "")
+    want = Comparison(
+        quantity="dk",
+        max_abs=np.inf,
+        max_rel=np.inf,
+        oracle_abs=1e-3,
+        ratio=np.inf,
+        bound=TOL.bound(1e-3, np.abs(TRUTH).max()),
+        passed=False,
+        note="",
+    )
     _assert_same(dataclasses.replace(c, note=""), want)
     assert c.passed is False and c.note == "1 non-finite values where the truth is finite"
 
@@ -391,5 +412,15 @@ def test_unwritten_rows_are_recorded_and_never_judged():
     for row in ([np.nan, 7.0], [1e30, -1e30]):  # whatever the buffer held
         c = check_empty_rows("unwritten", out_with(row), VALUES, EMPTY, "float32")
         _assert_same(
-            c, Comparison("out[empty]", 0.0, 0.0, 0.0, 0.0, 0.0, True, "1 rows, declared unwritten (not checked)")
+            c,
+            Comparison(
+                quantity="out[empty]",
+                max_abs=0.0,
+                max_rel=0.0,
+                oracle_abs=0.0,
+                ratio=0.0,
+                bound=0.0,
+                passed=True,
+                note="1 rows, declared unwritten (not checked)",
+            ),
         )

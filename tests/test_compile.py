@@ -15,7 +15,7 @@ from harness.tpu import compile as aot
 
 pytest.importorskip("libtpu", reason="compile checks need libtpu (pip install .[tpu])")
 
-TINY = BenchShape("tiny", Case(1, 1, 1, 128, 128, 128, "float32"))
+TINY = BenchShape("tiny", Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=128, dtype="float32"))
 
 
 def test_flash_forward_compiles_for_v5e_with_memory_and_cost() -> None:

@@ -42,16 +42,32 @@ def test_unresolvable_specs_say_what_is_wrong(spec, message):
 
 
 OUTSIDE = [
-    pytest.param(Case(1, 1, 1, 128, 200, 64, blocks=BLOCKS), "kv_len=200", id="kv-not-divisible"),
+    pytest.param(
+        Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=200, head_dim=64, blocks=BLOCKS),
+        "kv_len=200",
+        id="kv-not-divisible",
+    ),
     # kv_len 256 takes the multi-step kernel, which checks head_dim; with one kv tile the
     # single-step kernel computes head_dim=192 correctly without checking (see README).
-    pytest.param(Case(1, 1, 1, 128, 256, 192), "head_dim=192", id="head-dim"),
     pytest.param(
-        Case(1, 1, 1, 128, 256, 64, blocks={**BLOCKS, "block_k_major": 256, "block_k": 64}),
+        Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=192), "head_dim=192", id="head-dim"
+    ),
+    pytest.param(
+        Case(
+            batch=1,
+            q_heads=1,
+            kv_heads=1,
+            q_len=128,
+            kv_len=256,
+            head_dim=64,
+            blocks={**BLOCKS, "block_k_major": 256, "block_k": 64},
+        ),
         "block_k=64",
         id="block-k-not-lane-aligned",
     ),
-    pytest.param(Case(1, 1, 1, 64, 128, 64), "q_len=64", id="q-shorter-than-block"),
+    pytest.param(
+        Case(batch=1, q_heads=1, kv_heads=1, q_len=64, kv_len=128, head_dim=64), "q_len=64", id="q-shorter-than-block"
+    ),
 ]
 
 
@@ -70,7 +86,7 @@ def test_outside_the_contract_the_kernel_refuses_instead_of_returning_numbers(ca
 def test_unsupported_mask_component_is_outside_the_contract():
     from harness.core.masks import Mask
 
-    case = Case(1, 1, 1, 128, 256, 64, mask=Mask(causal="bottom_right"))
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=64, mask=Mask(causal="bottom_right"))
     assert any("causal_bottom_right" in p for p in FLASH.violations(case))
 
 

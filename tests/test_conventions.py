@@ -23,7 +23,7 @@ def quantities(result, name):
 
 
 def test_bias_is_added_after_scaling_once_the_adapter_divides_it():
-    case = Case(1, 2, 2, 128, 256, 64, bias=True, scale=0.5, seed=3)
+    case = Case(batch=1, q_heads=2, kv_heads=2, q_len=128, kv_len=256, head_dim=64, bias=True, scale=0.5, seed=3)
     result = run_case(case, [FLASH, SDPA])
     assert result.passed, [s.failure for s in result.subjects]
     assert "dbias" in quantities(result, "pallas_flash")
@@ -36,20 +36,20 @@ def _raw_bias(q, k, v, ab=None, segment_ids=None, **kw):
 
 
 def test_without_normalisation_the_bias_convention_difference_is_caught():
-    case = Case(1, 2, 2, 128, 256, 64, bias=True, scale=0.5, seed=3)
+    case = Case(batch=1, q_heads=2, kv_heads=2, q_len=128, kv_len=256, head_dim=64, bias=True, scale=0.5, seed=3)
     result = run_case(case, [PallasFlash(_raw_bias, name="raw-bias")], grads=False)
     assert not quantities(result, "raw-bias")["out"].passed
 
 
 def test_gqa_goes_through_the_adapter_and_gradients_sum_back():
-    case = Case(1, 4, 1, 128, 128, 32, seed=1)
+    case = Case(batch=1, q_heads=4, kv_heads=1, q_len=128, kv_len=128, head_dim=32, seed=1)
     result = run_case(case, [FLASH, SDPA])
     assert result.passed, [s.failure for s in result.subjects]
     assert quantities(result, "pallas_flash")["dk"].max_abs < 1e-5
 
 
 def test_rows_with_no_visible_key_are_checked_against_each_declaration():
-    case = Case(1, 1, 1, 128, 256, 64, mask=Mask(segments=ORPHANS), seed=2)
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=64, mask=Mask(segments=ORPHANS), seed=2)
     result = run_case(case, [FLASH, SDPA])
     assert result.passed, [s.failure for s in result.subjects]
     flash, sdpa = quantities(result, "pallas_flash"), quantities(result, "torch_sdpa")
@@ -63,7 +63,7 @@ class _DeclaresZeros(PallasFlash):
 
 
 def test_a_wrong_declaration_fails_rather_than_passing_as_garbage():
-    case = Case(1, 1, 1, 128, 256, 64, mask=Mask(segments=ORPHANS), seed=2)
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=64, mask=Mask(segments=ORPHANS), seed=2)
     result = run_case(case, [_DeclaresZeros(name="claims-zeros")], grads=False)
     q = quantities(result, "claims-zeros")
     assert q["out"].passed and not q["out[empty]"].passed
@@ -71,6 +71,6 @@ def test_a_wrong_declaration_fails_rather_than_passing_as_garbage():
 
 @pytest.mark.parametrize("causal", [None, "top_left"])
 def test_causal_alignment_with_unequal_lengths(causal):
-    case = Case(1, 1, 1, 256, 128, 64, mask=Mask(causal=causal), seed=4)
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=128, head_dim=64, mask=Mask(causal=causal), seed=4)
     result = run_case(case, [FLASH, SDPA], grads=False)
     assert result.passed, [s.failure for s in result.subjects]

@@ -74,7 +74,9 @@ def test_coverage_counts_the_pairs_of_the_first_cases_only():
 
 
 def test_coverage_reads_back_what_it_writes_and_names_a_missing_field():
-    covered = features.coverage(_fakes.CORRECT, [Case(1, 1, 1, 16, 32, 64)])
+    covered = features.coverage(
+        _fakes.CORRECT, [Case(batch=1, q_heads=1, kv_heads=1, q_len=16, kv_len=32, head_dim=64)]
+    )
     assert features.Coverage.from_json(covered.to_json()) == covered
     with pytest.raises(ValueError, match=r"missing fields \['missing_pairs'\]"):
         features.Coverage.from_json({k: v for k, v in covered.to_json().items() if k != "missing_pairs"})

@@ -40,7 +40,7 @@ def test_adding_a_version_is_one_line() -> None:
 
 
 def test_cell_constraints_replace_the_default_pins() -> None:
-    cell = matrix.Cell("3.11", "0.7.0", "0.0.19.*", "2.13.0")
+    cell = matrix.Cell(python="3.11", jax="0.7.0", libtpu="0.0.19.*", torch="2.13.0")
     text = cell.constraints("jax==0.10.2\njaxlib==0.10.2\nnumpy==2.4.6\ntorch==2.13.0\n")
     assert text.splitlines() == ["numpy==2.4.6", "jax==0.7.0", "jaxlib==0.7.0", "libtpu==0.0.19.*", "torch==2.13.0"]
 

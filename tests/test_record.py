@@ -14,7 +14,7 @@ from harness.store.failures import FailureRecord
 from harness.store.files import MergeError, RunStore, iter_records, merge_stores
 from harness.store.records import BenchRecord
 
-CASE = Case(1, 2, 2, 128, 128, 64)
+CASE = Case(batch=1, q_heads=2, kv_heads=2, q_len=128, kv_len=128, head_dim=64)
 
 
 def _bench(run_id: str, seconds: float) -> BenchRecord:
@@ -26,7 +26,15 @@ def _bench(run_id: str, seconds: float) -> BenchRecord:
 def _machine_store(root: Path, host: str, seconds: float) -> RunStore:
     """A store as one CI job would leave it: run metadata and one case record, same case id everywhere."""
     store = RunStore.create(root, meta={"command": ["test"], "host_label": host})
-    subject = SubjectResult("pallas_flash", "kernel", "tpu_interpret", "uniform", True, [], seconds=seconds)
+    subject = SubjectResult(
+        implementation="pallas_flash",
+        role="kernel",
+        backend="tpu_interpret",
+        empty_rows="uniform",
+        passed=True,
+        comparisons=[],
+        seconds=seconds,
+    )
     store.write_case(CaseResult(case=CASE, subjects=[subject]))
     store.write(_bench(store.run_id, seconds))
     (root / "failures").mkdir(exist_ok=True)
@@ -79,8 +87,16 @@ def test_merging_a_directory_that_is_not_a_store_says_so(tmp_path: Path) -> None
 def test_where_the_errors_sit_is_kept_on_the_shrunk_failure_only(tmp_path):
     strip = Strip(quantity="out", axis="query", length=2, stride=1, bound=1.0, values=((0.5, 3.0),))
     located = Located(batch=0, per_batch=(3.0,), strips=(strip,))
-    case = Case(1, 1, 1, 2, 2, 4)
-    subject = SubjectResult("k", "kernel", "cpu", "zeros", False, [], located=located)
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=2, kv_len=2, head_dim=4)
+    subject = SubjectResult(
+        implementation="k",
+        role="kernel",
+        backend="cpu",
+        empty_rows="zeros",
+        passed=False,
+        comparisons=[],
+        located=located,
+    )
     store = RunStore.create(tmp_path, meta={})
     (example,) = store.write_case(CaseResult(case, [subject]))
     assert "located" not in json.loads(example.read_text())  # one of many met while shrinking: listed, not drawn

@@ -100,7 +100,19 @@ class StandInRunner:
         self.calls.append((case, grads, time_limit))
         kernel = subjects[0]
         passed = not kernel.broken(case)
-        return CaseResult(case, [SubjectResult(kernel.name, kernel.role, "cpu", "zeros", passed, [])])
+        return CaseResult(
+            case,
+            [
+                SubjectResult(
+                    implementation=kernel.name,
+                    role=kernel.role,
+                    backend="cpu",
+                    empty_rows="zeros",
+                    passed=passed,
+                    comparisons=[],
+                )
+            ],
+        )
 
     @property
     def cases(self) -> list[Case]:

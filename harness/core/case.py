@@ -33,7 +33,7 @@ class CaseError(InputError):
     """A case description that cannot be built; the message names the field and the fix."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Case:
     """One attention problem, in the SDPA convention: softmax(Q K^T * scale + bias) V.
 

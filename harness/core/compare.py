@@ -75,7 +75,7 @@ def tolerance(dtype: str, quantity: str, implementation: str | None = None) -> T
     return base if factor is None else dataclasses.replace(base, factor=factor)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Comparison:
     """One quantity of one implementation against the truth.
 
@@ -127,10 +127,26 @@ def compare(
     magnitude: the floor's scale (default max|truth|); rows: bool mask on leading axes.
     """
     if got is None:
-        return Comparison(quantity, np.inf, np.inf, np.nan, np.inf, np.nan, False, "not computed")
+        return Comparison(
+            quantity=quantity,
+            max_abs=np.inf,
+            max_rel=np.inf,
+            oracle_abs=np.nan,
+            ratio=np.inf,
+            bound=np.nan,
+            passed=False,
+            note="not computed",
+        )
     if got.shape != truth.shape:
         return Comparison(
-            quantity, np.inf, np.inf, np.nan, np.inf, np.nan, False, f"shape {got.shape} != {truth.shape}"
+            quantity=quantity,
+            max_abs=np.inf,
+            max_rel=np.inf,
+            oracle_abs=np.nan,
+            ratio=np.inf,
+            bound=np.nan,
+            passed=False,
+            note=f"shape {got.shape} != {truth.shape}",
         )
     if rows is not None:
         got, truth, oracle = got[rows], truth[rows], oracle[rows]
@@ -141,18 +157,26 @@ def compare(
     if bad.any():
         n = int(bad.sum())
         return Comparison(
-            quantity,
-            np.inf,
-            np.inf,
-            oracle_abs,
-            np.inf,
-            bound,
-            False,
-            f"{n} non-finite values where the truth is finite",
+            quantity=quantity,
+            max_abs=np.inf,
+            max_rel=np.inf,
+            oracle_abs=oracle_abs,
+            ratio=np.inf,
+            bound=bound,
+            passed=False,
+            note=f"{n} non-finite values where the truth is finite",
         )
     err = _maxabs(got - truth)
     ratio = err / oracle_abs if oracle_abs > 0 else (0.0 if err == 0 else np.inf)
-    return Comparison(quantity, err, err / scale if scale > 0 else err, oracle_abs, ratio, bound, err <= bound)
+    return Comparison(
+        quantity=quantity,
+        max_abs=err,
+        max_rel=err / scale if scale > 0 else err,
+        oracle_abs=oracle_abs,
+        ratio=ratio,
+        bound=bound,
+        passed=err <= bound,
+    )
 
 
 def check_empty_rows(
@@ -185,13 +209,38 @@ def check_empty_rows(
         return dataclasses.replace(c, note=note)
     if convention == "unwritten":
         # Upstream leaves these rows as the output buffer was: no value can be declared.
-        return Comparison(quantity, 0.0, 0.0, 0.0, 0.0, 0.0, True, f"{n} rows, declared unwritten (not checked)")
+        return Comparison(
+            quantity=quantity,
+            max_abs=0.0,
+            max_rel=0.0,
+            oracle_abs=0.0,
+            ratio=0.0,
+            bound=0.0,
+            passed=True,
+            note=f"{n} rows, declared unwritten (not checked)",
+        )
     if convention == "nan":
         ok = bool(np.isnan(rows).all())
-        return Comparison(quantity, 0.0 if ok else np.inf, 0.0, 0.0, 0.0, 0.0, ok, f"{n} rows, declared nan")
+        return Comparison(
+            quantity=quantity,
+            max_abs=0.0 if ok else np.inf,
+            max_rel=0.0,
+            oracle_abs=0.0,
+            ratio=0.0,
+            bound=0.0,
+            passed=ok,
+            note=f"{n} rows, declared nan",
+        )
     if not np.isfinite(rows).all():
         return Comparison(
-            quantity, np.inf, np.inf, 0.0, np.inf, bound, False, f"{n} rows, declared {convention}, got non-finite"
+            quantity=quantity,
+            max_abs=np.inf,
+            max_rel=np.inf,
+            oracle_abs=0.0,
+            ratio=np.inf,
+            bound=bound,
+            passed=False,
+            note=f"{n} rows, declared {convention}, got non-finite",
         )
     if convention == "zeros":
         expected = np.zeros_like(rows)
@@ -205,5 +254,12 @@ def check_empty_rows(
         raise ValueError(f"unknown empty-row convention {convention!r}")
     err = _maxabs(rows - expected)
     return Comparison(
-        quantity, err, err / scale if scale else err, 0.0, 0.0, bound, err <= bound, f"{n} rows, declared {convention}"
+        quantity=quantity,
+        max_abs=err,
+        max_rel=err / scale if scale else err,
+        oracle_abs=0.0,
+        ratio=0.0,
+        bound=bound,
+        passed=err <= bound,
+        note=f"{n} rows, declared {convention}",
     )

@@ -38,10 +38,24 @@ _CAUSAL = Mask(causal="top_left")
 SHAPES: dict[str, BenchShape] = {
     s.name: s
     for s in (
-        BenchShape("mha_f32_256", Case(1, 2, 2, 256, 256, 128, "float32"), on_cpu=True),
-        BenchShape("causal_bf16_512", Case(1, 4, 4, 512, 512, 128, "bfloat16", mask=_CAUSAL), on_cpu=True),
-        BenchShape("gqa_causal_bf16_2048", Case(2, 8, 2, 2048, 2048, 128, "bfloat16", mask=_CAUSAL)),
-        BenchShape("long_causal_bf16_8192", Case(1, 8, 8, 8192, 8192, 128, "bfloat16", mask=_CAUSAL)),
+        BenchShape(
+            "mha_f32_256",
+            Case(batch=1, q_heads=2, kv_heads=2, q_len=256, kv_len=256, head_dim=128, dtype="float32"),
+            on_cpu=True,
+        ),
+        BenchShape(
+            "causal_bf16_512",
+            Case(batch=1, q_heads=4, kv_heads=4, q_len=512, kv_len=512, head_dim=128, dtype="bfloat16", mask=_CAUSAL),
+            on_cpu=True,
+        ),
+        BenchShape(
+            "gqa_causal_bf16_2048",
+            Case(batch=2, q_heads=8, kv_heads=2, q_len=2048, kv_len=2048, head_dim=128, dtype="bfloat16", mask=_CAUSAL),
+        ),
+        BenchShape(
+            "long_causal_bf16_8192",
+            Case(batch=1, q_heads=8, kv_heads=8, q_len=8192, kv_len=8192, head_dim=128, dtype="bfloat16", mask=_CAUSAL),
+        ),
     )
 }
 PASSES: tuple[str, ...] = ("fwd", "fwd_bwd")

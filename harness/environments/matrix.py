@@ -87,7 +87,7 @@ class MatrixError(ValueError):
     """A malformed matrix line; the message names the line and what is wrong."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Cell:
     python: str
     jax: str
@@ -129,7 +129,13 @@ def parse(text: str = MATRIX) -> list[Cell]:
         tokamax = fields[len(COLUMNS)] if len(fields) > len(COLUMNS) else "-"
         if python.count(".") != 1 or not all(p.isdigit() for p in python.split(".")):
             raise MatrixError(f"matrix line {n}: python={python!r} must be MAJOR.MINOR, e.g. 3.12")
-        cell = Cell(python, jax, libtpu, None if torch == "-" else torch, None if tokamax == "-" else tokamax)
+        cell = Cell(
+            python=python,
+            jax=jax,
+            libtpu=libtpu,
+            torch=None if torch == "-" else torch,
+            tokamax=None if tokamax == "-" else tokamax,
+        )
         if any(c.name == cell.name for c in cells):
             raise MatrixError(f"matrix line {n}: cell {cell.name} is declared twice")
         cells.append(cell)

@@ -19,7 +19,7 @@ from functools import cache
 EXACT_MAX_PAIRS = 400
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class MannWhitney:
     """u: U statistic of the first sample (pairs where a > b, ties count 1/2); p: two-sided p-value."""
 
@@ -102,15 +102,15 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> MannWhitney:
         # The distribution is symmetric about n1*n2/2: take the tail on U's side, doubled.
         k = int(round(max(u1, n1 * n2 - u1)))
         upper = sum(counts[k:])
-        return MannWhitney(u1, min(1.0, 2 * upper / total), n1, n2, "exact")
+        return MannWhitney(u=u1, p=min(1.0, 2 * upper / total), n1=n1, n2=n2, method="exact")
     n = n1 + n2
     tie_term = sum(t**3 - t for t in ties) / (n * (n - 1))
     var = n1 * n2 / 12 * ((n + 1) - tie_term)
     if var <= 0:  # every value equal: no evidence of any difference
-        return MannWhitney(u1, 1.0, n1, n2, "normal")
+        return MannWhitney(u=u1, p=1.0, n1=n1, n2=n2, method="normal")
     z = (abs(u1 - mean) - 0.5) / math.sqrt(var)
     p = math.erfc(max(z, 0.0) / math.sqrt(2))
-    return MannWhitney(u1, min(1.0, p), n1, n2, "normal")
+    return MannWhitney(u=u1, p=min(1.0, p), n1=n1, n2=n2, method="normal")
 
 
 def median(xs: Sequence[float]) -> float:
@@ -128,7 +128,7 @@ def quantile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Summary:
     n: int
     median: float
@@ -142,4 +142,4 @@ class Summary:
 
 
 def summarize(xs: Sequence[float]) -> Summary:
-    return Summary(len(xs), quantile(xs, 0.5), quantile(xs, 0.25), quantile(xs, 0.75), min(xs))
+    return Summary(n=len(xs), median=quantile(xs, 0.5), q1=quantile(xs, 0.25), q3=quantile(xs, 0.75), min=min(xs))

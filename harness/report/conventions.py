@@ -15,7 +15,7 @@ from typing import Any
 from harness.store.read import Records
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class ConventionRow:
     implementation: str
     role: str
@@ -61,15 +61,15 @@ def collect(records: Records) -> tuple[list[ConventionRow], str]:
         sources.add(source)
         rows.append(
             ConventionRow(
-                name,
-                roles[name],
-                str(conv.get("bias", "?")),
-                str(conv.get("causal", "?")),
-                str(conv.get("gqa", "?")),
-                str(conv.get("empty_rows", "?")),
-                ", ".join(sorted(observed[name])) or "-",
-                str(conv.get("notes", "")),
-                source,
+                implementation=name,
+                role=roles[name],
+                bias=str(conv.get("bias", "?")),
+                causal=str(conv.get("causal", "?")),
+                gqa=str(conv.get("gqa", "?")),
+                empty_rows=str(conv.get("empty_rows", "?")),
+                observed=", ".join(sorted(observed[name])) or "-",
+                notes=str(conv.get("notes", "")),
+                source=source,
             )
         )
     if sources == {"recorded in run.json"}:

@@ -54,7 +54,7 @@ MAX_OTHER_FAILURES = 40
 # --- the matrix: kernel x subject x dtype x mask ---
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Cell:
     n: int = 0
     failed: int = 0
@@ -68,7 +68,7 @@ class Cell:
         return "close" if self.worst_used > CLOSE else "pass"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class MatrixRow:
     kernel: str
     subject: str
@@ -123,7 +123,11 @@ def matrix(cases: list[CaseRecord], uses: Uses | None = None) -> Matrix:
     ):
         rows.append(
             MatrixRow(
-                kernel, subject, roles.get(subject, ""), mask, [cells.get((kernel, subject, d, mask)) for d in dtypes]
+                kernel=kernel,
+                subject=subject,
+                role=roles.get(subject, ""),
+                mask=mask,
+                cells=[cells.get((kernel, subject, d, mask)) for d in dtypes],
             )
         )
     return Matrix(dtypes, rows)
@@ -135,7 +139,7 @@ def matrix(cases: list[CaseRecord], uses: Uses | None = None) -> Matrix:
 HIST_EDGES = [x / 2 for x in range(-8, 3)]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Histogram:
     implementation: str
     counts: list[int]  # underflow, one per bin, overflow
@@ -156,14 +160,22 @@ def histograms(cases: list[CaseRecord], uses: Uses | None = None) -> list[Histog
             x = math.log10(u) if u > 0 else -math.inf
             i = sum(x >= e for e in HIST_EDGES)
             counts[i] += 1
-        out.append(Histogram(impl, counts, labels, len(by_impl[impl]), sum(u > 1 for u in by_impl[impl])))
+        out.append(
+            Histogram(
+                implementation=impl,
+                counts=counts,
+                labels=labels,
+                n=len(by_impl[impl]),
+                over_bound=sum(u > 1 for u in by_impl[impl]),
+            )
+        )
     return out
 
 
 # --- failures ---
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class ComparisonView:
     quantity: str
     max_abs: str
@@ -181,7 +193,7 @@ def _sci(x: Any) -> str:
     return f"{v:.2e}" if math.isfinite(v) else str(v)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class FailureView:
     kind: str  # "case" or "compile"
     implementation: str
@@ -207,15 +219,15 @@ def _comparison_views(rec: CaseRecord) -> list[ComparisonView]:
         u = used(c)
         out.append(
             ComparisonView(
-                str(c.get("quantity")),
-                _sci(c.get("max_abs")),
-                _sci(c.get("max_rel")),
-                _sci(c.get("oracle_abs")),
-                f"{_num(c.get('ratio')):.2f}",
-                _sci(c.get("bound")),
-                f"{u:.2f}" if not math.isnan(u) else "-",
-                bool(c.get("passed")),
-                str(c.get("note") or ""),
+                quantity=str(c.get("quantity")),
+                max_abs=_sci(c.get("max_abs")),
+                max_rel=_sci(c.get("max_rel")),
+                oracle=_sci(c.get("oracle_abs")),
+                ratio=f"{_num(c.get('ratio')):.2f}",
+                bound=_sci(c.get("bound")),
+                used=f"{u:.2f}" if not math.isnan(u) else "-",
+                passed=bool(c.get("passed")),
+                note=str(c.get("note") or ""),
             )
         )
     return out
@@ -229,18 +241,18 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
             continue
         path = failure_file(rec, records.roots)
         view = FailureView(
-            "case",
-            rec.implementation,
-            run_env[rec.run_id].label,
-            rec.run_id,
-            case_text(rec.case),
-            json.dumps(rec.case, indent=1, sort_keys=True),
-            failure_line(rec),
-            rec.error,
-            rec.traceback,
-            _comparison_views(rec),
-            repro_command(path),
-            rec.shrunk,
+            kind="case",
+            implementation=rec.implementation,
+            env=run_env[rec.run_id].label,
+            run_id=rec.run_id,
+            title=case_text(rec.case),
+            case_json=json.dumps(rec.case, indent=1, sort_keys=True),
+            why=failure_line(rec),
+            error=rec.error,
+            traceback=rec.traceback,
+            comparisons=_comparison_views(rec),
+            repro=repro_command(path),
+            shrunk=rec.shrunk,
         )
         located = Located.from_json(rec.located)
         if located is not None and isinstance(rec.case, dict):
@@ -252,18 +264,20 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
         impl, topology, shape, pass_ = compile_key(rec)
         main.append(
             FailureView(
-                "compile",
-                impl,
-                run_env[rec.run_id].label,
-                rec.run_id,
-                f"compile {pass_} of shape {shape} for {topology}",
-                json.dumps(rec.shape.get("case") if isinstance(rec.shape, dict) else None, indent=1, sort_keys=True),
-                failure_line(rec),
-                rec.error,
-                None,  # a compile record keeps no traceback: its failure file does
-                [],
-                compile_replay(rec),
-                False,
+                kind="compile",
+                implementation=impl,
+                env=run_env[rec.run_id].label,
+                run_id=rec.run_id,
+                title=f"compile {pass_} of shape {shape} for {topology}",
+                case_json=json.dumps(
+                    rec.shape.get("case") if isinstance(rec.shape, dict) else None, indent=1, sort_keys=True
+                ),
+                why=failure_line(rec),
+                error=rec.error,
+                traceback=None,  # a compile record keeps no traceback: its failure file does
+                comparisons=[],
+                repro=compile_replay(rec),
+                shrunk=False,
             )
         )
     main.sort(key=lambda f: (f.kind, f.implementation, f.env, f.title))
@@ -273,7 +287,7 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
 # --- runs ---
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class RunView:
     run_id: str
     started: str
@@ -323,17 +337,17 @@ def runs(records: Records, run_env: dict[str, Env], sides: dict[str, str]) -> li
         cmd = run.command if run is not None else None
         out.append(
             RunView(
-                run_id,
-                _started(run_id),
-                str(run.status) if run is not None else "no run.json",
-                str(run.profile or "") if run is not None else "",
-                " ".join(map(str, cmd)) if isinstance(cmd, list) else str(cmd or ""),
-                run_env[run_id].label,
-                sorted((str(k), str(v)) for k, v in (run.versions if run is not None else {}).items()),
-                sorted((str(k), str(v)) for k, v in (run.machine if run is not None else {}).items()),
-                ", ".join(f"{n} {k}" for k, n in counts[run_id].items()) or "no records",
-                sides.get(run_id, ""),
-                _pairwise(run),
+                run_id=run_id,
+                started=_started(run_id),
+                status=str(run.status) if run is not None else "no run.json",
+                profile=str(run.profile or "") if run is not None else "",
+                command=" ".join(map(str, cmd)) if isinstance(cmd, list) else str(cmd or ""),
+                env=run_env[run_id].label,
+                versions=sorted((str(k), str(v)) for k, v in (run.versions if run is not None else {}).items()),
+                machine=sorted((str(k), str(v)) for k, v in (run.machine if run is not None else {}).items()),
+                counts=", ".join(f"{n} {k}" for k, n in counts[run_id].items()) or "no records",
+                side=sides.get(run_id, ""),
+                pairwise=_pairwise(run),
             )
         )
     return out
@@ -385,7 +399,7 @@ def leak_rows(leaks: list[LeakRecord]) -> list[LeakRow]:
     return rows
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Verdict:
     status: str  # "pass", "fail" (failures, no baseline) or "regression" (the gate failed)
     headline: str
@@ -444,22 +458,29 @@ def verdict(current: Records, gate: GateResult | None) -> Verdict:
     details += incomplete
     if gate is not None:
         if not gate.rows:
-            return Verdict("fail", gate.summary(), details, gate.baseline)
+            return Verdict(status="fail", headline=gate.summary(), details=details, baseline=gate.baseline)
         if gate.failed:
             details = [f"{r.category}: {r.subject}: {r.change}" for r in gate.failures] + details
-            return Verdict("regression", gate.summary(), details, gate.baseline)
+            return Verdict(status="regression", headline=gate.summary(), details=details, baseline=gate.baseline)
         if incomplete:
-            return Verdict("fail", f"INCOMPLETE DATA: {incomplete[0]}", details, gate.baseline)
-        return Verdict("pass", gate.summary(), details, gate.baseline)
+            return Verdict(
+                status="fail", headline=f"INCOMPLETE DATA: {incomplete[0]}", details=details, baseline=gate.baseline
+            )
+        return Verdict(status="pass", headline=gate.summary(), details=details, baseline=gate.baseline)
     if not (current.cases or current.benches or current.compiles or current.leaks):
-        return Verdict("fail", "NO RECORDS: nothing was run", details, None)
+        return Verdict(status="fail", headline="NO RECORDS: nothing was run", details=details, baseline=None)
     if failing or compile_fail or leaking:
-        return Verdict("fail", "FAILURES: " + ", ".join(details), details, None)
+        return Verdict(status="fail", headline="FAILURES: " + ", ".join(details), details=details, baseline=None)
     if incomplete:
         n = len(incomplete)
-        return Verdict("fail", f"INCOMPLETE DATA ({n} problem{'s' if n != 1 else ''}): {incomplete[0]}", details, None)
+        return Verdict(
+            status="fail",
+            headline=f"INCOMPLETE DATA ({n} problem{'s' if n != 1 else ''}): {incomplete[0]}",
+            details=details,
+            baseline=None,
+        )
     n = len(current.cases)
-    return Verdict("pass", f"PASS: {n} case records, no failure", details, None)
+    return Verdict(status="pass", headline=f"PASS: {n} case records, no failure", details=details, baseline=None)
 
 
 def build(

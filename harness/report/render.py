@@ -45,7 +45,7 @@ def _series_plots(rows: list[SeriesRow], labels: list[str], *, y_label: str, fmt
     plots = []
     for title, group in sorted(by_plot.items()):
         series = [
-            svg.Series(r.name, [c.value for c in r.cells], r.lows or (), r.highs or ())
+            svg.Series(name=r.name, values=[c.value for c in r.cells], lows=r.lows or (), highs=r.highs or ())
             for r in sorted(group, key=lambda r: r.name)
         ]
         plots.append(svg.line_chart(title, labels, series, y_label=y_label, fmt=fmt, binary=binary))

@@ -78,7 +78,7 @@ def histogram(h: Histogram, *, width: int = 440, height: int = 210) -> Markup:
     return _svg(width, height, f"error-ratio distribution of {h.implementation}", body)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Series:
     name: str
     values: Sequence[float | None]

@@ -23,7 +23,7 @@ from harness.store.records import BenchRecord, CaseRecord, CompileRecord
 VERSION_ORDER = ("jax", "jaxlib", "libtpu", "torch", "python", "numpy", "hypothesis", "harness")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Env:
     """One set of library versions; every run with exactly these versions belongs to it."""
 
@@ -53,7 +53,7 @@ def environments(records: Records) -> tuple[list[Env], dict[str, Env]]:
         run = records.runs.get(run_id)
         versions = {k: str(v) for k, v in (run.versions if run is not None else {}).items() if v is not None}
         key = tuple(sorted(versions.items()))
-        env = envs.setdefault(key, Env(key, versions))
+        env = envs.setdefault(key, Env(key=key, versions=versions))
         env.runs.append(run_id)
         run_env[run_id] = env
     ordered = sorted(envs.values(), key=lambda e: _env_sort_key(e.versions))
@@ -75,7 +75,7 @@ class Movement:
     beyond_noise: bool = False
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class CorrectnessRow:
     implementation: str
     env: str
@@ -86,7 +86,7 @@ class CorrectnessRow:
     movement: Movement
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class SeriesCell:
     value: float | None  # the figure (median seconds, or bytes)
     text: str
@@ -94,7 +94,7 @@ class SeriesCell:
     movement: Movement | None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class SeriesRow:
     label: str  # implementation, shape, pass
     group: str  # backend (speed) or TPU generation (memory)
@@ -131,7 +131,13 @@ def correctness_by_version(
                 mv = Movement(f"worst {prev[1]:.2f} -> {worst:.2f}", "same")
             rows.append(
                 CorrectnessRow(
-                    impl, env.label, len(recs), failed, worst, stats.median(ratios) if ratios else math.nan, mv
+                    implementation=impl,
+                    env=env.label,
+                    cases=len(recs),
+                    failed=failed,
+                    worst_used=worst,
+                    median_used=stats.median(ratios) if ratios else math.nan,
+                    movement=mv,
                 )
             )
             prev = (failed, worst)
@@ -165,7 +171,7 @@ def speed_by_version(
         for env in envs:
             xs = groups[key].get(env.label)
             if not xs:
-                cells.append(SeriesCell(None, "-", "not timed", None))
+                cells.append(SeriesCell(value=None, text="-", detail="not timed", movement=None))
                 lows.append(None)
                 highs.append(None)
                 continue
@@ -174,12 +180,20 @@ def speed_by_version(
             if prev is not None:
                 mv = _speed_movement(compare_samples(prev, xs, th), th)
             detail = f"n={s.n}, quartiles {fmt_seconds(s.q1)} .. {fmt_seconds(s.q3)}, min {fmt_seconds(s.min)}"
-            cells.append(SeriesCell(s.median, fmt_seconds(s.median), detail, mv))
+            cells.append(SeriesCell(value=s.median, text=fmt_seconds(s.median), detail=detail, movement=mv))
             lows.append(s.q1)
             highs.append(s.q3)
             prev = xs
         rows.append(
-            SeriesRow(f"{impl} {pass_} {shape}", where, f"{pass_} on {where}", f"{impl} {shape}", cells, lows, highs)
+            SeriesRow(
+                label=f"{impl} {pass_} {shape}",
+                group=where,
+                plot=f"{pass_} on {where}",
+                name=f"{impl} {shape}",
+                cells=cells,
+                lows=lows,
+                highs=highs,
+            )
         )
     return rows
 
@@ -200,16 +214,23 @@ def memory_by_version(
         for env in envs:
             recs = groups[key].get(env.label)
             if not recs:
-                cells.append(SeriesCell(None, "-", "not compiled", None))
+                cells.append(SeriesCell(value=None, text="-", detail="not compiled", movement=None))
                 continue
             if not all(r.ok for r in recs):
                 bad = next(r for r in recs if not r.ok)
-                cells.append(SeriesCell(None, "FAILS", failure_line(bad), Movement("compile fails", "worse", True)))
+                cells.append(
+                    SeriesCell(
+                        value=None,
+                        text="FAILS",
+                        detail=failure_line(bad),
+                        movement=Movement("compile fails", "worse", True),
+                    )
+                )
                 prev = None
                 continue
             temps = [float(t) for r in recs if (t := (r.memory or {}).get("temp")) is not None]
             if not temps:
-                cells.append(SeriesCell(None, "?", "no memory figures recorded", None))
+                cells.append(SeriesCell(value=None, text="?", detail="no memory figures recorded", movement=None))
                 continue
             temp = stats.median(temps)
             mem = recs[0].memory or {}
@@ -226,8 +247,18 @@ def memory_by_version(
                     )
                 else:
                     mv = Movement(f"{change:+.1%}", "same" if change == 0 else "na", change != 0)
-            cells.append(SeriesCell(temp, fmt_bytes(temp), f"{detail}; total {fmt_bytes(total)}", mv))
+            cells.append(
+                SeriesCell(value=temp, text=fmt_bytes(temp), detail=f"{detail}; total {fmt_bytes(total)}", movement=mv)
+            )
             prev = temp
         gen = generation(topology)
-        rows.append(SeriesRow(f"{impl} {pass_} {shape}", f"{gen} ({topology})", gen, f"{impl} {pass_} {shape}", cells))
+        rows.append(
+            SeriesRow(
+                label=f"{impl} {pass_} {shape}",
+                group=f"{gen} ({topology})",
+                plot=gen,
+                name=f"{impl} {pass_} {shape}",
+                cells=cells,
+            )
+        )
     return rows

@@ -20,7 +20,7 @@ from harness.core.inputs import Inputs
 from harness.tpu import native
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Execution:
     """What running one implementation produced, before any comparison.
 
@@ -77,7 +77,7 @@ def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool, in
         if is_interrupt(e):
             raise KeyboardInterrupt(one_line(e)) from e
         return Execution(
-            None,
+            outputs=None,
             error=one_line(e),
             traceback=traceback.format_exc(limit=8),
             seconds=time.perf_counter() - start,
@@ -85,4 +85,4 @@ def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool, in
     races = compat.races_found() if interpreted and interpret.detect_races else None
     seconds = time.perf_counter() - start
     timing = native.measure(impl, case, grads=grads).to_json() if native.measured(impl) else None
-    return Execution(got, races=races, reordered=reordered, seconds=seconds, native=timing)
+    return Execution(outputs=got, races=races, reordered=reordered, seconds=seconds, native=timing)

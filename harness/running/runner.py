@@ -24,7 +24,7 @@ from harness.running.execute import Execution, execute
 from harness.store.derive import reason
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class SubjectResult:
     """One implementation on one case."""
 
@@ -172,19 +172,32 @@ def _bitwise_diff(a: np.ndarray | None, b: np.ndarray | None) -> float:
     return float(np.nan_to_num(np.max(diff), nan=np.inf)) if diff.size else 0.0
 
 
+def _must_be_zero(quantity: str, value: float, note: str) -> Comparison:
+    """A finding of the interpreter's that a correct kernel keeps at exactly 0: no oracle, bound 0."""
+    return Comparison(
+        quantity=quantity,
+        max_abs=value,
+        max_rel=value,
+        oracle_abs=0.0,
+        ratio=value,
+        bound=0.0,
+        passed=value == 0.0,
+        note=note,
+    )
+
+
 def _interpreter_checks(ex: Execution) -> list[Comparison]:
     """The interpreter's findings as rows of the error table, each with bound 0."""
     out = []
     if ex.races is not None:
-        found = float(ex.races)
         note = "the interpreter's race detector reported a data race" if ex.races else "no data race"
-        out.append(Comparison("races", found, found, 0.0, found, 0.0, not ex.races, note))
+        out.append(_must_be_zero("races", float(ex.races), note))
     if ex.reordered is not None:
         # A correct kernel computes every output tile with the same operations whatever the
         # order of its 'parallel' axes, so the two runs must agree exactly (NaN matching NaN).
         diff = max(_bitwise_diff(ex.outputs.get(q), ex.reordered.get(q)) for q in QUANTITIES)
         note = "result depends on the 'parallel' grid order" if diff else "same values under another grid order"
-        out.append(Comparison("grid_order", diff, diff, 0.0, diff, 0.0, diff == 0.0, note))
+        out.append(_must_be_zero("grid_order", diff, note))
     return out
 
 

@@ -68,7 +68,7 @@ class _HarnessError(BaseException):
         self.error = error
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class SearchOutcome:
     kernel: str
     results: list[CaseResult]  # every generated case, in order

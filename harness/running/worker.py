@@ -117,13 +117,13 @@ class Worker:
                 self.start()
             except (RuntimeError, OSError, EOFError) as e:
                 self.kill()
-                return Execution(None, error=f"WorkerDied: {e}")
+                return Execution(outputs=None, error=f"WorkerDied: {e}")
             start = time.perf_counter()
         self.outbox.send((spec, case.to_json(), grads, interpret.to_json()))
         if not self.inbox.poll(time_limit):
             self.kill()
             return Execution(
-                None,
+                outputs=None,
                 error=f"TimeoutError: no result within the per-case time limit of {time_limit:g} s; worker killed",
                 seconds=time.perf_counter() - start,
             )
@@ -133,7 +133,7 @@ class Worker:
             code = self.proc.wait() if self.proc is not None else None
             self.kill()
             return Execution(
-                None,
+                outputs=None,
                 error=f"WorkerDied: the worker process exited with status {code} while running {spec}",
                 seconds=time.perf_counter() - start,
             )
@@ -153,7 +153,7 @@ def execute(
     try:
         spec = implementation_spec(impl)
     except ValueError as e:
-        return Execution(None, error=f"ValueError: {e}")
+        return Execution(outputs=None, error=f"ValueError: {e}")
     try:
         return _worker.execute(spec, case, grads=grads, time_limit=time_limit, interpret=interpret)
     except BaseException:
@@ -207,7 +207,7 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
             # kernel is not blamed (this process ignores SIGINT, so it came from the callback).
             result = INTERRUPTED
         except Exception as e:  # noqa: BLE001 - reported to the harness as this subject's error
-            result = Execution(None, error=f"{type(e).__name__}: {e}"[:500])
+            result = Execution(outputs=None, error=f"{type(e).__name__}: {e}"[:500])
         outbox.send(result)
 
 

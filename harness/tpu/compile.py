@@ -36,7 +36,7 @@ from harness.store.failures import CompileFailureRecord
 TOPOLOGIES: tuple[str, ...] = ("v4:1x1x1", "v5e:1x1", "v5p:1x1x1", "v6e:1x1")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class CompileResult:
     """One implementation at one shape and pass, compiled for one topology."""
 
@@ -89,7 +89,9 @@ def compile_one(impl: Implementation, shape: BenchShape, topology: str, pass_: s
     import jax
     from jax.sharding import SingleDeviceSharding
 
-    result = CompileResult(impl.name, topology, shape.name, shape.case, pass_, ok=False)
+    result = CompileResult(
+        implementation=impl.name, topology=topology, shape=shape.name, case=shape.case, pass_=pass_, ok=False
+    )
     start = time.perf_counter()
     try:
         f = impl.jax_fn(shape.case)
@@ -136,7 +138,7 @@ def write_failure(out_dir: Path, result: CompileResult) -> Path:
     return path
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Job:
     """One compile to do: a kernel (a name or MODULE:ATTR, as --kernel takes), shape, topology, pass."""
 
@@ -167,7 +169,7 @@ def plan(
                 for pass_ in passes:
                     if pass_ == "fwd_bwd" and not impl.capabilities.grads:
                         continue
-                    out.append(Job(spec, shape.name, topology, pass_))
+                    out.append(Job(kernel=spec, shape=shape.name, topology=topology, pass_=pass_))
     return out
 
 
@@ -195,7 +197,15 @@ FATAL = re.compile(r"^F\d{4} |.*Check failed")
 
 def _failed(job: Job, error: str) -> CompileResult:
     case = shapes_mod.SHAPES[job.shape].case
-    return CompileResult(job.kernel, job.topology, job.shape, case, job.pass_, ok=False, error=error)
+    return CompileResult(
+        implementation=job.kernel,
+        topology=job.topology,
+        shape=job.shape,
+        case=case,
+        pass_=job.pass_,
+        ok=False,
+        error=error,
+    )
 
 
 def _run_worker(
