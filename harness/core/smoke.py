@@ -19,7 +19,7 @@ that could drift out of the contract.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, settings
@@ -67,12 +67,29 @@ def _smallest_where(impl: Implementation, condition: Callable[[Case], bool]) -> 
 
 def smoke_cases(impl: Implementation) -> list[Case]:
     """The smoke set of `impl`: each declared mask component, tiling class and dtype in at least one
-    case, then each drawn API parameter those cases left unexercised."""
-    return list(_smoke_cases(impl))
+    case (feature_cases), then each drawn API parameter those cases left unexercised (api_cases)."""
+    return feature_cases(impl) + api_cases(impl)
+
+
+def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
+    """smoke_cases, one at a time: the API cases are looked for only once the feature cases are
+    through, so a run that stops at a failing feature case never pays for them."""
+    yield from feature_cases(impl)
+    yield from api_cases(impl)
+
+
+def feature_cases(impl: Implementation) -> list[Case]:
+    """Each declared mask component, tiling class and dtype in at least one case, smallest first."""
+    return list(_feature_cases(impl))
+
+
+def api_cases(impl: Implementation) -> list[Case]:
+    """The drawn API parameters the feature cases left unexercised, as few cases as the greedy cover finds."""
+    return list(_api_cases(impl))
 
 
 @functools.cache
-def _smoke_cases(impl: Implementation) -> tuple[Case, ...]:
+def _feature_cases(impl: Implementation) -> tuple[Case, ...]:
     declared = features.declared(impl)
     lists = [[f"{g}:{v}" for v in _order(g, declared[g])] for g in GROUPS if declared.get(g)]
     out: list[Case] = []
@@ -83,7 +100,7 @@ def _smoke_cases(impl: Implementation) -> tuple[Case, ...]:
         # forbids it): each feature on its own instead.
         found = [case] if case is not None else [_smallest(impl, frozenset({w})) for w in sorted(wanted)]
         out += [c for c in found if c is not None and c not in out]
-    return tuple(out + _api_cases(impl, out))
+    return tuple(out)
 
 
 def _draws(impl: Implementation) -> list[Case]:
@@ -97,15 +114,16 @@ def _draws(impl: Implementation) -> list[Case]:
     return pool
 
 
-def _api_cases(impl: Implementation, before: list[Case]) -> list[Case]:
-    """Cases that exercise the drawn API parameters no case of `before` exercised, greedily: each the
+@functools.cache
+def _api_cases(impl: Implementation) -> tuple[Case, ...]:
+    """Cases that exercise the drawn API parameters no feature case exercised, greedily: each the
     smallest case with the most of those parameters one draw of the pool had at once; then each
     parameter no draw had, on its own."""
     left = {
         f"{api.name}.{p.name}": p.exercised
         for api in coverage.apis_of(impl)
         for p in api.params
-        if p.exercised is not None and not any(p.exercised(c) for c in before)
+        if p.exercised is not None and not any(p.exercised(c) for c in _feature_cases(impl))
     }
     pool = _draws(impl) if left else []
     out: list[Case] = []
@@ -124,4 +142,4 @@ def _api_cases(impl: Implementation, before: list[Case]) -> list[Case]:
                 continue  # no case exercises it: `python -m harness coverage` says so
         out.append(case)
         left = {name: f for name, f in left.items() if not f(case)}
-    return out
+    return tuple(out)

@@ -28,7 +28,7 @@ from harness.core import compat, profiles, strategies
 from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.contract import Implementation
-from harness.core.smoke import smoke_cases
+from harness.core.smoke import iter_smoke_cases
 from harness.running import runner
 from harness.running.execute import is_interrupt
 from harness.running.runner import CaseResult
@@ -218,31 +218,41 @@ def search(
 
     base = profiles.get(profile)
     budget_cases = base.max_examples if examples is None else examples
-    smoke_set = [c for c in (smoke_cases(kernel) if smoke is True else smoke or []) if owns is None or owns(c)]
-    smoke_set = smoke_set[:budget_cases]
-    overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1)}
-    if seed is not None:
-        overrides["derandomize"] = False
-    derandomized = base.derandomize and seed is None
-    if database and not derandomized:
-        overrides["database"] = DirectoryBasedExampleDatabase(str(database))
-    else:
-        overrides["database"] = None
-    drawn = strategies.cases(kernel)
-    if owns is not None or smoke_set:
-        # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
-        smoked = set(smoke_set)
-        drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
-    test = settings(base, **overrides)(given(drawn)(check))
-    # Each kernel gets its own key in the example database (and its own derandomized draw).
-    test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
-    if seed is not None:
-        test = hypothesis.seed(seed)(test)
+    smoke_set: list[Case] = []
+
+    def drawn_test() -> Callable[[], None]:
+        overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1)}
+        if seed is not None:
+            overrides["derandomize"] = False
+        derandomized = base.derandomize and seed is None
+        if database and not derandomized:
+            overrides["database"] = DirectoryBasedExampleDatabase(str(database))
+        else:
+            overrides["database"] = None
+        drawn = strategies.cases(kernel)
+        if owns is not None or smoke_set:
+            # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
+            smoked = set(smoke_set)
+            drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
+        test = settings(base, **overrides)(given(drawn)(check))
+        # Each kernel gets its own key in the example database (and its own derandomized draw).
+        test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
+        if seed is not None:
+            test = hypothesis.seed(seed)(test)
+        return test
+
+    # Smoke cases one at a time (iter_smoke_cases): a failing one stops the search before the
+    # rest are even looked for.
+    smoke_iter = iter_smoke_cases(kernel) if smoke is True else iter(smoke or [])
     try:
-        for case in smoke_set:
-            check(case)
+        for case in smoke_iter:
+            if len(smoke_set) >= budget_cases:
+                break
+            if owns is None or owns(case):
+                smoke_set.append(case)
+                check(case)
         if budget_cases > len(smoke_set):
-            _interrupts_as_themselves(test)
+            _interrupts_as_themselves(drawn_test())
     except _HarnessError as e:
         raise e.error from None
     except CaseFailed:
