@@ -528,3 +528,10 @@ def test_leak_rows_judge_the_candidate_and_name_the_repro() -> None:
     assert rows["grew fwd-run"].detail == (
         "memory grows with calls: rss grows 1.0 MiB per call; repro: python -m harness leak --kernel grew"
     )
+
+
+def test_the_result_lists_the_twenty_largest_drifts() -> None:
+    pairs = [_pair("k", s, 1e-4, 1e-4 * (1 + s / 100)) for s in range(1, 23)]
+    result = gate.GateResult(baseline="b", candidate="c", thresholds="t", rows=[], drift=pairs)
+    assert [d.case_id for d in result.largest_drifts()] == [f"c{s}" for s in range(22, 2, -1)]
+    assert [d.case_id for d in result.largest_drifts(2)] == ["c22", "c21"]
