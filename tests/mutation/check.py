@@ -49,25 +49,26 @@ def documented() -> dict[str, str]:
     return dict(re.findall(r"^- `([^`]+)`: (.+)$", EQUIVALENT.read_text(), re.MULTILINE))
 
 
-def preload_modules() -> list[str]:
-    lines = (line.strip() for line in PRELOAD.read_text().splitlines())
+def preload_modules(path: Path = PRELOAD) -> list[str]:
+    lines = (line.strip() for line in path.read_text().splitlines())
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def preflight() -> int:
+def preflight(path: Path = PRELOAD) -> int:
     """Import what the fork server preloads; 1 if that started a JAX backend or imported project code."""
-    for name in preload_modules():
+    before = set(sys.modules)
+    for name in preload_modules(path):
         importlib.import_module(name)
     from jax._src import xla_bridge  # the backends JAX has started, without starting one
 
     problems = [f"a JAX backend started: {sorted(xla_bridge._backends)}"] if xla_bridge._backends else []
-    project = sorted(m for m in sys.modules if m.split(".")[0] in PROJECT)
+    project = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in PROJECT)
     if project:
         problems.append(f"project code imported: {', '.join(project)}")
     for why in problems:
-        print(f"PREFLIGHT: importing {PRELOAD} {why}; remove the module that does it from that list")
+        print(f"PREFLIGHT: importing {path} {why}; remove the module that does it from that list")
     if not problems:
-        print(f"preflight: {PRELOAD.name} starts no JAX backend and imports no project code")
+        print(f"preflight: {path.name} starts no JAX backend and imports no project code")
     return 1 if problems else 0
 
 
