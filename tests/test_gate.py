@@ -355,6 +355,8 @@ def test_the_summary_line_counts_rows_by_status_and_failures_by_category() -> No
     rows += [_row("worse", fails=True), _row("missing", fails=True, category="compile")]
     assert result(rows).summary() == "GATE FAILED: 2 regressions (compile 1, speed 1)"
     assert result(rows[:5]).summary() == "GATE FAILED: 1 regression (speed 1)"
+    rows.append(_row("insufficient", fails=True))
+    assert result(rows).summary() == "GATE FAILED: 3 regressions (compile 1, speed 2)"
 
 
 def test_a_new_failure_row_shows_the_shrunk_failure_with_a_repro_file(tmp_path: Path) -> None:
