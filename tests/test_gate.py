@@ -537,3 +537,24 @@ def test_the_result_lists_the_twenty_largest_drifts() -> None:
     result = gate.GateResult(baseline="b", candidate="c", thresholds="t", rows=[], drift=pairs)
     assert [d.case_id for d in result.largest_drifts()] == [f"c{s}" for s in range(22, 2, -1)]
     assert [d.case_id for d in result.largest_drifts(2)] == ["c22", "c21"]
+
+
+def test_compare_lists_failures_first_and_keeps_every_pair() -> None:
+    base = [rb.case_record(BASE, rb.case(s), implementation=impl) for impl in ("a", "gone") for s in (1, 2)]
+    cand = [rb.case_record(CAND, rb.case(1), implementation="a")]
+    cand.append(rb.case_record(CAND, rb.case(2), implementation="a", fail_quantity="out"))
+    b, c = (
+        _records(*base, rb.bench_record(BASE, rb.timings(0.01))),
+        _records(*cand, rb.bench_record(CAND, rb.timings(0.01))),
+    )
+    result = gate.compare(b, c, _th(source="t.toml"), labels=("jax 0.9", "jax 0.10"))
+    got = [(r.category, r.subject, r.status, r.fails) for r in result.rows]
+    assert got == [
+        ("correctness", "a", "worse", True),
+        ("correctness", "gone", "missing", True),
+        ("drift", "a paired cases", "unchanged", False),
+        ("speed", "pallas_flash fwd mha_f32_256 on tpu_interpret (cpu:0)", "unchanged", False),
+    ]
+    assert (result.baseline, result.candidate, result.thresholds) == ("jax 0.9", "jax 0.10", "t.toml")
+    # Every case run on both sides, largest error growth first (case 2 went from 0.3 to 5 bounds).
+    assert [(d.implementation, d.case_id) for d in result.drift] == [("a", rb.case(s).case_id) for s in (2, 1)]
