@@ -558,3 +558,19 @@ def test_compare_lists_failures_first_and_keeps_every_pair() -> None:
     assert (result.baseline, result.candidate, result.thresholds) == ("jax 0.9", "jax 0.10", "t.toml")
     # Every case run on both sides, largest error growth first (case 2 went from 0.3 to 5 bounds).
     assert [(d.implementation, d.case_id) for d in result.drift] == [("a", rb.case(s).case_id) for s in (2, 1)]
+
+
+def test_incomplete_records_fail_on_either_side_once_anything_is_compared() -> None:
+    b, c = _records(rb.case_record(BASE, rb.case(1))), _records(rb.case_record(CAND, rb.case(1)))
+    b.problems.append("base/records/x.json")
+    c.problems.append("cand/records/y.json")
+    rows = gate.incomplete_rows(b, c)
+    assert [(r.category, r.subject, r.status, r.fails) for r in rows] == [
+        ("records", "baseline", "incomplete", True),
+        ("records", "candidate", "incomplete", True),
+    ]
+    assert rows[1].detail == "unreadable or invalid record: cand/records/y.json"
+    assert [r.status for r in gate.compare(b, c, _th()).rows] == ["incomplete", "incomplete", "unchanged", "unchanged"]
+    empty = _records()
+    empty.problems.append("z.json")
+    assert gate.compare(empty, empty, _th()).rows == []  # nothing compared: bad input, never a verdict
