@@ -117,6 +117,7 @@ def mutation(session: nox.Session) -> None:
     env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
     # mutmut keeps results in mutants/ and reruns only what changed; a fresh run starts clean.
     shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    session.run("python", "tests/mutation/check.py", "--preflight", env=env)
     session.run("mutmut", "run", "--max-children", str(os.cpu_count() or 2), *session.posargs, env=env)
     session.run("python", "tests/mutation/check.py", env=env)
 

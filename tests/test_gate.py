@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from harness import gate
 from harness.cli import main
-from harness.gate import thresholds
+from harness.gate import drift, thresholds
+from harness.gate.stats import mann_whitney_u
 from harness.gate.thresholds import Limit, ThresholdError
 from harness.store.read import load
+from harness.store.records import LeakRecord
 from tests import record_builders as rb
 
 BASE, CAND = "20261129T100000Z-ci-aaaaaa", "20261129T110000Z-ci-bbbbbb"
@@ -289,3 +292,285 @@ def test_real_records_with_planted_regressions_fail_the_gate(capsys, tmp_path: P
     assert any(line.startswith("speed") and "jax_xla fwd mha_f32_256" in line for line in worse), out
     assert any(line.startswith("memory") and "argument_bytes" in line for line in worse), out
     assert "GATE FAILED: 3 regressions (correctness 1, memory 1, speed 1)" in out
+
+
+# --- the verdict rows, one decision at a time (what `nox -s mutation` holds the gate to) ---
+
+SEP_LOW, SEP_HIGH = [0.9, 0.95, 1.0, 1.01, 1.02], [1.03, 1.05, 1.1, 1.2, 1.3]  # medians 1.0 and 1.1, apart
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "th", "status", "ratio"),
+    [
+        pytest.param([], [1.0] * 5, {}, "insufficient", math.nan, id="no-baseline-samples"),
+        pytest.param([1.0] * 5, [], {}, "insufficient", math.nan, id="no-candidate-samples"),
+        # A zero baseline median gives no ratio (never a division by zero), so no factor is beyond it.
+        pytest.param([0.0] * 5, [1.0] * 5, {}, "unchanged", math.nan, id="zero-baseline"),
+        pytest.param(SEP_LOW, [x * 2 for x in SEP_LOW], {}, "worse", 2.0, id="min-samples-exactly"),
+        # Eight each could reject (min p 2/12870), but fewer than min_samples is never judged.
+        pytest.param(
+            SEP_LOW[:4] * 2, SEP_HIGH[:4] * 2, {"min_samples": 10}, "insufficient", 1.075 / 0.975, id="below-min"
+        ),
+        # Three against three: the smallest p any data can give is 0.1, which is not below alpha 0.1.
+        pytest.param([1, 2, 3], [4, 5, 6], {"alpha": 0.1, "min_samples": 3}, "insufficient", 2.5, id="min-p-at-alpha"),
+        # One swap in four against four: p = 4/70 exactly; at alpha = 4/70 that is not significant.
+        pytest.param(
+            [1, 2, 3, 5], [4, 6, 7, 8], {"alpha": 4 / 70, "min_samples": 4}, "unchanged", 2.6, id="p-at-alpha"
+        ),
+        pytest.param(
+            [4, 6, 7, 8],
+            [1, 2, 3, 5],
+            {"alpha": 4 / 70, "min_samples": 4},
+            "unchanged",
+            2.5 / 6.5,
+            id="p-at-alpha-faster",
+        ),
+        pytest.param(SEP_LOW, SEP_HIGH, {}, "unchanged", 1.1, id="ratio-at-factor"),  # 1.1 is not beyond 1.10
+        pytest.param(SEP_HIGH, SEP_LOW, {}, "unchanged", 1 / 1.1, id="ratio-at-inverse-factor"),
+        pytest.param(SEP_HIGH, SEP_LOW + [0.5], {}, "better", 0.975 / 1.1, id="faster"),
+    ],
+)
+def test_compare_samples_at_each_limit(b: list[float], c: list[float], th: dict, status: str, ratio: float) -> None:
+    got = gate.compare_samples(b, c, thresholds.Thresholds(**th))
+    assert got.status == status
+    assert got.ratio == pytest.approx(ratio, nan_ok=True)
+    if status == "insufficient":
+        assert got.p is None
+    else:  # the p-value the verdict rests on, as the row prints it
+        assert got.p == mann_whitney_u(b, c).p
+
+
+def _row(status: str, *, fails: bool = False, category: str = "speed") -> gate.Row:
+    return gate.Row(
+        category=category, subject="s", status=gate.Status(status), baseline="", candidate="", change="", fails=fails
+    )
+
+
+def test_the_summary_line_counts_rows_by_status_and_failures_by_category() -> None:
+    result = lambda rows: gate.GateResult(baseline="b", candidate="c", thresholds="t", rows=rows)  # noqa: E731
+    assert result([]).summary() == "NOTHING COMPARED: neither side has case, bench or compile records"
+    rows = [_row("better"), _row("unchanged"), _row("unchanged"), _row("new")]
+    assert result(rows).count("unchanged") == 2
+    assert result(rows).summary() == "GATE PASSED: no regression (1 better, 2 unchanged)"
+    rows += [_row("worse", fails=True), _row("missing", fails=True, category="compile")]
+    assert result(rows).summary() == "GATE FAILED: 2 regressions (compile 1, speed 1)"
+    assert result(rows[:5]).summary() == "GATE FAILED: 1 regression (speed 1)"
+    rows.append(_row("insufficient", fails=True))
+    assert result(rows).summary() == "GATE FAILED: 3 regressions (compile 1, speed 2)"
+
+
+def test_a_new_failure_row_shows_the_shrunk_failure_with_a_repro_file(tmp_path: Path) -> None:
+    # Four new failures: the row's example is the smallest shrunk one with a repro file, though it
+    # is not the first, not the only shrunk one, and not the smallest failure.
+    repro = tmp_path / "failures" / "f.json"
+    sizes = {1: 8, 2: 16, 3: 64, 4: 32, 5: 128}
+    recs = [
+        rb.case_record(CAND, rb.case(1, q_len=8), fail_quantity="out"),
+        rb.case_record(CAND, rb.case(2, q_len=16), fail_quantity="out", shrunk=True),
+        rb.case_record(CAND, rb.case(3, q_len=64), fail_quantity="out", shrunk=True, failure_file=str(repro)),
+        rb.case_record(CAND, rb.case(4, q_len=32), fail_quantity="out", shrunk=True, failure_file=str(repro)),
+        rb.case_record(CAND, rb.case(5, q_len=128)),  # fixed: failing in the baseline only
+    ]
+    base = [
+        rb.case_record(BASE, rb.case(s, q_len=q), fail_quantity="out" if s == 5 else None) for s, q in sizes.items()
+    ]
+    (row,) = gate.correctness_rows(_records(*base), _records(*recs), _th())
+    assert (row.status, row.fails) == ("worse", True)
+    assert (row.baseline, row.candidate, row.change) == ("5 cases, 1 failing", "5 cases, 4 failing", "+4 new failing")
+    assert f"new failure: {rb.case(4, q_len=32)}:" in row.detail
+    assert row.detail.endswith(f"; repro: python -m harness repro {repro}")
+    (row,) = gate.correctness_rows(_records(), _records(*recs), _th())  # never run by the baseline: new failures
+    assert (row.status, row.baseline) == ("worse", "not run")
+
+
+def test_a_compile_figure_missing_on_a_side_is_not_compared() -> None:
+    b = _records(rb.compile_record(BASE))
+    c = _records(rb.compile_record(CAND))
+    c.compiles[0].memory.pop("temp")
+    fields = {
+        r.subject.rsplit(" ", 1)[-1]
+        for r in gate.compile_rows(b, c, _th(limits=tuple(map(Limit.parse, ("temp_bytes:5%", "output_bytes:5%")))))
+    }
+    assert fields == {"output_bytes"}
+
+
+def test_correctness_rows_for_each_movement() -> None:
+    fails = {("base", "fixed"), ("base", "both"), ("cand", "both")}
+    recs = {side: [] for side in ("base", "cand")}
+    for impl, sides in (("both", "base cand"), ("gone", "base"), ("added", "cand"), ("fixed", "base cand")):
+        for side in sides.split():
+            for s in (1, 2):  # two cases; the second fails where `fails` says
+                fail = "out" if s == 2 and (side, impl) in fails else None
+                recs[side].append(rb.case_record(side, rb.case(s), implementation=impl, fail_quantity=fail))
+    rows = {r.subject: r for r in gate.correctness_rows(_records(*recs["base"]), _records(*recs["cand"]), _th())}
+    got = {k: (r.status, r.fails, r.baseline, r.candidate, r.change) for k, r in rows.items()}
+    assert got == {
+        "added": ("new", False, "not run", "2 cases, 0 failing", "not run by the baseline"),
+        "both": ("unchanged", False, "2 cases, 1 failing", "2 cases, 1 failing", "no new failure; 1 failing in both"),
+        "fixed": ("better", False, "2 cases, 1 failing", "2 cases, 0 failing", "1 fixed"),
+        "gone": ("missing", True, "2 cases, 0 failing", "not run", "not run by the candidate"),
+    }
+    th = _th(fail_on_missing=False)
+    assert not {r.subject: r for r in gate.correctness_rows(_records(*recs["base"]), _records(), th)}["gone"].fails
+
+
+def _pair(impl: str, seed: int, before: float, after: float, *, identical: bool = False, replay: str | None = None):  # noqa: ANN202
+    q = drift.QuantityDrift(quantity="out", before=before, after=after, bound_before=1e-3, bound_after=1e-3)
+    return drift.CaseDrift(
+        implementation=impl,
+        case_id=f"c{seed}",
+        case=rb.case(seed).to_json(),
+        identical=identical,
+        passed_before=True,
+        passed_after=True,
+        quantities=(q,),
+        replay=replay,
+    )
+
+
+def test_drift_rows_name_the_worst_pair_beyond_the_factor() -> None:
+    pairs = [
+        _pair("calm", 1, 1e-4, 1.2e-4),
+        _pair("calm", 2, 1e-4, 1.45e-4, identical=True),  # the same bits: its truth moved, not the kernel
+        _pair("calm", 3, 1e-4, math.nan),  # no growth to speak of
+        _pair("drifted", 4, 1e-4, 3e-4, replay="/s/drift/a.json"),
+        _pair("drifted", 5, 1e-4, 5e-4, replay="/s/drift/b.json"),
+        _pair("drifted", 6, 1e-4, 1e-4),
+    ]
+    calm, drifted = gate.drift_rows(pairs, _th())
+    assert (calm.subject, calm.status, calm.fails, calm.category) == ("calm paired cases", "unchanged", False, "drift")
+    assert (calm.baseline, calm.candidate, calm.change) == ("3 cases", "1 bit-identical", "2 moved, within limit")
+    assert calm.detail == "largest error growth x1.20; limit x1.5"
+    assert (drifted.status, drifted.fails, drifted.change) == ("worse", True, "2 drifted")
+    assert drifted.detail.startswith(f"2 cases beyond x1.5 (even where both sides pass); worst {rb.case(5)}: out err")
+    assert drifted.detail.endswith("; replay: python -m harness repro /s/drift/b.json")
+    (still,) = gate.drift_rows([_pair("x", 1, 1e-4, 1e-4, identical=True)], _th())
+    assert (still.status, still.detail) == ("unchanged", "no error moved; limit x1.5")
+
+
+def test_compile_rows_for_each_movement() -> None:
+    boom = "Mosaic failed: boom"
+    b = _records(
+        rb.compile_record(BASE, topology="v4:1x1x1", ok=False, error="old"),  # fixed
+        rb.compile_record(BASE, topology="v5p:1x1x1", ok=False, error="old"),  # fails in both
+        rb.compile_record(BASE, topology="v6e:1x1"),  # new failure, beside a passing record
+    )
+    c = _records(
+        rb.compile_record(CAND, topology="v4:1x1x1"),
+        rb.compile_record(CAND, topology="v5p:1x1x1", ok=False, error="old"),
+        rb.compile_record(CAND, topology="v6e:1x1"),
+        rb.compile_record(CAND, topology="v6e:1x1", ok=False, error=boom),
+        rb.compile_record(CAND, topology="v5e:1x1", ok=False, error=boom),  # a new check, failing
+        rb.compile_record(CAND, topology="v5e:2x2"),  # a new check, passing
+    )
+    rows = {r.subject.split(" on ")[1]: r for r in gate.compile_rows(b, c, _th())}
+    got = {k: (r.category, r.status, r.fails, r.baseline, r.candidate, r.change) for k, r in rows.items()}
+    assert got == {
+        "v4:1x1x1": ("compile", "better", False, "fails", "compiles", "fixed"),
+        "v5p:1x1x1": ("compile", "unchanged", False, "fails", "fails", "fails in both"),
+        "v6e:1x1": ("compile", "worse", True, "compiles", "fails", "new failure"),
+        "v5e:1x1": ("compile", "worse", True, "not run", "fails", "new failure"),
+        "v5e:2x2": ("compile", "new", False, "not run", "compiles", "not compiled by the baseline"),
+    }
+    assert rows["v6e:1x1"].detail.startswith(f"new compile failure: {boom}")
+
+
+def test_memory_rows_judge_the_median_of_each_side() -> None:
+    temp = rb.MEMORY["temp"]
+    b = _records(*(rb.compile_record(BASE, memory={"temp": t}) for t in (temp, 3 * temp, 2 * temp)))
+    c = _records(rb.compile_record(CAND, memory={"temp": int(2.2 * temp)}))
+    (row,) = gate.compile_rows(b, c, _th())
+    assert (row.category, row.subject) == ("memory", "pallas_flash fwd mha_f32_256 on v5e:1x1 temp_bytes")
+    assert (row.status, row.fails, row.baseline, row.candidate) == ("worse", True, "4.00 MiB", "4.40 MiB")
+
+
+def test_speed_rows_for_each_movement() -> None:
+    TI = "tpu_interpret (cpu:0)"  # noqa: N806 - where the records were timed
+    slow = rb.timings(0.020, 10)
+    b = _records(
+        rb.bench_record(BASE, rb.timings(0.010, 10)),
+        rb.bench_record(BASE, rb.timings(0.010, 3), pass_="fwd_bwd"),  # 3 + 3 samples, pooled: 6
+        rb.bench_record(BASE, rb.timings(0.010, 3, seed=1), pass_="fwd_bwd"),
+        rb.bench_record(BASE, rb.timings(0.010), shape="gone"),
+    )
+    c = _records(
+        rb.bench_record(CAND, slow),
+        rb.bench_record(CAND, slow, backend="tpu"),  # timed on a backend the baseline has not: not compared
+        rb.bench_record(CAND, [x * 2 for x in rb.timings(0.010, 6, seed=2)], pass_="fwd_bwd"),
+        rb.bench_record(CAND, rb.timings(0.010), shape="added"),
+    )
+    rows = gate.speed_rows(b, c, _th())
+    got = [(r.subject, r.status, r.fails, r.baseline, r.candidate) for r in rows]
+    assert got == [
+        ("pallas_flash fwd added", "new", False, "not run", f"{TI}"),
+        ("pallas_flash fwd gone", "missing", True, f"{TI}", "not run"),
+        (f"pallas_flash fwd mha_f32_256 on {TI}", "worse", True, "10 ms (n=10)", "20 ms (n=10)"),
+        (f"pallas_flash fwd_bwd mha_f32_256 on {TI}", "worse", True, "9.99 ms (n=6)", "20 ms (n=6)"),
+    ]
+    assert all(r.category == "speed" for r in rows)
+    assert not [r for r in gate.speed_rows(b, c, _th(fail_on_missing=False)) if r.status == "missing"][0].fails
+
+
+def _leak(run_id: str, impl: str, *, passed: bool = True) -> dict:
+    growing = [] if passed else ["rss grows 1.0 MiB per call"]
+    return LeakRecord(run_id=run_id, implementation=impl, variant="fwd-run", passed=passed, growing=growing).to_json()
+
+
+def test_leak_rows_judge_the_candidate_and_name_the_repro() -> None:
+    b = _records(_leak(BASE, "fixed", passed=False), _leak(BASE, "flat"), _leak(BASE, "grew"), _leak(BASE, "gone"))
+    c = _records(_leak(CAND, "fixed"), _leak(CAND, "flat"), _leak(CAND, "grew", passed=False), _leak(CAND, "added"))
+    rows = {r.subject: r for r in gate.leak_rows(b, c)}
+    got = {k: (r.category, r.status, r.fails, r.baseline, r.candidate) for k, r in rows.items()}
+    assert got == {
+        "added fwd-run": ("leak", "new", False, "not run", "flat"),
+        "fixed fwd-run": ("leak", "better", False, "leaks", "flat"),
+        "flat fwd-run": ("leak", "unchanged", False, "flat", "flat"),
+        "grew fwd-run": ("leak", "worse", True, "flat", "leaks"),
+    }
+    assert rows["grew fwd-run"].detail == (
+        "memory grows with calls: rss grows 1.0 MiB per call; repro: python -m harness leak --kernel grew"
+    )
+
+
+def test_the_result_lists_the_twenty_largest_drifts() -> None:
+    pairs = [_pair("k", s, 1e-4, 1e-4 * (1 + s / 100)) for s in range(1, 23)]
+    result = gate.GateResult(baseline="b", candidate="c", thresholds="t", rows=[], drift=pairs)
+    assert [d.case_id for d in result.largest_drifts()] == [f"c{s}" for s in range(22, 2, -1)]
+    assert [d.case_id for d in result.largest_drifts(2)] == ["c22", "c21"]
+
+
+def test_compare_lists_failures_first_and_keeps_every_pair() -> None:
+    base = [rb.case_record(BASE, rb.case(s), implementation=impl) for impl in ("a", "gone") for s in (1, 2)]
+    cand = [rb.case_record(CAND, rb.case(1), implementation="a")]
+    cand.append(rb.case_record(CAND, rb.case(2), implementation="a", fail_quantity="out"))
+    b, c = (
+        _records(*base, rb.bench_record(BASE, rb.timings(0.01))),
+        _records(*cand, rb.bench_record(CAND, rb.timings(0.01))),
+    )
+    result = gate.compare(b, c, _th(source="t.toml"), labels=("jax 0.9", "jax 0.10"))
+    got = [(r.category, r.subject, r.status, r.fails) for r in result.rows]
+    assert got == [
+        ("correctness", "a", "worse", True),
+        ("correctness", "gone", "missing", True),
+        ("drift", "a paired cases", "unchanged", False),
+        ("speed", "pallas_flash fwd mha_f32_256 on tpu_interpret (cpu:0)", "unchanged", False),
+    ]
+    assert (result.baseline, result.candidate, result.thresholds) == ("jax 0.9", "jax 0.10", "t.toml")
+    # Every case run on both sides, largest error growth first (case 2 went from 0.3 to 5 bounds).
+    assert [(d.implementation, d.case_id) for d in result.drift] == [("a", rb.case(s).case_id) for s in (2, 1)]
+
+
+def test_incomplete_records_fail_on_either_side_once_anything_is_compared() -> None:
+    b, c = _records(rb.case_record(BASE, rb.case(1))), _records(rb.case_record(CAND, rb.case(1)))
+    b.problems.append("base/records/x.json")
+    c.problems.append("cand/records/y.json")
+    rows = gate.incomplete_rows(b, c)
+    assert [(r.category, r.subject, r.status, r.fails) for r in rows] == [
+        ("records", "baseline", "incomplete", True),
+        ("records", "candidate", "incomplete", True),
+    ]
+    assert rows[1].detail == "unreadable or invalid record: cand/records/y.json"
+    assert [r.status for r in gate.compare(b, c, _th()).rows] == ["incomplete", "incomplete", "unchanged", "unchanged"]
+    empty = _records()
+    empty.problems.append("z.json")
+    assert gate.compare(empty, empty, _th()).rows == []  # nothing compared: bad input, never a verdict

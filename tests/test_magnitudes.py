@@ -134,3 +134,19 @@ def test_each_row_is_stabilised_by_its_own_largest_logit():
     got, want = term_magnitudes(case, x), brute_force(case, x)
     for quantity in want:
         assert got[quantity] == pytest.approx(want[quantity], rel=1e-12), quantity
+
+
+@pytest.mark.parametrize("sinks", [False, True])
+def test_magnitudes_below_1_are_not_rounded_up(sinks: bool) -> None:
+    # Inputs scaled near 0: every magnitude is below 1 (the lse one is log 2 without sinks, log 3
+    # with), so a maximum started at 1, or a masked logit or a row without keys counted as 1, would show.
+    case = Case(batch=1, q_heads=2, kv_heads=1, q_len=3, kv_len=2, head_dim=2, mask=Mask(causal="bottom_right"))
+    case = case.replace(sinks=sinks)
+    x = make_inputs(case)
+    small = {name: getattr(x, name) * np.float32(1e-3) for name in ("q", "v", "dout")}
+    x = dataclasses.replace(x, **small, sinks=None if x.sinks is None else x.sinks * np.float32(1e-3))
+    assert x.empty.any() and not x.visible.all()
+    got, want = term_magnitudes(case, x), brute_force(case, x)
+    assert all(m < 1 for q, m in want.items() if q != "lse" or not sinks)
+    for quantity in want:
+        assert got[quantity] == pytest.approx(want[quantity], rel=1e-12), quantity

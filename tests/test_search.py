@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from harness.core import profiles
 from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
+from harness.core.smoke import smoke_cases
 from harness.running import runner as harness_runner
 from harness.running import search as search_module
 from harness.running.runner import CaseResult, SubjectResult
@@ -357,3 +358,38 @@ def test_an_interrupt_that_hypothesis_turned_into_another_error_stops_the_search
 
     with pytest.raises(AssertionError, match="a real one"):
         _interrupts_as_themselves(harness_bug)
+
+
+def _smoke(n: int) -> list[Case]:
+    return [Case(batch=1, q_heads=1, kv_heads=1, q_len=8, kv_len=8, head_dim=8, seed=s) for s in range(n)]
+
+
+def test_smoke_cases_run_first_and_drawn_cases_are_new_and_owned(stand_in):
+    owned = lambda c: c.seed % 2 == 0  # noqa: E731 - this shard's share
+    smoke = _smoke(3)
+    search(_fakes.CORRECT, [], examples=5, seed=1, profile="dev", grads=False, smoke=smoke, owns=owned)
+    cases = stand_in.cases
+    assert cases[:2] == [smoke[0], smoke[2]]  # the owned smoke cases, first and in order
+    assert len(cases) == 5 and len(set(cases)) == 5  # counted in `examples`; none drawn twice
+    assert all(owned(c) for c in cases)
+    stand_in.calls.clear()
+    search(_fakes.CORRECT, [], examples=4, seed=1, profile="dev", grads=False, owns=owned)  # a shard, no smoke
+    assert len(stand_in.cases) == 4 and all(owned(c) for c in stand_in.cases)
+
+
+def test_a_budget_the_smoke_set_fills_draws_nothing_more(stand_in):
+    smoke = _smoke(3)
+    search(_fakes.CORRECT, [], examples=2, seed=1, profile="dev", grads=False, smoke=smoke)
+    assert stand_in.cases == smoke[:2]
+    stand_in.calls.clear()
+    search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", grads=False, smoke=True)
+    assert stand_in.cases == smoke_cases(_fakes.CORRECT)[:3]
+
+
+def test_the_interpreter_options_reach_the_runner(stand_in, monkeypatch):
+    seen = []
+    run = lambda case, subj, **kw: seen.append(kw["interpret"]) or stand_in.run_case(case, subj, **kw)  # noqa: E731
+    monkeypatch.setattr(harness_runner, "run_case", run)
+    options = dataclasses.replace(DEFAULT_INTERPRET)
+    search(_fakes.CORRECT, [], examples=2, seed=1, profile="dev", interpret=options)
+    assert len(seen) == 2 and all(o is options for o in seen)

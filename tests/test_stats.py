@@ -17,26 +17,44 @@ def _draw(n: int, shift: float, seed: int) -> list[float]:
 
 
 @pytest.mark.parametrize(
-    ("n1", "n2", "shift"),
-    [(5, 5, 0.0), (5, 5, 3.0), (6, 9, 0.8), (10, 10, 1.0), (20, 30, 0.3), (40, 40, 0.5), (60, 70, 0.4)],
+    ("n1", "n2", "shift", "method"),
+    [
+        (5, 5, 0.0, "exact"),
+        (5, 5, 3.0, "exact"),
+        (6, 9, 0.8, "exact"),
+        (10, 10, 1.0, "exact"),
+        (20, 20, 0.6, "exact"),  # 400 pairs: EXACT_MAX_PAIRS, the largest exact test
+        (20, 30, 0.3, "normal"),
+        (40, 40, 0.5, "normal"),
+        (60, 70, 0.4, "normal"),
+    ],
 )
-def test_matches_scipy(n1: int, n2: int, shift: float) -> None:
+def test_matches_scipy(n1: int, n2: int, shift: float, method: str) -> None:
     scipy_stats = pytest.importorskip("scipy.stats")
     a, b = _draw(n1, 0.0, n1), _draw(n2, shift, n2 + 100)
     got = mann_whitney_u(a, b)
-    method = "exact" if got.method == "exact" else "asymptotic"
-    want = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method=method)
+    assert (got.n1, got.n2, got.method) == (n1, n2, method)
+    scipy_method = "exact" if method == "exact" else "asymptotic"
+    want = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method=scipy_method)
     assert got.u == pytest.approx(want.statistic)
     assert got.p == pytest.approx(want.pvalue, rel=1e-9)
 
 
-def test_ties_use_the_corrected_normal_approximation() -> None:
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        pytest.param([1, 2, 2, 3, 3, 3, 4], [2, 3, 4, 4, 5, 5], id="tie-groups"),
+        pytest.param([1, 2, 3], [3, 4, 5], id="one-tied-pair"),  # two equal values are enough
+        pytest.param([1], [2, 2, 2], id="variance-below-1"),  # the tie-corrected variance is 0.75, not 0
+    ],
+)
+def test_ties_use_the_corrected_normal_approximation(a: list[float], b: list[float]) -> None:
     scipy_stats = pytest.importorskip("scipy.stats")
-    a, b = [1, 2, 2, 3, 3, 3, 4], [2, 3, 4, 4, 5, 5]
     got = mann_whitney_u(a, b)
     want = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic")
-    assert got.method == "normal"
+    assert (got.n1, got.n2, got.method) == (len(a), len(b), "normal")
     assert (got.u, got.p) == pytest.approx((want.statistic, want.pvalue))
+    assert got.p < 1
 
 
 def test_separated_samples_reach_the_smallest_p() -> None:
@@ -47,7 +65,12 @@ def test_separated_samples_reach_the_smallest_p() -> None:
 
 
 def test_identical_samples_show_no_difference() -> None:
-    assert mann_whitney_u([0.01] * 8, [0.01] * 8).p == 1.0
+    # Every value equal: each of the 64 pairs is a tie counting 1/2, and the variance is 0.
+    r = mann_whitney_u([0.01] * 8, [0.01] * 8)
+    assert (r.u, r.p, r.n1, r.n2, r.method) == (32, 1.0, 8, 8, "normal")
+    # Exact, no ties, U at its mean: the doubled tail (8 of 6 orders) is capped at 1.
+    r = mann_whitney_u([1.0, 4.0], [2.0, 3.0])
+    assert (r.u, r.p, r.method) == (2, 1.0, "exact")
     same = [0.010, 0.011, 0.012, 0.013, 0.014]
     assert mann_whitney_u(same, list(reversed(same))).p == 1.0
 
@@ -65,7 +88,7 @@ def test_min_p_value_says_when_a_test_cannot_reject() -> None:
     ("a", "b", "match"),
     [
         pytest.param([], [1.0], "samples on both sides", id="empty"),
-        pytest.param([1.0, math.nan], [1.0], "NaN", id="nan"),
+        pytest.param([1.0, math.nan], [1.0], "^mann_whitney_u: samples contain NaN; drop them", id="nan"),
     ],
 )
 def test_bad_samples(a: list[float], b: list[float], match: str) -> None:
