@@ -377,10 +377,18 @@ def test_smoke_cases_run_first_and_drawn_cases_are_new_and_owned(stand_in):
     assert len(stand_in.cases) == 4 and all(owned(c) for c in stand_in.cases)
 
 
+def test_drawn_cases_skip_the_smoke_case_hypothesis_would_draw_first(stand_in):
+    first = search(_fakes.CORRECT, [], examples=1, profile="ci", grads=False).results[0].case
+    stand_in.calls.clear()
+    search(_fakes.CORRECT, [], examples=2, profile="ci", grads=False, smoke=[first])
+    assert stand_in.cases[0] == first and len(stand_in.cases) == 2 and stand_in.cases[1] != first
+
+
 def test_a_budget_the_smoke_set_fills_draws_nothing_more(stand_in):
     smoke = _smoke(3)
-    search(_fakes.CORRECT, [], examples=2, seed=1, profile="dev", grads=False, smoke=smoke)
+    outcome = search(_fakes.CORRECT, [], examples=2, seed=1, profile="dev", grads=False, smoke=smoke)
     assert stand_in.cases == smoke[:2]
+    assert [r.case for r in outcome.results] == smoke[:2] and outcome.passed  # the outcome, not nothing
     stand_in.calls.clear()
     search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", grads=False, smoke=True)
     assert stand_in.cases == smoke_cases(_fakes.CORRECT)[:3]
