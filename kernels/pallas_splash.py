@@ -40,7 +40,7 @@ from harness.core import coverage as cov
 from harness.core.case import Case
 from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
 from harness.core.inputs import Inputs
-from harness.core.masks import MASK_COMPONENTS, SOME_KEY_VISIBLE, Mask
+from harness.core.masks import MASK_COMPONENTS, SOME_KEY_VISIBLE, Mask, shows_some_key
 from kernels._pallas import LANES, TpuKernel, block_names, lane_tiles
 
 # Every tile is whole multiples of the 128 TPU lanes (LANES): the kernel raises "bkv_compute=...
@@ -372,21 +372,13 @@ class PallasSplash(TpuKernel):
                     out.append(f"{self.name} takes no {name}")
         return out
 
-    def _diagonals(self, case: Case) -> list[int | None]:
-        """Per batch row, the diagonal of its kernel: bottom-right causal with lengths sits at each row's own."""
-        lengths = case.mask.lengths
-        if lengths is None or case.mask.causal != "bottom_right":
-            return [None] * case.batch
-        return [end - q for q, _, end in (lengths.valid(b, case.q_len, case.kv_len) for b in range(case.batch))]
-
     def _asserts_on_hidden_mask(self, case: Case) -> bool:
         """Whether building the kernel for a mask that hides every key in every head fails splash's own
         assertion (it does for identical heads: an empty grid after shrinking), asked of the library by
-        building it: only such masks are tried (a dense check first), so a drawn case costs nothing."""
-        for d in set(self._diagonals(case)):
-            mask = splash_mask(case.mask, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len, diagonal=d)
-            if any(m[:, :].any() for m in mask.masks):
-                continue
+        building it, only for a mask that hides every key (masks.shows_some_key)."""
+        if shows_some_key(case.mask, batch=case.batch, q_len=case.q_len, kv_len=case.kv_len):
+            return False
+        for d in set(case.mask.diagonals(batch=case.batch, q_len=case.q_len, kv_len=case.kv_len)):
             try:
                 self._kernel(case, diagonal=d)
             except AssertionError:
@@ -397,8 +389,8 @@ class PallasSplash(TpuKernel):
         """f(q, k, v[, sinks]) over the batch: the output [B, Hq, Lq, D], or with `residuals` the logsumexp
         [B, Hq, Lq]. The sinks are an argument, so jax.vjp gives splash's own dsinks."""
         scale = case.sm_scale
-        # One kernel per diagonal (_diagonals).
-        diagonals = self._diagonals(case)
+        # One kernel per diagonal: bottom-right causal with lengths sits at each row's own.
+        diagonals = case.mask.diagonals(batch=case.batch, q_len=case.q_len, kv_len=case.kv_len)
         kernels = {d: self._kernel(case, residuals=residuals, diagonal=d) for d in set(diagonals)}
         ids = segment_ids(case)
         seg = None if ids is None else (jnp.asarray(ids[0]), jnp.asarray(ids[1]))

@@ -112,6 +112,20 @@ def _maxabs(a: np.ndarray) -> float:
     return float(np.max(np.abs(a))) if a.size else 0.0
 
 
+def _failed(quantity: str, note: str, *, oracle_abs: float = np.nan, bound: float = np.nan) -> Comparison:
+    """A comparison that failed before any error could be measured (infinite error and ratio)."""
+    return Comparison(
+        quantity=quantity,
+        max_abs=np.inf,
+        max_rel=np.inf,
+        oracle_abs=oracle_abs,
+        ratio=np.inf,
+        bound=bound,
+        passed=False,
+        note=note,
+    )
+
+
 def compare(
     quantity: str,
     got: np.ndarray | None,
@@ -127,27 +141,9 @@ def compare(
     magnitude: the floor's scale (default max|truth|); rows: bool mask on leading axes.
     """
     if got is None:
-        return Comparison(
-            quantity=quantity,
-            max_abs=np.inf,
-            max_rel=np.inf,
-            oracle_abs=np.nan,
-            ratio=np.inf,
-            bound=np.nan,
-            passed=False,
-            note="not computed",
-        )
+        return _failed(quantity, "not computed")
     if got.shape != truth.shape:
-        return Comparison(
-            quantity=quantity,
-            max_abs=np.inf,
-            max_rel=np.inf,
-            oracle_abs=np.nan,
-            ratio=np.inf,
-            bound=np.nan,
-            passed=False,
-            note=f"shape {got.shape} != {truth.shape}",
-        )
+        return _failed(quantity, f"shape {got.shape} != {truth.shape}")
     if rows is not None:
         got, truth, oracle = got[rows], truth[rows], oracle[rows]
     scale = _maxabs(truth)
@@ -156,16 +152,8 @@ def compare(
     bad = ~np.isfinite(got) & np.isfinite(truth)
     if bad.any():
         n = int(bad.sum())
-        return Comparison(
-            quantity=quantity,
-            max_abs=np.inf,
-            max_rel=np.inf,
-            oracle_abs=oracle_abs,
-            ratio=np.inf,
-            bound=bound,
-            passed=False,
-            note=f"{n} non-finite values where the truth is finite",
-        )
+        note = f"{n} non-finite values where the truth is finite"
+        return _failed(quantity, note, oracle_abs=oracle_abs, bound=bound)
     err = _maxabs(got - truth)
     ratio = err / oracle_abs if oracle_abs > 0 else (0.0 if err == 0 else np.inf)
     return Comparison(

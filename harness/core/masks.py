@@ -426,6 +426,13 @@ class Mask:
             for m in self.heads:
                 m.validate(batch=batch, q_len=q_len, kv_len=kv_len)
 
+    def diagonals(self, *, batch: int, q_len: int, kv_len: int) -> list[int | None]:
+        """Per batch row, where bottom-right causal sits (visible_2d's diagonal): with lengths, the row's
+        own (its last valid query against its last valid key); else None, kv_len - q_len."""
+        if self.lengths is None or self.causal != "bottom_right":
+            return [None] * batch
+        return [end - q for q, _, end in (self.lengths.valid(b, q_len, kv_len) for b in range(batch))]
+
     def visible_2d(self, q_len: int, kv_len: int, *, diagonal: int | None = None) -> np.ndarray:
         """The [q_len, kv_len] visibility of the components shared by every batch row and head.
 
@@ -499,10 +506,7 @@ def shows_some_key(mask: Mask, *, batch: int, q_len: int, kv_len: int) -> bool:
     """Whether the shape components, shared and per head, let some query of some head see some key, at
     every diagonal the batch rows use (bottom-right causal with lengths sits at each row's own): the
     SOME_KEY_VISIBLE restriction. Segments and lengths are not looked at."""
-    diagonals: set[int | None] = {None}
-    if mask.lengths is not None and mask.causal == "bottom_right":
-        diagonals = {end - q for q, _, end in (mask.lengths.valid(b, q_len, kv_len) for b in range(batch))}
-    for d in diagonals:
+    for d in set(mask.diagonals(batch=batch, q_len=q_len, kv_len=kv_len)):
         shared = mask.visible_2d(q_len, kv_len, diagonal=d)
         heads = [shared & h.visible_2d(q_len, kv_len, diagonal=d) for h in mask.heads] if mask.heads else [shared]
         if not any(h.any() for h in heads):
@@ -529,10 +533,7 @@ def dense_mask(mask: Mask, *, batch: int, heads: int, q_len: int, kv_len: int) -
             vis &= np.stack([m.visible_2d(q_len, kv_len) for m in mask.heads])[None]
     else:
         rows = []
-        for b in range(batch):
-            q, _, end = lengths.valid(b, q_len, kv_len)
-            # Bottom-right causal sits at the row's own last query and last valid key.
-            diagonal = end - q
+        for b, diagonal in enumerate(mask.diagonals(batch=batch, q_len=q_len, kv_len=kv_len)):
             row = mask.visible_2d(q_len, kv_len, diagonal=diagonal) & _row_lengths(lengths, b, q_len, kv_len)
             row = np.broadcast_to(row, (heads, q_len, kv_len))
             if mask.heads is not None:
