@@ -7,6 +7,9 @@ always inside its contract; block sizes come from the implementation's own
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -209,13 +212,17 @@ def masks(draw: st.DrawFn, *, components: frozenset[str], batch: int, q_len: int
         per_head = st.lists(_static(kinds, q_len, kv_len, aligned=aligned), min_size=heads, max_size=heads)
         kw["heads"] = tuple(Mask(**h) for h in draw(per_head))
     if "segments" in components and draw(st.booleans()):
-        if SEGMENTS_SHARED in components:
-            if q_len == kv_len:
-                q_side = draw(segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False))
-                kw["segments"] = Segments(q=q_side.q, kv=q_side.q)
-        else:
-            kw["segments"] = draw(segments(batch=batch, q_len=q_len, kv_len=kv_len))
+        if SEGMENTS_SHARED not in components or q_len == kv_len:
+            kw["segments"] = draw(_segments_of(components, batch=batch, q_len=q_len, kv_len=kv_len))
     return Mask(**kw)
+
+
+def _segments_of(components: frozenset[str], *, batch: int, q_len: int, kv_len: int) -> st.SearchStrategy[Segments]:
+    # SEGMENTS_SHARED: one set of ids for queries and keys (q_len == kv_len), no orphans.
+    if SEGMENTS_SHARED in components:
+        shared = segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False)
+        return shared.map(lambda s: Segments(q=s.q, kv=s.q))
+    return segments(batch=batch, q_len=q_len, kv_len=kv_len)
 
 
 def _kv_formats(caps: Capabilities, dtype: str) -> tuple[str | None, ...]:
@@ -255,10 +262,49 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
     return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case
 
 
+# With a pool, one drawn case in FRESH_ONE_IN is drawn whole instead of from the pool: new
+# shapes keep coming, and shrinking, which moves this choice towards 0, can leave the pool
+# for the smallest failing case of any shape.
+FRESH_ONE_IN = 8
+
+
+@st.composite
+def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tuple[str, ...]) -> Case:
+    """`skeleton` with what its compiled programs take as data drawn anew: the values (seed,
+    regime, so bias values too), segment ids and valid lengths. Everything else, shapes, dtype,
+    blocks, scale and the other mask components, stays (harness.core.pool.program_key)."""
+    components = impl.capabilities.mask_components
+    mask, shape = skeleton.mask, {"batch": skeleton.batch, "q_len": skeleton.q_len, "kv_len": skeleton.kv_len}
+    if mask.segments is not None:
+        mask = dataclasses.replace(mask, segments=draw(_segments_of(components, **shape)))
+    # A sliding window's query lengths follow from its key lengths (sliding_window): kept as drawn.
+    if mask.lengths is not None and mask.window is None:
+        mask = dataclasses.replace(mask, lengths=draw(lengths(components=components, **shape)))
+    return skeleton.replace(mask=mask, regime=draw(st.sampled_from(regimes)), seed=draw(st.integers(0, 2**16)))
+
+
+@st.composite
+def _pooled(
+    draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None, regimes: tuple[str, ...], pool: tuple
+) -> Case:
+    if draw(st.integers(0, FRESH_ONE_IN - 1)) == 0:
+        return draw(_cases(impl, dtypes, regimes))
+    return draw(_reusing(impl, draw(st.sampled_from(pool)), regimes))
+
+
 def cases(
-    impl: Implementation, *, dtypes: tuple[str, ...] | None = None, regimes: tuple[str, ...] = REGIMES
+    impl: Implementation,
+    *,
+    dtypes: tuple[str, ...] | None = None,
+    regimes: tuple[str, ...] = REGIMES,
+    pool: Sequence[Case] | None = None,
 ) -> st.SearchStrategy[Case]:
-    """Cases inside `impl`'s contract; `dtypes` narrows the declared dtypes."""
+    """Cases inside `impl`'s contract; `dtypes` narrows the declared dtypes.
+
+    pool: skeleton cases (harness.core.pool.draw_pool) whose compile-relevant part most cases
+    take (all but one in FRESH_ONE_IN), so that compiled programs are reused within a run;
+    shrinking moves towards the pool's first entry, then out of the pool.
+    """
     if dtypes is not None:
         unsupported = set(dtypes) - set(impl.capabilities.dtypes)
         if unsupported:
@@ -268,4 +314,14 @@ def cases(
     unknown = set(regimes) - set(REGIMES)
     if unknown:
         raise ValueError(f"regimes {sorted(unknown)} are unknown; choose from {REGIMES}")
-    return _cases(impl, dtypes, regimes)
+    if pool is None:
+        return _cases(impl, dtypes, regimes)
+    pool = tuple(pool)
+    if not pool:
+        raise ValueError("pool=() is empty; pass None to draw every case whole, or at least one case")
+    for case in pool:
+        outside = [f"dtype={case.dtype!r} is not among dtypes={dtypes}"] if dtypes and case.dtype not in dtypes else []
+        outside += impl.violations(case)
+        if outside:
+            raise ValueError(f"pool case {case} is outside {impl.name}'s contract: {'; '.join(outside)}")
+    return _pooled(impl, dtypes, regimes, pool)

@@ -24,7 +24,7 @@ import jax
 from hypothesis import given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from harness.core import compat, profiles, strategies
+from harness.core import compat, pool, profiles, strategies
 from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.contract import Implementation
@@ -50,6 +50,11 @@ def _release_freed_memory() -> None:
 @functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL("libc.so.6")
+
+
+# Compiled kernel programs kept at once (see _run_case): a run's pool is its smoke cases
+# (4 for pallas_flash) plus harness.core.pool.extra_entries, 2 for a 20-case ci run.
+LIVE_PROGRAMS = 8
 
 
 class CaseFailed(AssertionError):
@@ -98,14 +103,17 @@ def _run_case(
     An interrupt however it arrived is raised as KeyboardInterrupt; any other exception is
     the harness's (the kernels' own exceptions are results, caught in harness.running.execute).
     """
-    compiled_for = dataclasses.replace(case, seed=0, regime="normal")  # what compiled code depends on
-    if state.get("compiled_for") != compiled_for:
-        # JAX keeps one compiled executable per shape: ~170 MiB a case under the interpreter,
-        # 3 GB after 15 cases. Clearing when the shapes change keeps a run flat
-        # (benchmarks/peak_rss.py) and lets shrink candidates of one shape, which differ
-        # only in values, reuse the compiled kernel.
-        jax.clear_caches()
-        state["compiled_for"] = compiled_for
+    program = pool.program_key(case)  # what compiled code depends on
+    live = state.setdefault("programs", set())
+    if program not in live:
+        # JAX keeps every compiled executable (30-60 MiB each for pallas_flash under the
+        # interpreter, measured) until its caches are cleared: cleared when a new program
+        # would make more than LIVE_PROGRAMS, so a run's memory stays bounded
+        # (benchmarks/peak_rss.py) while cases from the run's pool reuse their programs.
+        if len(live) >= LIVE_PROGRAMS:
+            jax.clear_caches()
+            live.clear()
+        live.add(program)
     try:
         return runner.run_case(case, subjects, grads=grads, time_limit=time_limit, interpret=interpret)
     except Exception as e:  # noqa: BLE001 - sorted into an interrupt or a harness error
@@ -158,6 +166,7 @@ def search(
     interpret: InterpretOptions = DEFAULT_INTERPRET,
     shrink_runs: int | None = None,
     smoke: bool | Sequence[Case] = False,
+    reuse: bool = True,
     owns: Callable[[Case], bool] | None = None,
     on_result: Callable[[CaseResult], None] = lambda r: None,
 ) -> SearchOutcome:
@@ -168,8 +177,10 @@ def search(
     shrink_runs overrides the profile's shrink budget in cases. smoke: start with the kernel's
     smoke cases (harness.core.smoke; or these cases, a shard's share of them), counted in `examples`;
     a failing smoke case is reported as it is (it is already the smallest case with its
-    features) and the search stops there. owns: only cases it is true of are drawn and
-    checked (a shard's part of the search, harness.running.shards).
+    features) and the search stops there. reuse: drawn cases take their compile-relevant part
+    from a pool drawn for this run (harness.core.pool), so compiled programs serve several cases.
+    owns: only cases it is true of are drawn and checked (a shard's part of the search,
+    harness.running.shards).
     """
     compat.enable_compilation_cache()
     outcome = SearchOutcome(kernel=kernel.name, results=[])
@@ -179,7 +190,7 @@ def search(
     # Hypothesis may reach one case through several choice sequences, and replays the
     # minimal one at the end; a case's result is deterministic, so each runs once.
     seen: dict[Case, CaseResult] = {}
-    state: dict = {"failing_since": None, "best": None, "compiled_for": None}
+    state: dict = {"failing_since": None, "best": None, "programs": set()}
     started = time.perf_counter()
 
     # `check`'s source is kept as it was: under a derandomized profile Hypothesis seeds its
@@ -218,8 +229,8 @@ def search(
 
     base = profiles.get(profile)
     budget_cases = base.max_examples if examples is None else examples
-    smoke_set = [c for c in (smoke_cases(kernel) if smoke is True else smoke or []) if owns is None or owns(c)]
-    smoke_set = smoke_set[:budget_cases]
+    all_smoke = smoke_cases(kernel) if smoke is True else list(smoke or [])
+    smoke_set = [c for c in all_smoke if owns is None or owns(c)][:budget_cases]
     overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1)}
     if seed is not None:
         overrides["derandomize"] = False
@@ -228,7 +239,13 @@ def search(
         overrides["database"] = DirectoryBasedExampleDatabase(str(database))
     else:
         overrides["database"] = None
-    drawn = strategies.cases(kernel)
+    skeletons = None
+    if reuse:
+        # With every shard's smoke cases: their programs are the run's most common ones. The pool is
+        # drawn from the seed and this search's budget, so a shard draws the same pool every time.
+        extra = pool.extra_entries(budget_cases)
+        skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=all_smoke)
+    drawn = strategies.cases(kernel, pool=skeletons)
     if owns is not None or smoke_set:
         # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
         smoked = set(smoke_set)
