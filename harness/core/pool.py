@@ -31,7 +31,7 @@ from harness.core.case import REGIMES, Case
 from harness.core.contract import Implementation
 from harness.core.masks import Lengths, Segments
 
-__all__ = ["draw_pool", "extra_entries", "pool_seed", "program_key"]
+__all__ = ["draw_pool", "extra_entries", "pool_seed", "program_key", "size"]
 
 # One extra pool entry per this many cases of a run: each compiled program then serves about
 # this many cases (a new program costs ~3 CPU s, a reused one ~0.35 s), and a 500-case
@@ -110,8 +110,8 @@ def draw_pool(
     dtypes: tuple[str, ...] | None = None,
     regimes: tuple[str, ...] = REGIMES,
 ) -> tuple[Case, ...]:
-    """The smoke cases' skeletons, then `extra` drawn skeletons that add the most uncovered feature
-    pairs, and among those the most field values (SPREAD) no entry has yet.
+    """The smoke cases' skeletons and `extra` drawn skeletons that add the most uncovered feature
+    pairs, and among those the most field values (SPREAD) no entry has yet; smallest first.
 
     Skeletons are distinct by program_key; fewer than asked come back when the contract has
     fewer distinct programs than that.
@@ -142,4 +142,10 @@ def draw_pool(
         pool[key] = candidates.pop(key)
         covered |= _pairs(pool[key], impl, declared)
         seen |= _values(pool[key])
-    return tuple(pool.values())
+    # Smallest first: shrinking moves towards the first entry, so an earlier entry must be a smaller case.
+    return tuple(sorted(pool.values(), key=size))
+
+
+def size(case: Case) -> tuple[int, int, int]:
+    """How large a case is: its q k^T work, then heads, then batch (what shrinking should lower)."""
+    return (case.batch * case.q_heads * case.q_len * case.kv_len * case.head_dim, case.q_heads, case.batch)

@@ -262,9 +262,11 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
     return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case
 
 
-# With a pool, one drawn case in FRESH_ONE_IN is drawn whole instead of from the pool: new
-# shapes keep coming, and shrinking, which moves this choice towards 0, can leave the pool
-# for the smallest failing case of any shape.
+# With a pool, one drawn case in FRESH_ONE_IN is drawn whole instead of from the pool, so new
+# shapes keep coming. The fresh branch is the choice's last value: the shrinker moves choices
+# towards 0, so a failure drawn fresh is tried on pool entries first (cheap: compiled already),
+# then shrunk as a whole case; a failure drawn from the pool shrinks to the first (smallest)
+# entry that fails, with its data shrunk.
 FRESH_ONE_IN = 8
 
 
@@ -287,7 +289,7 @@ def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tup
 def _pooled(
     draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None, regimes: tuple[str, ...], pool: tuple
 ) -> Case:
-    if draw(st.integers(0, FRESH_ONE_IN - 1)) == 0:
+    if draw(st.integers(0, FRESH_ONE_IN - 1)) == FRESH_ONE_IN - 1:
         return draw(_cases(impl, dtypes, regimes))
     return draw(_reusing(impl, draw(st.sampled_from(pool)), regimes))
 
@@ -301,9 +303,9 @@ def cases(
 ) -> st.SearchStrategy[Case]:
     """Cases inside `impl`'s contract; `dtypes` narrows the declared dtypes.
 
-    pool: skeleton cases (harness.core.pool.draw_pool) whose compile-relevant part most cases
-    take (all but one in FRESH_ONE_IN), so that compiled programs are reused within a run;
-    shrinking moves towards the pool's first entry, then out of the pool.
+    pool: skeleton cases (harness.core.pool.draw_pool), smallest first, whose compile-relevant
+    part most cases take (all but one in FRESH_ONE_IN), so that compiled programs are reused
+    within a run; a failure from the pool shrinks towards its first entries.
     """
     if dtypes is not None:
         unsupported = set(dtypes) - set(impl.capabilities.dtypes)
