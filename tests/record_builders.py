@@ -76,7 +76,24 @@ def run_record(
         more={
             "kernels": ["pallas_flash"],
             "summary": [
-                {"kernel": "pallas_flash", "examples": 12, "failed": 0, "seconds": 30.0, "status": "PASS", "worst": 0.4}
+                {
+                    "kernel": "pallas_flash",
+                    "examples": 12,
+                    "failed": 0,
+                    "seconds": 30.0,
+                    "status": "PASS",
+                    "worst": 0.4,
+                    # harness.core.features.Coverage.to_json of the run's first cases.
+                    "pairwise": {
+                        "cases": 12,
+                        "features": 14,
+                        "declared_features": 15,
+                        "pairs": 80,
+                        "declared_pairs": 82,
+                        "missing_pairs": ["dtype:float16 + mask:segments", "mask:bias + tiling:several_minor"],
+                        "pair_share": 80 / 82,
+                    },
+                }
             ],
             "placement": {"references": "cpu:0", "pallas_flash": "cpu:0", "torch_sdpa": "cpu"},
         },

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.core import contract, features
 from harness.core.case import Case
 from harness.core.masks import Mask, Segments
@@ -69,3 +71,10 @@ def test_coverage_counts_the_pairs_of_the_first_cases_only():
     assert "lengths:equal + regime:large" not in both.missing_pairs
     assert both.pairs > one.pairs and both.pair_share == both.pairs / total
     assert "first 2 cases" in both.line()
+
+
+def test_coverage_reads_back_what_it_writes_and_names_a_missing_field():
+    covered = features.coverage(_fakes.CORRECT, [Case(1, 1, 1, 16, 32, 64)])
+    assert features.Coverage.from_json(covered.to_json()) == covered
+    with pytest.raises(ValueError, match=r"missing fields \['missing_pairs'\]"):
+        features.Coverage.from_json({k: v for k, v in covered.to_json().items() if k != "missing_pairs"})

@@ -292,3 +292,22 @@ def test_each_cell_and_kernel_shows_its_verdict_and_api_coverage(tmp_path: Path)
     assert (old_flash.same_cases_as, new_flash.same_cases_as) == (None, "py3.11-jax0.9.2-torch2.13.0")
     html = render.render(report)
     assert "Per matrix cell: verdict and API coverage" in html and "3/8" in html
+
+
+def test_each_run_shows_the_pairwise_coverage_of_each_kernel_it_searched(tmp_path: Path) -> None:
+    recs = load([rb.write_store(tmp_path / "s", _with_conventions(rb.environment(BASE)))])
+    (run,) = _build(recs).runs
+    (kernel, line, missing) = run.pairwise[0]
+    assert kernel == "pallas_flash" and line.startswith("pairwise coverage of declared features in the first 12")
+    assert "98% (80/82 pairs; 14/15 features)" in line
+    html = render.render(_build(recs))
+    assert line in html and "2 pairs no case had" in html and "mask:bias + tiling:several_minor" in html
+
+
+def test_a_run_without_pairwise_coverage_shows_none_and_a_bad_one_says_so(tmp_path: Path) -> None:
+    recs = _with_conventions(rb.environment(BASE))
+    (run,) = [r for r in recs if r["kind"] == "run"]
+    run["summary"] = [{**run["summary"][0], "pairwise": {"cases": 3}}, {"kernel": "torch_sdpa", "examples": 12}]
+    (view,) = _build(load([rb.write_store(tmp_path / "s", recs)])).runs
+    assert view.pairwise == [("pallas_flash", view.pairwise[0][1], ())]
+    assert view.pairwise[0][1].startswith("unreadable pairwise coverage") and "missing fields" in view.pairwise[0][1]

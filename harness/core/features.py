@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Iterable
+from typing import Any
 
 from harness.core.case import REGIMES, Case
 from harness.core.contract import Implementation
@@ -88,6 +89,19 @@ class Coverage:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self) | {"pair_share": self.pair_share}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Coverage:
+        """The object to_json wrote (its derived pair_share is recomputed); a ValueError names what is wrong."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(d, dict) or set(names) - set(d):
+            missing = sorted(set(names) - set(d)) if isinstance(d, dict) else names
+            raise ValueError(f"pairwise coverage {d!r} is missing fields {missing}")
+        try:
+            counts = {name: int(d[name]) for name in names if name != "missing_pairs"}
+            return cls(**counts, missing_pairs=tuple(str(p) for p in d["missing_pairs"]))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"pairwise coverage {d!r} has a bad field: {e}") from None
 
     def line(self) -> str:
         return (

@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.core.case import DTYPES
 from harness.core.coverage import CellRow, cell_rows
+from harness.core.features import Coverage
 from harness.core.locate import Located, where
 from harness.gate import GateResult
 from harness.gate.thresholds import Thresholds
@@ -42,7 +43,7 @@ from harness.store.derive import (
 )
 from harness.store.derive import record_uses as _uses
 from harness.store.read import Records, compile_key
-from harness.store.records import CaseRecord, LeakRecord
+from harness.store.records import CaseRecord, LeakRecord, RunRecord
 
 # A passing comparison that used more than this share of its tolerance is shown as close.
 CLOSE = 0.8
@@ -284,6 +285,24 @@ class RunView:
     machine: list[tuple[str, str]]
     counts: str
     side: str  # "baseline", "candidate" or ""
+    # Per kernel the run searched: its pairwise coverage line and the pairs no case had (harness.core.features).
+    pairwise: list[tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=list)
+
+
+def _pairwise(run: RunRecord | None) -> list[tuple[str, str, tuple[str, ...]]]:
+    # `run` writes one summary row per kernel with its Coverage; rows of oracles and runs
+    # written before it existed have none.
+    rows = run.more.get("summary") if run is not None else None
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and row.get("pairwise") is not None:
+            try:
+                covered = Coverage.from_json(row["pairwise"])
+            except ValueError as e:
+                out.append((str(row.get("kernel")), f"unreadable pairwise coverage: {e}", ()))
+                continue
+            out.append((str(row.get("kernel")), covered.line(), covered.missing_pairs))
+    return out
 
 
 def _started(run_id: str) -> str:
@@ -314,6 +333,7 @@ def runs(records: Records, run_env: dict[str, Env], sides: dict[str, str]) -> li
                 sorted((str(k), str(v)) for k, v in (run.machine if run is not None else {}).items()),
                 ", ".join(f"{n} {k}" for k, n in counts[run_id].items()) or "no records",
                 sides.get(run_id, ""),
+                _pairwise(run),
             )
         )
     return out
