@@ -239,27 +239,30 @@ def search(
         overrides["database"] = DirectoryBasedExampleDatabase(str(database))
     else:
         overrides["database"] = None
-    skeletons = None
-    if reuse:
-        # With every shard's smoke cases: their programs are the run's most common ones. The pool is
-        # drawn from the seed and this search's budget, so a shard draws the same pool every time.
-        extra = pool.extra_entries(budget_cases)
-        skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=all_smoke)
-    drawn = strategies.cases(kernel, pool=skeletons)
-    if owns is not None or smoke_set:
-        # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
-        smoked = set(smoke_set)
-        drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
-    test = settings(base, **overrides)(given(drawn)(check))
-    # Each kernel gets its own key in the example database (and its own derandomized draw).
-    test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
-    if seed is not None:
-        test = hypothesis.seed(seed)(test)
+
+    def hypothesis_test() -> Callable[[], None]:
+        # Built after the smoke cases: a failing one ends the search before the pool is drawn.
+        skeletons = None
+        if reuse:
+            # With every shard's smoke cases: their programs are the run's most common ones. The pool is
+            # drawn from the seed and this search's budget, so a shard draws the same pool every time.
+            extra = pool.extra_entries(budget_cases)
+            skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=all_smoke)
+        drawn = strategies.cases(kernel, pool=skeletons)
+        if owns is not None or smoke_set:
+            # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
+            smoked = set(smoke_set)
+            drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
+        test = settings(base, **overrides)(given(drawn)(check))
+        # Each kernel gets its own key in the example database (and its own derandomized draw).
+        test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
+        return hypothesis.seed(seed)(test) if seed is not None else test
+
     try:
         for case in smoke_set:
             check(case)
         if budget_cases > len(smoke_set):
-            _interrupts_as_themselves(test)
+            _interrupts_as_themselves(hypothesis_test())
     except _HarnessError as e:
         raise e.error from None
     except CaseFailed:
