@@ -393,3 +393,11 @@ def test_an_interrupt_that_hypothesis_turned_into_another_error_stops_the_search
 
     with pytest.raises(AssertionError, match="a real one"):
         _interrupts_as_themselves(harness_bug)
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_a_passing_search_checks_as_many_distinct_cases_as_asked(stand_in, reuse):
+    # Hypothesis counts a case drawn twice as two examples; from a pool of few programs the
+    # same case comes again often enough that a search would check fewer cases than asked.
+    outcome = search(_fakes.CORRECT, [], examples=40, seed=3, profile="dev", grads=False, reuse=reuse)
+    assert len(outcome.results) == 40 == len(set(stand_in.cases)) and outcome.passed
