@@ -5,8 +5,9 @@ same program again ~0.35 s (measured: pallas_flash, L=256, fwd+bwd; README "Wher
 time goes"). What pallas_flash's program depends on, measured the same way: the shapes, dtype,
 block sizes, scale, causal, and whether segment ids and a bias are passed. What it takes as
 data: q, k, v (the seed and regime), the bias values, the segment ids. So a pool entry fixes
-the first and each case draws the second anew (harness.core.strategies._reusing; valid lengths
-too, which kernels that take them take as arrays).
+the first and each case draws the second anew (harness.core.strategies._reusing), valid lengths
+too. Reuse is JAX's own cache: where another kernel bakes some of that data into its program,
+its case compiles as before; a program is never reused for a case it was not compiled for.
 
 A run's pool: the skeletons of its smoke cases (checked first anyway, so their programs are
 compiled already), then `extra` skeletons picked from drawn candidates for the feature pairs
