@@ -16,7 +16,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from harness.core import profiles
+from harness.core import pool, profiles
 from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.smoke import smoke_cases
@@ -31,7 +31,8 @@ from tests import _fakes
 
 @pytest.mark.no_mutation
 def test_on_the_real_runner_a_failure_is_shrunk_to_the_known_minimal_case():
-    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=10)
+    # Whole cases (reuse=False), as its stand-in twin below: the seed was chosen for that draw.
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=10, reuse=False)
     assert outcome.shrunk is not None and not outcome.shrunk.passed
     first = next(r for r in outcome.results if not r.passed)
     # The draw's first failure is not minimal (its seed and query length are larger), so a
@@ -81,6 +82,8 @@ def test_a_store_error_while_searching_is_raised_as_itself_not_a_flaky_failure()
 # the verdict it returns. A stand-in that judges by the fake kernel's `broken` predicate gives
 # the verdicts a real run would (the fakes compute the reference, broken or not) without
 # compiling anything, so these tests also serve `nox -s mutation`, which runs them per mutant.
+# Tests of the loop's bookkeeping draw whole cases (reuse=False): their seeds were chosen for
+# that draw (a first failure that is not minimal); the pool's draw has its own tests below.
 
 
 class StandInRunner:
@@ -128,7 +131,7 @@ def stand_in(monkeypatch) -> StandInRunner:
 
 
 def test_a_failure_is_shrunk_to_the_known_minimal_case(stand_in):
-    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=60)
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=60, reuse=False)
     first = next(r for r in outcome.results if not r.passed)
     minimal = _fakes.small_case()
     assert first.case != minimal  # so a shrinker that does nothing fails the next line
@@ -142,7 +145,9 @@ def test_a_failure_is_shrunk_to_the_known_minimal_case(stand_in):
 
 def test_each_case_runs_once_and_every_generated_case_is_reported(stand_in):
     seen = []
-    outcome = search(_fakes.BROKEN, [], examples=10, seed=5, profile="dev", grads=False, on_result=seen.append)
+    outcome = search(
+        _fakes.BROKEN, [], examples=10, seed=5, profile="dev", grads=False, on_result=seen.append, reuse=False
+    )
     assert len(stand_in.cases) == len(set(stand_in.cases))
     assert seen == outcome.results
     assert not outcome.results[-1].passed and all(r.passed for r in outcome.results[:-1])
@@ -150,7 +155,7 @@ def test_each_case_runs_once_and_every_generated_case_is_reported(stand_in):
 
 @pytest.mark.parametrize("runs", [0, 1, 3])
 def test_the_shrink_run_budget_is_exact(stand_in, runs):
-    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=runs)
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=runs, reuse=False)
     first = next(r for r in outcome.results if not r.passed)
     assert outcome.shrink_runs == runs == len(stand_in.calls) - len(outcome.results)
     assert outcome.shrink_exhausted
@@ -168,7 +173,7 @@ def test_the_shrink_run_budget_is_exact(stand_in, runs):
 def test_the_profiles_shrink_budget_applies(stand_in, monkeypatch, budget, runs):
     monkeypatch.setitem(profiles.SHRINK_BUDGETS, "dev", budget)
     started = time.perf_counter()
-    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, reuse=False)
     elapsed = time.perf_counter() - started
     assert outcome.shrink_runs == runs and outcome.shrink_exhausted
     assert outcome.kernel == _fakes.BROKEN.name and not outcome.passed
@@ -181,7 +186,7 @@ def test_the_time_budget_counts_from_the_first_failure_and_stops_past_it(stand_i
     monkeypatch.setitem(profiles.SHRINK_BUDGETS, "dev", profiles.ShrinkBudget(runs=60, seconds=20.0))
     readings = iter(range(0, 10_000, 10))
     monkeypatch.setattr(search_module, "time", types.SimpleNamespace(perf_counter=lambda: float(next(readings))))
-    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
+    outcome = search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, reuse=False)
     assert outcome.first_failure_s == 10.0
     assert outcome.shrink_runs == 2 and outcome.shrink_exhausted
 
@@ -223,7 +228,7 @@ def test_a_failure_is_saved_and_replayed_first_from_the_database(stand_in, tmp_p
 @pytest.mark.parametrize("kw", [{"profile": "ci"}, {"profile": "dev", "seed": 4}], ids=["derandomized", "seeded"])
 def test_no_database_under_a_fixed_draw(stand_in, tmp_path, kw):
     db = tmp_path / ".hypothesis"
-    assert search(_fakes.BROKEN, [], examples=10, database=db, grads=False, shrink_runs=2, **kw).shrunk
+    assert search(_fakes.BROKEN, [], examples=10, database=db, grads=False, shrink_runs=2, reuse=False, **kw).shrunk
     assert not db.exists() or not any(p.is_file() for p in db.rglob("*"))
 
 
@@ -252,7 +257,14 @@ def test_an_interrupt_keeps_the_best_failure_so_far(stand_in):
             raise KeyboardInterrupt
 
     outcome = search(
-        _fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False, on_result=interrupt_after_failure
+        _fakes.BROKEN,
+        [],
+        examples=10,
+        seed=3,
+        profile="dev",
+        grads=False,
+        on_result=interrupt_after_failure,
+        reuse=False,
     )
     assert outcome.interrupted and outcome.error is None
     assert outcome.shrunk is outcome.results[-1] and not outcome.shrunk.passed
@@ -294,13 +306,50 @@ def test_a_harness_error_is_raised_as_itself(stand_in, monkeypatch, where):
     assert isinstance(raised.value, OSError)
 
 
-def test_jax_caches_are_cleared_only_when_the_shapes_change(stand_in, monkeypatch):
+@pytest.mark.parametrize("live", [1, 3])
+def test_jax_caches_are_cleared_only_when_a_new_program_would_pass_the_live_bound(stand_in, monkeypatch, live):
     cleared = []
+    monkeypatch.setattr(search_module, "LIVE_PROGRAMS", live)
     monkeypatch.setattr(search_module.jax, "clear_caches", lambda: cleared.append(len(stand_in.calls)))
-    search(_fakes.BROKEN, [], examples=10, seed=3, profile="dev", grads=False)
-    shapes = [dataclasses.replace(c, seed=0, regime="normal") for c in stand_in.cases]
-    changes = [i for i, s in enumerate(shapes) if i == 0 or s != shapes[i - 1]]
-    assert cleared == changes and len(changes) < len(shapes)  # some cases differ only in seed or regime
+    search(_fakes.CORRECT, [], examples=30, seed=3, profile="dev", grads=False)
+    expected, programs = [], set()
+    for i, case in enumerate(stand_in.cases):
+        if pool.program_key(case) not in programs:
+            if len(programs) >= live:
+                expected.append(i)
+                programs.clear()
+            programs.add(pool.program_key(case))
+    assert cleared == expected
+    # Past one live program, cases of the pool reuse theirs: fewer clears than program changes.
+    keys = [pool.program_key(c) for c in stand_in.cases]
+    assert (len(cleared) < sum(a != b for a, b in zip(keys, keys[1:], strict=False))) is (live > 1)
+
+
+def test_a_failure_drawn_from_the_pool_is_shrunk_to_the_smallest_failing_entry_with_the_least_data(stand_in):
+    kernel = _fakes.FakeKernel("tests._fakes:long_keys", broken=lambda c: c.kv_len >= 32)
+    outcome = search(kernel, [], examples=10, seed=3, profile="dev", grads=False, shrink_runs=60)
+    first = next(r for r in outcome.results if not r.passed)
+    entries = pool.draw_pool(kernel, extra=pool.extra_entries(10), seed=pool.pool_seed(kernel, 3))
+    assert pool.program_key(first.case) in {pool.program_key(c) for c in entries}
+    minimal = next(c for c in entries if kernel.broken(c)).replace(seed=0, regime="normal")
+    assert first.case != minimal  # so a shrinker that does nothing fails the next line
+    assert outcome.shrunk.case == minimal, f"shrunk to {outcome.shrunk.case}, not {minimal}"
+
+
+def test_a_failure_drawn_fresh_is_shrunk_as_a_whole_case(stand_in):
+    # BROKEN's bug, but only outside the pool's programs: a fresh draw finds it, and it shrinks
+    # to BROKEN's minimal case (not in the pool either).
+    programs: set[Case] = set()
+    kernel = _fakes.FakeKernel(
+        "tests._fakes:fresh_only", broken=lambda c: _fakes.BROKEN.broken(c) and pool.program_key(c) not in programs
+    )
+    entries = pool.draw_pool(kernel, extra=pool.extra_entries(30), seed=pool.pool_seed(kernel, 3))
+    programs.update(pool.program_key(c) for c in entries)
+    assert pool.program_key(_fakes.small_case()) not in programs
+    outcome = search(kernel, [], examples=30, seed=3, profile="dev", grads=False, shrink_runs=60)
+    first = next(r for r in outcome.results if not r.passed)
+    assert first.case != _fakes.small_case()
+    assert outcome.shrunk.case == _fakes.small_case(), f"shrunk to {outcome.shrunk.case}"
 
 
 def test_freed_memory_is_released_after_every_case(stand_in, monkeypatch):
@@ -320,7 +369,8 @@ def test_freed_memory_is_released_after_every_case(stand_in, monkeypatch):
 
 class _Drifting(_fakes.FakeKernel):
     """Fails every case, and its block strategy draws another kind of value after the first call,
-    so Hypothesis cannot replay the failure it found (a strategy that depends on outside state)."""
+    so Hypothesis cannot replay the failure it found (a strategy that depends on outside state).
+    Searched with reuse=False: drawing a pool would make that first call."""
 
     def __init__(self) -> None:
         super().__init__("tests._fakes:drifting", broken=lambda case: True)
@@ -333,7 +383,7 @@ class _Drifting(_fakes.FakeKernel):
 
 
 def test_a_failure_that_cannot_be_replayed_is_reported_flaky_with_the_failure_kept(stand_in):
-    outcome = search(_Drifting(), [], examples=5, seed=1, profile="dev")
+    outcome = search(_Drifting(), [], examples=5, seed=1, profile="dev", reuse=False)
     assert outcome.error.startswith("flaky failure (did not reproduce on replay): Inconsistent")
     assert "\n" not in outcome.error  # the first line of Hypothesis's message only
     assert outcome.shrunk is outcome.results[0] and not outcome.shrunk.passed and not outcome.passed
@@ -361,7 +411,7 @@ def test_an_interrupt_that_hypothesis_turned_into_another_error_stops_the_search
 
 
 def _smoke(n: int) -> list[Case]:
-    return [Case(batch=1, q_heads=1, kv_heads=1, q_len=8, kv_len=8, head_dim=8, seed=s) for s in range(n)]
+    return [Case(batch=1, q_heads=1, kv_heads=1, q_len=8, kv_len=8, head_dim=32, seed=s) for s in range(n)]
 
 
 def test_smoke_cases_run_first_and_drawn_cases_are_new_and_owned(stand_in):
@@ -401,3 +451,11 @@ def test_the_interpreter_options_reach_the_runner(stand_in, monkeypatch):
     options = dataclasses.replace(DEFAULT_INTERPRET)
     search(_fakes.CORRECT, [], examples=2, seed=1, profile="dev", interpret=options)
     assert len(seen) == 2 and all(o is options for o in seen)
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_a_passing_search_checks_as_many_distinct_cases_as_asked(stand_in, reuse):
+    # Hypothesis counts a case drawn twice as two examples; from a pool of few programs the
+    # same case comes again often enough that a search would check fewer cases than asked.
+    outcome = search(_fakes.CORRECT, [], examples=40, seed=3, profile="dev", grads=False, reuse=reuse)
+    assert len(outcome.results) == 40 == len(set(stand_in.cases)) and outcome.passed

@@ -72,16 +72,17 @@ def test_two_shards_are_disjoint_and_the_same_every_time(tmp_path) -> None:
 
 
 def test_jobs_runs_workers_into_one_store_and_merges_their_summaries(tmp_path) -> None:
-    argv = ["run", "--kernel", "tests._fakes:BROKEN", "--oracle", "jax_reference", "--examples", "4"]
+    # NAN fails every case (BROKEN only some, which 4 cases need not draw).
+    argv = ["run", "--kernel", "tests._fakes:NAN", "--oracle", "jax_reference", "--examples", "4"]
     argv += ["--profile", "ci", "--max-shrinks", "1", "--jobs", "2", "--out", str(tmp_path)]
     proc = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 1, proc.stderr  # BROKEN fails: a worker's discrepancy is the run's
+    assert proc.returncode == 1, proc.stderr  # NAN fails: a worker's discrepancy is the run's
     runs = [json.loads(p.read_text()) for p in tmp_path.glob("records/*/run.json")]
     assert sorted(r["shard"] for r in runs) == ["0/2", "1/2"]
     assert len({r["jobs_parent"] for r in runs}) == 1
     assert "merged summary of 2 of 2 shards" in proc.stdout
     assert "pairwise coverage of declared features" in proc.stdout.split("merged summary")[1]
-    assert _fakes.BROKEN.name in proc.stdout.split("merged summary")[1]
+    assert _fakes.NAN.name in proc.stdout.split("merged summary")[1]
 
 
 def test_the_ci_workflow_runs_every_shard_then_merges_reports_and_gates() -> None:

@@ -7,6 +7,9 @@ always inside its contract; block sizes come from the implementation's own
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
@@ -231,16 +234,20 @@ def masks(
         per_head = st.lists(_static(kinds, q_len, kv_len, aligned=aligned), min_size=heads, max_size=heads)
         kw["heads"] = tuple(Mask(**h) for h in draw(per_head))
     if "segments" in components and draw(st.booleans()):
-        if SEGMENTS_SHARED in restrictions:
-            if q_len == kv_len:
-                q_side = draw(segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False))
-                kw["segments"] = Segments(q=q_side.q, kv=q_side.q)
-        else:
-            kw["segments"] = draw(segments(batch=batch, q_len=q_len, kv_len=kv_len))
+        if SEGMENTS_SHARED not in restrictions or q_len == kv_len:
+            kw["segments"] = draw(_segments_of(restrictions, batch=batch, q_len=q_len, kv_len=kv_len))
     mask = Mask(**kw)
     # Rare (a window or per-head masks beside the whole key range): rejected, not redrawn by hand.
     assume(SOME_KEY_VISIBLE not in restrictions or shows_some_key(mask, batch=batch, q_len=q_len, kv_len=kv_len))
     return mask
+
+
+def _segments_of(restrictions: frozenset[str], *, batch: int, q_len: int, kv_len: int) -> st.SearchStrategy[Segments]:
+    # SEGMENTS_SHARED: one set of ids for queries and keys (q_len == kv_len), no orphans.
+    if SEGMENTS_SHARED in restrictions:
+        shared = segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False)
+        return shared.map(lambda s: Segments(q=s.q, kv=s.q))
+    return segments(batch=batch, q_len=q_len, kv_len=kv_len)
 
 
 def _kv_formats(caps: Capabilities, dtype: str) -> tuple[str | None, ...]:
@@ -281,10 +288,53 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
     return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case
 
 
+# With a pool, one drawn case in FRESH_ONE_IN is drawn whole instead of from the pool, so new
+# shapes keep coming. The fresh branch is the choice's last value: the shrinker moves choices
+# towards 0, so a failure drawn fresh is tried on pool entries first (cheap: compiled already),
+# then shrunk as a whole case; a failure drawn from the pool shrinks to the first (smallest)
+# entry that fails, with its data shrunk.
+FRESH_ONE_IN = 8
+
+
+@st.composite
+def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tuple[str, ...]) -> Case:
+    """`skeleton` with what its compiled programs take as data drawn anew: the values (seed,
+    regime, so bias values too), segment ids and valid lengths. Everything else, shapes, dtype,
+    blocks, scale and the other mask components, stays (harness.core.pool.program_key)."""
+    caps = impl.capabilities
+    mask, shape = skeleton.mask, {"batch": skeleton.batch, "q_len": skeleton.q_len, "kv_len": skeleton.kv_len}
+    if mask.segments is not None:
+        mask = dataclasses.replace(mask, segments=draw(_segments_of(caps.restrictions, **shape)))
+    # A sliding window's query lengths follow from its key lengths (sliding_window): kept as drawn.
+    if mask.lengths is not None and mask.window is None:
+        lens = lengths(components=caps.mask_components, restrictions=caps.restrictions, **shape)
+        mask = dataclasses.replace(mask, lengths=draw(lens))
+    assume(SOME_KEY_VISIBLE not in caps.restrictions or shows_some_key(mask, **shape))
+    return skeleton.replace(mask=mask, regime=draw(st.sampled_from(regimes)), seed=draw(st.integers(0, 2**16)))
+
+
+@st.composite
+def _pooled(
+    draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None, regimes: tuple[str, ...], pool: tuple
+) -> Case:
+    if draw(st.integers(0, FRESH_ONE_IN - 1)) == FRESH_ONE_IN - 1:
+        return draw(_cases(impl, dtypes, regimes))
+    return draw(_reusing(impl, draw(st.sampled_from(pool)), regimes))
+
+
 def cases(
-    impl: Implementation, *, dtypes: tuple[str, ...] | None = None, regimes: tuple[str, ...] = REGIMES
+    impl: Implementation,
+    *,
+    dtypes: tuple[str, ...] | None = None,
+    regimes: tuple[str, ...] = REGIMES,
+    pool: Sequence[Case] | None = None,
 ) -> st.SearchStrategy[Case]:
-    """Cases inside `impl`'s contract; `dtypes` narrows the declared dtypes."""
+    """Cases inside `impl`'s contract; `dtypes` narrows the declared dtypes.
+
+    pool: skeleton cases (harness.core.pool.draw_pool), smallest first, whose compile-relevant
+    part most cases take (all but one in FRESH_ONE_IN), so that compiled programs are reused
+    within a run; a failure from the pool shrinks towards its first entries.
+    """
     if dtypes is not None:
         unsupported = set(dtypes) - set(impl.capabilities.dtypes)
         if unsupported:
@@ -294,4 +344,14 @@ def cases(
     unknown = set(regimes) - set(REGIMES)
     if unknown:
         raise ValueError(f"regimes {sorted(unknown)} are unknown; choose from {REGIMES}")
-    return _cases(impl, dtypes, regimes)
+    if pool is None:
+        return _cases(impl, dtypes, regimes)
+    pool = tuple(pool)
+    if not pool:
+        raise ValueError("pool=() is empty; pass None to draw every case whole, or at least one case")
+    for case in pool:
+        outside = [f"dtype={case.dtype!r} is not among dtypes={dtypes}"] if dtypes and case.dtype not in dtypes else []
+        outside += impl.violations(case)
+        if outside:
+            raise ValueError(f"pool case {case} is outside {impl.name}'s contract: {'; '.join(outside)}")
+    return _pooled(impl, dtypes, regimes, pool)

@@ -24,7 +24,7 @@ import jax
 from hypothesis import given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from harness.core import compat, profiles, strategies
+from harness.core import compat, pool, profiles, strategies
 from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.contract import Implementation
@@ -52,6 +52,11 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL("libc.so.6")
 
 
+# Compiled kernel programs kept at once (see _run_case): a run's pool is its smoke cases
+# (4 for pallas_flash) plus harness.core.pool.extra_entries, 2 for a 20-case ci run.
+LIVE_PROGRAMS = 8
+
+
 class CaseFailed(AssertionError):
     """Raised inside the Hypothesis test so that it shrinks the case."""
 
@@ -66,6 +71,18 @@ class _HarnessError(BaseException):
     def __init__(self, error: BaseException) -> None:
         super().__init__(error)
         self.error = error
+
+
+class _Enough(BaseException):
+    """Stops Hypothesis once the search has checked its budget of distinct cases.
+
+    Hypothesis counts a case drawn twice as two examples, and from a pool of a few programs
+    the same case comes again often (51 distinct cases in 60 examples, measured for
+    pallas_flash): it is asked for up to DRAWS_PER_CASE examples per case and stopped here.
+    """
+
+
+DRAWS_PER_CASE = 2
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -98,14 +115,17 @@ def _run_case(
     An interrupt however it arrived is raised as KeyboardInterrupt; any other exception is
     the harness's (the kernels' own exceptions are results, caught in harness.running.execute).
     """
-    compiled_for = dataclasses.replace(case, seed=0, regime="normal")  # what compiled code depends on
-    if state.get("compiled_for") != compiled_for:
-        # JAX keeps one compiled executable per shape: ~170 MiB a case under the interpreter,
-        # 3 GB after 15 cases. Clearing when the shapes change keeps a run flat
-        # (benchmarks/peak_rss.py) and lets shrink candidates of one shape, which differ
-        # only in values, reuse the compiled kernel.
-        jax.clear_caches()
-        state["compiled_for"] = compiled_for
+    program = pool.program_key(case)  # what compiled code depends on
+    live = state.setdefault("programs", set())
+    if program not in live:
+        # JAX keeps every compiled executable (30-60 MiB each for pallas_flash under the
+        # interpreter, measured) until its caches are cleared: cleared when a new program
+        # would make more than LIVE_PROGRAMS, so a run's memory stays bounded
+        # (benchmarks/peak_rss.py) while cases from the run's pool reuse their programs.
+        if len(live) >= LIVE_PROGRAMS:
+            jax.clear_caches()
+            live.clear()
+        live.add(program)
     try:
         return runner.run_case(case, subjects, grads=grads, time_limit=time_limit, interpret=interpret)
     except Exception as e:  # noqa: BLE001 - sorted into an interrupt or a harness error
@@ -125,7 +145,7 @@ def _interrupts_as_themselves(test: Callable[[], None]) -> None:
     """
     try:
         test()
-    except (_HarnessError, CaseFailed, KeyboardInterrupt, hypothesis.errors.Flaky):
+    except (_Enough, _HarnessError, CaseFailed, KeyboardInterrupt, hypothesis.errors.Flaky):
         raise
     except Exception as e:
         if is_interrupt(e):
@@ -158,6 +178,7 @@ def search(
     interpret: InterpretOptions = DEFAULT_INTERPRET,
     shrink_runs: int | None = None,
     smoke: bool | Sequence[Case] = False,
+    reuse: bool = True,
     owns: Callable[[Case], bool] | None = None,
     on_result: Callable[[CaseResult], None] = lambda r: None,
 ) -> SearchOutcome:
@@ -168,8 +189,10 @@ def search(
     shrink_runs overrides the profile's shrink budget in cases. smoke: start with the kernel's
     smoke cases (harness.core.smoke; or these cases, a shard's share of them), counted in `examples`;
     a failing smoke case is reported as it is (it is already the smallest case with its
-    features) and the search stops there. owns: only cases it is true of are drawn and
-    checked (a shard's part of the search, harness.running.shards).
+    features) and the search stops there. reuse: drawn cases take their compile-relevant part
+    from a pool drawn for this run (harness.core.pool), so compiled programs serve several cases.
+    owns: only cases it is true of are drawn and checked (a shard's part of the search,
+    harness.running.shards).
     """
     compat.enable_compilation_cache()
     outcome = SearchOutcome(kernel=kernel.name, results=[])
@@ -179,7 +202,7 @@ def search(
     # Hypothesis may reach one case through several choice sequences, and replays the
     # minimal one at the end; a case's result is deterministic, so each runs once.
     seen: dict[Case, CaseResult] = {}
-    state: dict = {"failing_since": None, "best": None, "compiled_for": None}
+    state: dict = {"failing_since": None, "best": None, "programs": set()}
     started = time.perf_counter()
 
     # `check`'s source is kept as it was: under a derandomized profile Hypothesis seeds its
@@ -188,6 +211,8 @@ def search(
     on_result = _harness_errors(on_result)
 
     def run_case(case: Case, subjects: list[Implementation], *, grads: bool, time_limit: float | None) -> CaseResult:
+        if state["failing_since"] is None and len(outcome.results) >= state["budget"]:
+            raise _Enough  # a new case past the budget: the search is done
         return _run_case(case, subjects, state, grads=grads, time_limit=time_limit, interpret=interpret)
 
     def check(case: Case) -> None:
@@ -218,10 +243,12 @@ def search(
 
     base = profiles.get(profile)
     budget_cases = base.max_examples if examples is None else examples
-    smoke_set: list[Case] = []
+    smoke_set: list[Case] = []  # the smoke cases this search checks
+    all_smoke: list[Case] = []  # every shard's: the pool starts from them
+    state["budget"] = budget_cases
 
     def drawn_test() -> Callable[[], None]:
-        overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1)}
+        overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1) * DRAWS_PER_CASE}
         if seed is not None:
             overrides["derandomize"] = False
         derandomized = base.derandomize and seed is None
@@ -229,7 +256,13 @@ def search(
             overrides["database"] = DirectoryBasedExampleDatabase(str(database))
         else:
             overrides["database"] = None
-        drawn = strategies.cases(kernel)
+        skeletons = None
+        if reuse:
+            # With every shard's smoke cases: their programs are the run's most common ones. The pool is
+            # drawn from the seed and this search's budget, so a shard draws the same pool every time.
+            extra = pool.extra_entries(budget_cases)
+            skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=all_smoke)
+        drawn = strategies.cases(kernel, pool=skeletons)
         if owns is not None or smoke_set:
             # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
             smoked = set(smoke_set)
@@ -248,11 +281,14 @@ def search(
         for case in smoke_iter:
             if len(smoke_set) >= budget_cases:
                 break
+            all_smoke.append(case)
             if owns is None or owns(case):
                 smoke_set.append(case)
                 check(case)
         if budget_cases > len(smoke_set):
             _interrupts_as_themselves(drawn_test())
+    except _Enough:
+        pass
     except _HarnessError as e:
         raise e.error from None
     except CaseFailed:

@@ -1,0 +1,144 @@
+"""The pool of compiled programs a run reuses: what a program depends on, how the pool is drawn, how cases use it."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core import pool
+from harness.core.case import Case
+from harness.core.contract import resolve
+from harness.core.masks import Lengths, Mask, Segments
+from harness.core.strategies import FRESH_ONE_IN, cases
+from tests import _fakes
+
+FLASH = resolve("pallas_flash")
+TILES = {"block_b": 1, "block_q": 128, "block_k_major": 256, "block_k": 128}
+BLOCKS = tuple((TILES | {n: 128 for n in ("block_q_major_dkv", "block_q_dkv", "block_k_major_dkv")}).items()) + tuple(
+    (n, 128) for n in ("block_k_dkv", "block_k_major_dq", "block_k_dq", "block_q_dq")
+)
+SEGS = Segments(q=(((0, 100), (1, 156)),), kv=(((0, 100), (1, 156)),))
+# Stand-ins for a run's smoke cases (finding the real ones takes seconds): small cases inside the contract.
+SMOKE = (
+    Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, mask=Mask(causal="top_left")),
+    Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=32, dtype="bfloat16", bias=True),
+)
+BASE = Case(
+    batch=1,
+    q_heads=2,
+    kv_heads=2,
+    q_len=256,
+    kv_len=256,
+    head_dim=64,
+    dtype="float32",
+    mask=Mask(causal="top_left", segments=SEGS),
+    bias=True,
+    blocks=BLOCKS,
+)
+
+
+@pytest.mark.parametrize(
+    ("changes", "same"),
+    [
+        # Data of pallas_flash's programs (measured: the kernel's second call costs ~0.35 CPU s, not ~3).
+        pytest.param({"seed": 5}, True, id="seed"),
+        pytest.param({"regime": "large"}, True, id="regime"),
+        pytest.param(
+            {"mask": Mask(causal="top_left", segments=Segments(q=(((0, 30), (1, 226)),), kv=(((0, 256),),)))},
+            True,
+            id="segment-ids",
+        ),
+        pytest.param(
+            {"mask": Mask(causal="top_left", segments=SEGS, lengths=Lengths(kv=(100,)))}, False, id="lengths-added"
+        ),
+        # Constants of them (measured: each compiles anew).
+        pytest.param({"scale": 0.25}, False, id="scale"),
+        pytest.param({"blocks": tuple((dict(BLOCKS) | {"block_q": 256}).items())}, False, id="blocks"),
+        pytest.param({"mask": Mask(segments=SEGS)}, False, id="causal"),
+        pytest.param({"mask": Mask(causal="top_left")}, False, id="no-segments"),
+        pytest.param({"bias": False}, False, id="no-bias"),
+        pytest.param({"dtype": "bfloat16"}, False, id="dtype"),
+        pytest.param({"head_dim": 128}, False, id="shape"),
+        pytest.param({"residuals": True}, False, id="residuals"),
+    ],
+)
+def test_the_program_key_keeps_what_compiled_programs_depend_on(changes, same):
+    assert (pool.program_key(BASE.replace(**changes)) == pool.program_key(BASE)) is same
+
+
+def test_valid_lengths_are_data_of_the_program():
+    with_lengths = BASE.replace(mask=Mask(lengths=Lengths(q=(3,), kv=(100,))))
+    other = BASE.replace(mask=Mask(lengths=Lengths(q=(256,), kv=(7,))))
+    assert pool.program_key(with_lengths) == pool.program_key(other)
+    assert pool.program_key(with_lengths) != pool.program_key(BASE.replace(mask=Mask(lengths=Lengths(kv=(7,)))))
+
+
+def test_the_pool_is_the_smoke_skeletons_and_distinct_entries_drawn_from_its_seed_smallest_first():
+    drawn = pool.draw_pool(FLASH, extra=3, seed=1, smoke=SMOKE)
+    assert set(SMOKE) <= set(drawn) and len(drawn) == len(SMOKE) + 3
+    assert list(drawn) == sorted(drawn, key=pool.size)  # shrinking towards the first entry makes cases smaller
+    assert len({pool.program_key(c) for c in drawn}) == len(drawn)
+    assert all(FLASH.violations(c) == [] for c in drawn)
+    assert pool.draw_pool(FLASH, extra=3, seed=1, smoke=SMOKE) == drawn  # replay, shards: the same pool
+    assert pool.draw_pool(FLASH, extra=3, seed=2, smoke=SMOKE) != drawn
+
+
+def test_the_pool_seed_comes_from_the_run_seed_or_the_kernel_name():
+    assert pool.pool_seed(FLASH, None) == pool.pool_seed(FLASH, None) != pool.pool_seed(_fakes.BROKEN, None)
+    assert pool.pool_seed(FLASH, 1) != pool.pool_seed(FLASH, 2)
+
+
+def test_pool_entries_are_picked_for_the_feature_pairs_they_add():
+    # Among the same candidates, the picked entries cover more declared pairs than the first drawn ones.
+    picked = pool.draw_pool(FLASH, extra=3, seed=1)
+    first = []
+    for case in pool._candidates(cases(FLASH), 3 * pool.CANDIDATES_PER_ENTRY, 1):
+        if pool.program_key(case) not in {pool.program_key(c) for c in first}:
+            first.append(case)
+    declared = pool.features.declared_pairs(FLASH)
+
+    def covered(entries):
+        return len(set().union(*(pool._pairs(c, FLASH, declared) for c in entries)))
+
+    assert covered(picked) > covered(first[:3])
+
+
+def test_cases_drawn_with_a_pool_reuse_its_programs_and_vary_their_data():
+    entries = pool.draw_pool(FLASH, extra=3, seed=1, smoke=SMOKE)
+    keys = {pool.program_key(c) for c in entries}
+    drawn = pool._candidates(cases(FLASH, pool=entries), 200, 7)
+    assert all(FLASH.violations(c) == [] for c in drawn)
+    reused = [c for c in drawn if pool.program_key(c) in keys]
+    # All but about one in FRESH_ONE_IN; the fresh ones bring new programs.
+    assert 1 - 2 / FRESH_ONE_IN < len(reused) / len(drawn) < 1
+    assert len({(c.seed, c.regime) for c in reused}) > len(keys)
+    segmented = [c.mask.segments for c in reused if c.mask.segments is not None]
+    assert len(set(segmented)) > len({pool.program_key(c) for c in reused if c.mask.segments is not None})
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        pytest.param({"pool": ()}, r"pool=\(\) is empty", id="empty"),
+        pytest.param(
+            {"pool": [Case(batch=1, q_heads=1, kv_heads=1, q_len=100, kv_len=100, head_dim=64)]},
+            "q_len=100 must be a multiple of 128",
+            id="outside",
+        ),
+        pytest.param(
+            {
+                "pool": [Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, dtype="bfloat16")],
+                "dtypes": ("float32",),
+            },
+            "dtype='bfloat16' is not among dtypes",
+            id="dtype",
+        ),
+    ],
+)
+def test_a_bad_pool_says_how_to_fix_it(kw, message):
+    with pytest.raises(ValueError, match=message):
+        cases(FLASH, **kw)
+
+
+def test_a_negative_number_of_extra_entries_is_refused():
+    with pytest.raises(ValueError, match="extra=-1 must be >= 0"):
+        pool.draw_pool(FLASH, extra=-1, seed=0)
