@@ -78,6 +78,9 @@ def measure(baseline: str, candidate: str, examples: int, kernel: str) -> dict[s
                 "PYTHONPATH": str(tree),
                 "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
                 "ATTN_HARNESS_COMPILATION_CACHE": str(tmp / "jax-cache"),
+                # One process, as the baseline (which predates --jobs): CPU per case, not wall time
+                # (benchmarks/jobs.py measures --jobs).
+                "ATTN_HARNESS_JOBS": "1",
             }
             sides[name] = run_side(tree, [*argv, "--out", str(out)], env)
             print(f"{name:<10} {sides[name]}", flush=True)

@@ -32,11 +32,12 @@ from harness.core.case import REGIMES, Case
 from harness.core.contract import Implementation
 from harness.core.masks import Lengths, Segments
 
-__all__ = ["draw_pool", "extra_entries", "pool_seed", "program_key", "size"]
+__all__ = ["cost", "draw_pool", "extra_entries", "pool_seed", "program_key", "size"]
 
 # One extra pool entry per this many cases of a run: each compiled program then serves about
 # this many cases (a new program costs ~3 CPU s, a reused one ~0.35 s), and a 500-case
-# nightly run still sees ~60 shapes besides its smoke cases.
+# nightly run still sees ~30 pool shapes besides its smoke cases and the cases drawn whole
+# (harness.running.search.FRESH_ONE_IN).
 CASES_PER_PROGRAM = 8
 MIN_EXTRA = 2
 # Candidates drawn per extra entry, from which the entries adding most feature pairs are picked.
@@ -133,6 +134,13 @@ def draw_pool(
         candidates.setdefault(program_key(case), case)
     for key in pool:
         candidates.pop(key, None)
+    # From the cheaper half: a pool entry runs many times, and under the interpreter a case
+    # costs about its grid steps (measured, pallas_flash, all steps of a reused program: 0.2-0.3
+    # CPU s at B=1, H=1, L<=256; 3.2-3.8 s at B=2, 8 heads, L=384). The cases drawn whole
+    # (harness.running.search.FRESH_ONE_IN) bring the large ones.
+    if candidates:
+        cap = sorted(cost(c) for c in candidates.values())[(len(candidates) - 1) // 2]
+        candidates = {k: c for k, c in candidates.items() if cost(c) <= cap}
     for _ in range(extra):
         if not candidates:
             break
@@ -145,6 +153,11 @@ def draw_pool(
         seen |= _values(pool[key])
     # Smallest first: shrinking moves towards the first entry, so an earlier entry must be a smaller case.
     return tuple(sorted(pool.values(), key=size))
+
+
+def cost(case: Case) -> int:
+    """What a case costs to run, roughly: its score tiles (batch x query heads x q_len x kv_len)."""
+    return case.batch * case.q_heads * case.q_len * case.kv_len
 
 
 def size(case: Case) -> tuple[int, int, int]:

@@ -288,14 +288,6 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
     return case.replace(blocks=tuple(draw(blocks).items())) if blocks is not None else case
 
 
-# With a pool, one drawn case in FRESH_ONE_IN is drawn whole instead of from the pool, so new
-# shapes keep coming. The fresh branch is the choice's last value: the shrinker moves choices
-# towards 0, so a failure drawn fresh is tried on pool entries first (cheap: compiled already),
-# then shrunk as a whole case; a failure drawn from the pool shrinks to the first (smallest)
-# entry that fails, with its data shrunk.
-FRESH_ONE_IN = 8
-
-
 @st.composite
 def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tuple[str, ...]) -> Case:
     """`skeleton` with what its compiled programs take as data drawn anew: the values (seed,
@@ -314,11 +306,8 @@ def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tup
 
 
 @st.composite
-def _pooled(
-    draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None, regimes: tuple[str, ...], pool: tuple
-) -> Case:
-    if draw(st.integers(0, FRESH_ONE_IN - 1)) == FRESH_ONE_IN - 1:
-        return draw(_cases(impl, dtypes, regimes))
+def _pooled(draw: st.DrawFn, impl: Implementation, regimes: tuple[str, ...], pool: tuple) -> Case:
+    # The entry is the first choice: the shrinker moves it towards 0, the pool's smallest entry.
     return draw(_reusing(impl, draw(st.sampled_from(pool)), regimes))
 
 
@@ -331,9 +320,9 @@ def cases(
 ) -> st.SearchStrategy[Case]:
     """Cases inside `impl`'s contract; `dtypes` narrows the declared dtypes.
 
-    pool: skeleton cases (harness.core.pool.draw_pool), smallest first, whose compile-relevant
-    part most cases take (all but one in FRESH_ONE_IN), so that compiled programs are reused
-    within a run; a failure from the pool shrinks towards its first entries.
+    pool: skeleton cases (harness.core.pool.draw_pool), smallest first: every case takes one
+    entry's compile-relevant part and draws its data anew, so that compiled programs are reused
+    within a run; a failure shrinks towards the first entries.
     """
     if dtypes is not None:
         unsupported = set(dtypes) - set(impl.capabilities.dtypes)
@@ -354,4 +343,4 @@ def cases(
         outside += impl.violations(case)
         if outside:
             raise ValueError(f"pool case {case} is outside {impl.name}'s contract: {'; '.join(outside)}")
-    return _pooled(impl, dtypes, regimes, pool)
+    return _pooled(impl, regimes, pool)

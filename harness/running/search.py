@@ -16,12 +16,13 @@ import ctypes
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import hypothesis
 import jax
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness.core import compat, pool, profiles, strategies
@@ -52,8 +53,8 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL("libc.so.6")
 
 
-# Compiled kernel programs kept at once (see _run_case): a run's pool is its smoke cases
-# (4 for pallas_flash) plus harness.core.pool.extra_entries, 2 for a 20-case ci run.
+# Compiled kernel programs kept at once (see _run_case), at least: a run's pool is its smoke
+# cases (5 for pallas_flash) plus harness.core.pool.extra_entries, 2 for a 20-case ci run.
 LIVE_PROGRAMS = 8
 
 
@@ -84,6 +85,10 @@ class _Enough(BaseException):
 
 DRAWS_PER_CASE = 2
 
+# With a pool (search's reuse), one in FRESH_ONE_IN drawn cases is drawn whole, the last ones, after
+# those from the pool, so that new programs keep coming; a failure among them shrinks as a whole case.
+FRESH_ONE_IN = 16
+
 
 @dataclasses.dataclass(kw_only=True)
 class SearchOutcome:
@@ -110,7 +115,7 @@ def _run_case(
     time_limit: float | None,
     interpret: InterpretOptions,
 ) -> CaseResult:
-    """runner.run_case, with JAX's caches cleared when the shapes change, and errors sorted.
+    """runner.run_case, with JAX's caches cleared past a bound on the programs held, and errors sorted.
 
     An interrupt however it arrived is raised as KeyboardInterrupt; any other exception is
     the harness's (the kernels' own exceptions are results, caught in harness.running.execute).
@@ -121,8 +126,9 @@ def _run_case(
         # JAX keeps every compiled executable (30-60 MiB each for pallas_flash under the
         # interpreter, measured) until its caches are cleared: cleared when a new program
         # would make more than LIVE_PROGRAMS, so a run's memory stays bounded
-        # (benchmarks/peak_rss.py) while cases from the run's pool reuse their programs.
-        if len(live) >= LIVE_PROGRAMS:
+        # (benchmarks/peak_rss.py) while cases from the run's pool reuse their programs; a pool
+        # of more programs than that (splash's 12 smoke cases) raises the bound to hold it whole.
+        if len(live) >= state.get("live_programs", LIVE_PROGRAMS):
             jax.clear_caches()
             live.clear()
         live.add(program)
@@ -247,8 +253,8 @@ def search(
     all_smoke: list[Case] = []  # every shard's: the pool starts from them
     state["budget"] = budget_cases
 
-    def drawn_test() -> Callable[[], None]:
-        overrides: dict = {"max_examples": max(budget_cases - len(smoke_set), 1) * DRAWS_PER_CASE}
+    def drawn_test(drawn: st.SearchStrategy[Case], digest: bytes, examples: int) -> Callable[[], None]:
+        overrides: dict = {"max_examples": max(examples, 1) * DRAWS_PER_CASE}
         if seed is not None:
             overrides["derandomize"] = False
         derandomized = base.derandomize and seed is None
@@ -256,23 +262,31 @@ def search(
             overrides["database"] = DirectoryBasedExampleDatabase(str(database))
         else:
             overrides["database"] = None
-        skeletons = None
-        if reuse:
-            # With every shard's smoke cases: their programs are the run's most common ones. The pool is
-            # drawn from the seed and this search's budget, so a shard draws the same pool every time.
-            extra = pool.extra_entries(budget_cases)
-            skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=all_smoke)
-        drawn = strategies.cases(kernel, pool=skeletons)
         if owns is not None or smoke_set:
             # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
             smoked = set(smoke_set)
             drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
         test = settings(base, **overrides)(given(drawn)(check))
-        # Each kernel gets its own key in the example database (and its own derandomized draw).
-        test.hypothesis.inner_test._hypothesis_internal_add_digest = kernel.name.encode()
+        # Each kernel (and each phase) gets its own key in the example database and its own derandomized draw.
+        test.hypothesis.inner_test._hypothesis_internal_add_digest = digest
         if seed is not None:
             test = hypothesis.seed(seed)(test)
         return test
+
+    def drawn_phases() -> Iterator[tuple[st.SearchStrategy[Case], bytes, int]]:
+        """(strategy, digest, the run's case count when it is done) for each phase after the smoke cases."""
+        name = kernel.name.encode()
+        if not reuse:
+            yield strategies.cases(kernel), name, budget_cases
+            return
+        # Drawn after the smoke cases (a failing one ends the search first), with every shard's smoke cases:
+        # their programs are the run's most common ones. From the seed and the budget alone, so a shard
+        # draws the same pool every time.
+        extra = pool.extra_entries(budget_cases)
+        skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=all_smoke)
+        left = budget_cases - len(outcome.results)
+        yield strategies.cases(kernel, pool=skeletons), name, budget_cases - left // FRESH_ONE_IN
+        yield strategies.cases(kernel), name + b"/fresh", budget_cases
 
     # Smoke cases one at a time (iter_smoke_cases): a failing one stops the search before the
     # rest are even looked for.
@@ -282,13 +296,19 @@ def search(
             if len(smoke_set) >= budget_cases:
                 break
             all_smoke.append(case)
+            # The run's pool: its smoke cases' programs and the extra entries (pool.draw_pool).
+            state["live_programs"] = max(LIVE_PROGRAMS, len(all_smoke) + pool.extra_entries(budget_cases) + 1)
             if owns is None or owns(case):
                 smoke_set.append(case)
                 check(case)
         if budget_cases > len(smoke_set):
-            _interrupts_as_themselves(drawn_test())
-    except _Enough:
-        pass
+            for drawn, digest, until in drawn_phases():
+                state["budget"] = until
+                if until > len(outcome.results):
+                    try:
+                        _interrupts_as_themselves(drawn_test(drawn, digest, until - len(outcome.results)))
+                    except _Enough:
+                        pass
     except _HarnessError as e:
         raise e.error from None
     except CaseFailed:
