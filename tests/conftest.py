@@ -7,3 +7,14 @@ import harness  # noqa: F401  (sets JAX_PLATFORMS=cpu where no TPU is attached)
 # `run` starts one worker process per core by default (harness.running.shards); the tests of one run's
 # output and store run it in one process, and tests/test_shards.py asks for workers explicitly.
 os.environ.setdefault("ATTN_HARNESS_JOBS", "1")
+
+import pytest  # noqa: E402
+
+from harness.core import smoke  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_smoke_cache(monkeypatch):
+    """In this process the smoke sets are found, never read from the user's disk cache: a test that
+    counts what finding them does must see it done. tests/test_smoke.py tests the cache itself."""
+    monkeypatch.setattr(smoke, "cache_path", lambda impl: None)

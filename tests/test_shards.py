@@ -35,10 +35,22 @@ def test_a_bad_shard_says_how_to_write_one(text: str, message: str) -> None:
 def test_each_case_belongs_to_one_shard_and_shards_split_the_examples() -> None:
     shards = [Shard(i, 3) for i in range(3)]
     assert [s.examples(10) for s in shards] == [4, 3, 3] and Shard(0, 1).examples(10) == 10
-    cases = [_fakes.small_case(seed=s) for s in range(30)]
+    cases = [_fakes.small_case(seed=s, q_len=n, head_dim=d) for s in range(3) for n in (16, 32) for d in (32, 64)]
     owners = [[s.index for s in shards if s.owns(c)] for c in cases]
     assert all(len(o) == 1 for o in owners) and {o[0] for o in owners} == {0, 1, 2}
     assert all(Shard(0, 1).owns(c) for c in cases)
+
+
+def test_a_shard_owns_whole_programs() -> None:
+    # Cases that differ only in what a compiled program takes as data (seed, regime) go to one
+    # shard: no two workers compile the same program.
+    shards = [Shard(i, 2) for i in range(2)]
+    programs = [_fakes.small_case(head_dim=d, kv_len=n) for d in (32, 64) for n in (16, 32)]
+    owners = {p: [s.index for s in shards if s.owns(p)] for p in programs}
+    for p in programs:
+        for seed, regime in [(1, "ties"), (7, "large"), (99, "normal")]:
+            assert [s.index for s in shards if s.owns(p.replace(seed=seed, regime=regime))] == owners[p]
+    assert {o[0] for o in owners.values()} == {0, 1}
 
 
 def test_the_most_serious_exit_status_wins() -> None:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from harness.core import contract, coverage, features, smoke
 from harness.core.case import Case
 from harness.running.search import search
 from tests import _fakes
+
+_real_cache_path = smoke.cache_path  # before tests/conftest.py turns the cache off for each test
 
 
 def _drawn(impl) -> set[str]:
@@ -94,3 +100,32 @@ def test_a_search_that_stops_at_a_feature_case_never_looks_for_the_api_cases(mon
     passing = _WithApi("tests.test_smoke:api_passing")
     search(passing, [], examples=len(smoke.feature_cases(passing)) + 1, profile="ci", grads=False, smoke=True)
     assert looked == ["tests.test_smoke:api_passing"]
+
+
+def test_a_found_smoke_set_is_read_back_from_disk_and_found_anew_when_unreadable(monkeypatch, tmp_path):
+    kernel = _WithApi("tests.test_smoke:cached")
+    monkeypatch.setattr(smoke.compat, "compilation_cache_dir", lambda: str(tmp_path / "jax"))
+    path = _real_cache_path(kernel)
+    assert path is not None and path.parent == tmp_path / "jax-smoke"
+    monkeypatch.setattr(smoke, "cache_path", _real_cache_path)
+    found = list(smoke.iter_smoke_cases(kernel))
+    assert found == smoke.smoke_cases(kernel) and path.exists()
+    # Read back: nothing is looked for.
+    monkeypatch.setattr(smoke, "_found", lambda impl: pytest.fail("found again despite the cache"))
+    assert list(smoke.iter_smoke_cases(kernel)) == found
+    # Unreadable (truncated by a crash, edited by hand): found anew, and written whole again.
+    path.write_text('{"cases": [{"batch": 1}')
+    monkeypatch.setattr(smoke, "_found", lambda impl: iter(found[:1]))
+    assert list(smoke.iter_smoke_cases(kernel)) == found[:1]
+    assert list(smoke.iter_smoke_cases(kernel)) == found[:1]  # what was written last
+
+
+def test_the_smoke_cache_key_follows_the_contract_and_is_off_with_the_compilation_cache(monkeypatch, tmp_path):
+    monkeypatch.setattr(smoke.compat, "compilation_cache_dir", lambda: str(tmp_path / "jax"))
+    a, b = _WithApi("tests.test_smoke:a"), _WithApi("tests.test_smoke:a")
+    assert _real_cache_path(a) == _real_cache_path(b)
+    b.capabilities = dataclasses.replace(b.capabilities, head_dims=(32,))
+    assert _real_cache_path(a) != _real_cache_path(b)
+    assert _real_cache_path(a) != _real_cache_path(_WithApi("tests.test_smoke:other"))
+    monkeypatch.setattr(smoke.compat, "compilation_cache_dir", lambda: None)
+    assert _real_cache_path(a) is None

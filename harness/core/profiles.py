@@ -51,7 +51,7 @@ _common = {
 # profile whenever the CI environment variable is set: dev would silently become ci there.
 _DEFAULTS = settings.get_profile("default")
 PROFILES: dict[str, settings] = {
-    "dev": settings(_DEFAULTS, max_examples=10, derandomize=False, **_common),
+    "dev": settings(_DEFAULTS, max_examples=50, derandomize=False, **_common),
     "ci": settings(_DEFAULTS, max_examples=20, derandomize=True, **_common),
     "nightly": settings(_DEFAULTS, max_examples=500, derandomize=False, **_common),
     "tpu": settings(_DEFAULTS, max_examples=200, derandomize=False, **_common),

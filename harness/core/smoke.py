@@ -14,18 +14,30 @@ a few cases (a matrix cell's) still exercises the whole declared API.
 Each is the smallest case inside the kernel's contract that has those features, found by
 Hypothesis's own `find` (derandomized: the same cases every run), never a hand-built case
 that could drift out of the contract.
+
+Finding them costs 1 to 16 CPU s per process (benchmarks/results/matrix_budget.json), paid again
+by every worker of `run --jobs` and every run: the set a search takes (iter_smoke_cases) is kept
+on disk beside JAX's compilation cache, keyed by everything the draw depends on (the kernel's
+name and capabilities, the source of harness/core, kernels/ and the adapter's module, the
+library versions), and found anew when any of them changes or the file cannot be read.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
+import json
+import os
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 
-from harness.core import coverage, features, strategies
-from harness.core.case import Case
+from harness.core import compat, coverage, features, strategies
+from harness.core.case import Case, CaseError
 from harness.core.contract import Implementation
 
 # The groups smoke cases cover (harness.core.features), in the order their values are paired.
@@ -73,9 +85,77 @@ def smoke_cases(impl: Implementation) -> list[Case]:
 
 def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
     """smoke_cases, one at a time: the API cases are looked for only once the feature cases are
-    through, so a run that stops at a failing feature case never pays for them."""
+    through, so a run that stops at a failing feature case never pays for them. Read from the
+    disk cache when it holds this set (cache_path); written there once the whole set was found."""
+    path = cache_path(impl)
+    cached = _read(path) if path is not None else None
+    if cached is not None:
+        yield from cached
+        return
+    found: list[Case] = []
+    for case in _found(impl):
+        found.append(case)
+        yield case
+    if path is not None:
+        _write(path, found)
+
+
+def _found(impl: Implementation) -> Iterator[Case]:
     yield from feature_cases(impl)
     yield from api_cases(impl)
+
+
+# What the draw depends on besides the kernel's name and capabilities: the strategies, masks,
+# features and API tables (harness/core), the adapters and their shared helpers (kernels/).
+_SOURCES = (Path(__file__).parent, Path(__file__).parent.parent.parent / "kernels")
+
+
+@functools.cache
+def _sources_digest() -> str:
+    h = hashlib.sha256()
+    for root in _SOURCES:
+        for f in sorted(root.glob("*.py")):
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def cache_path(impl: Implementation) -> Path | None:
+    """Where `impl`'s smoke set is kept: in DIR-smoke beside JAX's compilation cache DIR (None when
+    that is "off"), named by a hash of everything the set depends on."""
+    base = compat.compilation_cache_dir()
+    if base is None:
+        return None
+    h = hashlib.sha256(_sources_digest().encode())
+    try:
+        module = inspect.getsourcefile(type(impl))
+        h.update(Path(module).read_bytes() if module else b"")
+    except (OSError, TypeError):
+        h.update(b"no source")
+    versions = json.dumps(compat.library_versions(), sort_keys=True)
+    h.update(f"{impl.name}\n{impl.capabilities!r}\n{versions}\n{API_POOL}".encode())
+    # Beside the compilation cache, named after it: a run given an empty cache gets an empty one of these too.
+    return Path(base).parent / f"{Path(base).name}-smoke" / f"{h.hexdigest()[:32]}.json"
+
+
+def _read(path: Path) -> list[Case] | None:
+    """The cached set, or None when there is none or it cannot be read (then it is found anew)."""
+    try:
+        doc = json.loads(path.read_text())
+        return [Case.from_json(c) for c in doc["cases"]]
+    except (OSError, ValueError, KeyError, TypeError, CaseError):
+        return None
+
+
+def _write(path: Path, cases: list[Case]) -> None:
+    """Atomically (a concurrent worker reads a whole file or none); a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"cases": [c.to_json() for c in cases]}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def feature_cases(impl: Implementation) -> list[Case]:

@@ -1,6 +1,7 @@
 """Splitting a run: `run --shard I/N` checks one deterministic part of it, `run --jobs N` runs N shards at once.
 
-A shard is a search of its own over the cases whose id, read as a number, is I modulo N:
+A shard is a search of its own over the cases whose program's id (the case with the values a
+compiled program takes as data fixed, harness.core.pool.program_key), read as a number, is I modulo N:
 the same draw as the whole run (same profile, same seed), with every case of another shard
 filtered out, so shards are disjoint and the same every time. It checks its share of
 `--examples` (the total over all shards), its smoke cases among them. Shards of one run
@@ -20,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from harness.core import pool
 from harness.core.case import Case
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK, EXIT_USAGE
 
@@ -52,8 +54,9 @@ class Shard:
         return f"{self.index}/{self.count}"
 
     def owns(self, case: Case) -> bool:
-        """Whether `case` is this shard's: its case id modulo the number of shards."""
-        return self.count == 1 or int(case.case_id, 16) % self.count == self.index
+        """Whether `case` is this shard's: its program's case id (harness.core.pool.program_key)
+        modulo the number of shards, so that each compiled program is compiled by one shard only."""
+        return self.count == 1 or int(pool.program_key(case).case_id, 16) % self.count == self.index
 
     def examples(self, total: int) -> int:
         """This shard's share of `total` cases (the first total % N shards take one more); at least 1."""
