@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import pytest
 
 from harness.core import contract
@@ -119,3 +123,21 @@ def test_capabilities_keep_restrictions_apart_from_mask_components(kw, message):
 
     with pytest.raises(ValueError, match=message):
         Capabilities(dtypes=("float32",), head_dims=(64,), seq_lens=(128,), **kw)
+
+
+@pytest.mark.no_mutation
+def test_a_built_in_and_the_oracles_resolve_without_importing_every_kernel():
+    # A run of one kernel does not import tokamax or run other adapters' import-time probes (~2 CPU s).
+    code = (
+        "import sys, harness; from harness.core import contract\n"
+        "print(contract.resolve('pallas_flash').name, contract.names('oracle'))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kernels.') and not m.startswith('kernels._')))\n"
+        "print('pallas_splash' in contract.registry(), 'kernels.pallas_splash' in sys.modules)\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.splitlines() == [
+        "pallas_flash ['jax_reference', 'torch_sdpa']",
+        "['kernels.pallas_flash']",
+        "True True",  # the whole registry, when asked for, still imports every module
+    ]

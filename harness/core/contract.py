@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -261,8 +262,9 @@ class Implementation(abc.ABC):
 
 
 _REGISTRY: dict[str, Implementation] = {}
-_DISCOVERED = False
-# Packages whose every module is imported once so that it can register().
+_DISCOVERED: set[str] = set()  # packages whose every module was imported
+# Packages whose every module is imported once so that it can register(). Oracles register from
+# oracles/ only, so the oracles are known without importing every kernel (names("oracle")).
 PACKAGES = ("kernels", "oracles")
 # Frameworks an environment may lack (a matrix cell without torch, or with a jax older than
 # tokamax needs, where it is not installed: harness.environments.matrix): a module that
@@ -278,21 +280,35 @@ def register(impl: Implementation) -> Implementation:
     return impl
 
 
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    for pkg_name in PACKAGES:
+def _import(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in OPTIONAL_FRAMEWORKS:
+            raise
+        _UNAVAILABLE[module] = f"{e.name} is not installed"
+
+
+def _discover(packages: tuple[str, ...] = PACKAGES) -> None:
+    for pkg_name in packages:
+        if pkg_name in _DISCOVERED:
+            continue
+        _DISCOVERED.add(pkg_name)
         pkg = importlib.import_module(pkg_name)
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
-                try:
-                    importlib.import_module(f"{pkg_name}.{info.name}")
-                except ModuleNotFoundError as e:
-                    if (e.name or "").split(".")[0] not in OPTIONAL_FRAMEWORKS:
-                        raise
-                    _UNAVAILABLE[f"{pkg_name}.{info.name}"] = f"{e.name} is not installed"
+                _import(f"{pkg_name}.{info.name}")
+
+
+def _builtin(name: str) -> Implementation | None:
+    """The built-in `name`, importing only its own module where one is named after it
+    (kernels/pallas_flash.py registers pallas_flash): a run of one kernel does not pay for
+    importing every other (tokamax, and the probes some adapters run at import, ~2 CPU s)."""
+    if name not in _REGISTRY and name.isidentifier():
+        for pkg_name in PACKAGES:
+            if pkg_name not in _DISCOVERED and importlib.util.find_spec(f"{pkg_name}.{name}") is not None:
+                _import(f"{pkg_name}.{name}")
+    return _REGISTRY.get(name)
 
 
 def unavailable() -> dict[str, str]:
@@ -308,6 +324,9 @@ def registry() -> dict[str, Implementation]:
 
 
 def names(role: Role | None = None) -> list[str]:
+    if role == "oracle":
+        _discover(("oracles",))
+        return sorted(n for n, i in _REGISTRY.items() if i.role == role)
     return sorted(n for n, i in registry().items() if role is None or i.role == role)
 
 
@@ -317,11 +336,14 @@ def resolve(spec: str) -> Implementation:
     MODULE:ATTR may name an Implementation, or a drop-in function for a built-in kernel:
     `pallas_flash` by default, or the KERNEL named before `=`, whose `Implementation.dropin` wraps it.
     """
-    reg = registry()
-    if spec in reg:
-        return reg[spec]
+    builtin = _builtin(spec)
+    if builtin is not None:
+        return builtin
     base, _, target = spec.rpartition("=")
     if ":" not in target:
+        reg = registry()
+        if spec in reg:
+            return reg[spec]
         raise UnknownImplementation(
             f"unknown implementation {spec!r}; use one of {sorted(reg)}, MODULE:ATTR, or KERNEL=MODULE:ATTR"
         )
@@ -339,8 +361,8 @@ def resolve(spec: str) -> Implementation:
     if not callable(obj):
         raise UnknownImplementation(f"{target!r} is neither an Implementation nor a function")
     base = base or "pallas_flash"
-    if base not in reg:
+    if _builtin(base) is None:
         raise UnknownImplementation(
             f"unknown built-in kernel {base!r} for drop-in {target!r}; known: {names('kernel')}"
         )
-    return reg[base].dropin(obj, name=spec)
+    return _REGISTRY[base].dropin(obj, name=spec)

@@ -35,13 +35,16 @@ from harness.core.masks import Lengths, Segments
 __all__ = ["cost", "draw_pool", "extra_entries", "pool_seed", "program_key", "size"]
 
 # One extra pool entry per this many cases of a run: each compiled program then serves about
-# this many cases (a new program costs ~3 CPU s, a reused one ~0.35 s), and a 500-case
-# nightly run still sees ~30 pool shapes besides its smoke cases and the cases drawn whole
-# (harness.running.search.FRESH_ONE_IN).
-CASES_PER_PROGRAM = 8
+# this many cases (a new program costs ~3 CPU s, a reused one ~0.3 s), and a 500-case
+# nightly run still sees ~40 pool shapes besides its smoke cases and the cases drawn whole
+# (harness.running.search.FRESH_ONE_IN). Measured with benchmarks/pairwise.py (pallas_flash, ci,
+# first 60 cases, with smoke cases): 12 cases a program and 40 candidates an entry cover 92% of
+# the declared feature pairs; 8 and 40, 94%; 8 and 10, 93%; 12 and 10, 85%; 16 and 60, 83%.
+CASES_PER_PROGRAM = 12
 MIN_EXTRA = 2
-# Candidates drawn per extra entry, from which the entries adding most feature pairs are picked.
-CANDIDATES_PER_ENTRY = 10
+# Candidates drawn per extra entry, from which the entries adding most feature pairs are picked
+# (drawing 160 of them takes ~0.4 CPU s).
+CANDIDATES_PER_ENTRY = 40
 _COLLECT = settings(
     database=None,
     derandomize=False,
