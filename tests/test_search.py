@@ -430,6 +430,16 @@ def test_smoke_cases_run_first_and_drawn_cases_are_new_and_owned(stand_in):
     assert len(stand_in.cases) == 4 and all(owned(c) for c in stand_in.cases)
 
 
+def test_a_shard_that_owns_no_pool_entry_draws_whole_cases(stand_in):
+    # Shards own whole programs: with many shards one may own none of the pool's entries.
+    entries = pool.draw_pool(_fakes.CORRECT, extra=pool.extra_entries(6), seed=pool.pool_seed(_fakes.CORRECT, 1))
+    keys = {pool.program_key(e) for e in entries}
+    not_in_pool = lambda c: pool.program_key(c) not in keys  # noqa: E731 - this shard's share
+    outcome = search(_fakes.CORRECT, [], examples=6, seed=1, profile="dev", grads=False, owns=not_in_pool)
+    assert len(outcome.results) == 6 and outcome.passed
+    assert not keys & {pool.program_key(c) for c in stand_in.cases}
+
+
 def test_drawn_cases_skip_the_smoke_case_hypothesis_would_draw_first(stand_in):
     first = search(_fakes.CORRECT, [], examples=1, profile="ci", grads=False).results[0].case
     stand_in.calls.clear()

@@ -1,7 +1,9 @@
 """Hypothesis profiles, in one place. Choose with --profile or ATTN_HARNESS_PROFILE.
 
-dev:     quick local runs, random, with the example database (DIR/.hypothesis): a failure
-         found once is replayed first next time on the same machine.
+dev:     local runs and `nox -s tpu` (50 cases: with compiled programs reused, about what
+         10 cost before, README "Where a case's time goes"), random, with the example
+         database (DIR/.hypothesis): a failure found once is replayed first next time on
+         the same machine.
 ci:      derandomized, so the same commit draws the same cases on every machine; no
          example database, which would make the draw depend on the machine's history.
 nightly: many examples, for long runs off the critical path.

@@ -284,8 +284,11 @@ def search(
         # draws the same pool every time.
         extra = pool.extra_entries(budget_cases)
         skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=all_smoke)
+        # A shard owns whole programs (harness.running.shards): its own entries, if any.
+        skeletons = tuple(e for e in skeletons if owns is None or owns(e))
         left = budget_cases - len(outcome.results)
-        yield strategies.cases(kernel, pool=skeletons), name, budget_cases - left // FRESH_ONE_IN
+        if skeletons:
+            yield strategies.cases(kernel, pool=skeletons), name, budget_cases - left // FRESH_ONE_IN
         yield strategies.cases(kernel), name + b"/fresh", budget_cases
 
     # Smoke cases one at a time (iter_smoke_cases): a failing one stops the search before the
