@@ -42,6 +42,17 @@ def test_every_stored_record_round_trips_through_its_class(store: str, real_stor
         assert from_json(rec.to_json(), where) == rec
 
 
+def test_a_run_records_the_apis_of_the_implementations_it_checks(real_store: Path) -> None:
+    # Of their declaring built-ins (coverage.declaring_name: a MODULE:ATTR kernel stands in for pallas_flash),
+    # what `harness coverage` looks up for their records; a bench or compile run records every registered one.
+    recs = read.load([real_store])
+    runs = {tuple(r.field("kernels") or ()): r for r in recs.runs.values() if r.field("kernels")}
+    (run,) = runs.values()
+    assert set(run.api_parameters) == {"pallas_flash", "torch_sdpa"}
+    others = [r for r in recs.runs.values() if not r.field("kernels")]
+    assert others and all({"pallas_flash", "jax_xla", "pallas_splash"} <= set(r.api_parameters) for r in others)
+
+
 def test_an_old_store_loads_with_nothing_unreadable() -> None:
     recs = read.load([OLD_STORE])
     assert recs.problems == [] and recs.cases and recs.compiles and recs.runs

@@ -21,7 +21,7 @@ import re
 import socket
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,12 +86,17 @@ def atomic_write_json(path: Path, data: Any) -> None:
         raise
 
 
-def api_parameters() -> dict[str, dict[str, dict[str, Any]]]:
-    """Which parameters of each registered implementation's wrapped API exist in the installed libraries
-    (harness.core.coverage.api_parameters): implementation -> API -> installed, present, absent, undeclared."""
+def api_parameters(implementations: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """Which parameters of each wrapped API exist in the installed libraries (harness.core.coverage.api_parameters):
+    implementation -> API -> installed, present, absent, undeclared. Of the built-ins the named implementations
+    stand in for (coverage.declaring_name: what `harness coverage` looks up for their records), else of every
+    registered one; resolving only those spares a run of one kernel importing every other (~2 CPU s)."""
     from harness.core import contract, coverage  # the kernels import jax; reading records must not
 
-    return coverage.api_parameters(contract.registry().values())
+    if implementations is None:
+        return coverage.api_parameters(contract.registry().values())
+    names = dict.fromkeys(coverage.declaring_name(n) for n in implementations)
+    return coverage.api_parameters(contract.resolve(n) for n in names)
 
 
 def _exercised(implementation: str, case: Case) -> list[str]:
@@ -99,12 +104,10 @@ def _exercised(implementation: str, case: Case) -> list[str]:
     one that declares no API or is not loaded in this process."""
     from harness.core import contract, coverage  # the kernels import jax; reading records must not
 
-    impl = contract.registry().get(implementation)
-    if impl is None:
-        try:
-            impl = contract.resolve(implementation)
-        except Exception:  # noqa: BLE001 - a name this process cannot load: nothing to count
-            return []
+    try:
+        impl = contract.resolve(implementation)  # a built-in's own module only (contract._builtin)
+    except Exception:  # noqa: BLE001 - a name this process cannot load: nothing to count
+        return []
     return coverage.exercised(impl, case)
 
 
@@ -149,10 +152,15 @@ class RunStore:
 
     root: Path
     run_id: str
+    # The implementations the run checks, whose APIs run.json records (api_parameters); None: every registered one.
+    implementations: tuple[str, ...] | None = None
 
     @classmethod
-    def create(cls, root: Path | str, *, meta: dict[str, Any]) -> RunStore:
-        store = cls(Path(root), new_run_id())
+    def create(
+        cls, root: Path | str, *, meta: dict[str, Any], implementations: Iterable[str] | None = None
+    ) -> RunStore:
+        names = None if implementations is None else tuple(implementations)
+        store = cls(Path(root), new_run_id(), names)
         store.write_meta({**meta, "status": RunStatus.RUNNING})
         return store
 
@@ -163,7 +171,8 @@ class RunStore:
     def write_meta(self, meta: dict[str, Any]) -> None:
         """(Re)write run.json: this machine's versions, the installed APIs' parameters and `meta`
         (a command's own fields, its status)."""
-        base = {"versions": compat.library_versions(), "machine": machine(), "api_parameters": api_parameters()}
+        apis = api_parameters(self.implementations)
+        base = {"versions": compat.library_versions(), "machine": machine(), "api_parameters": apis}
         doc = {**base, **meta, "schema": RunRecord.schema, "kind": "run", "run_id": self.run_id}
         atomic_write_json(self.dir / "run.json", RunRecord.from_json(doc, "run.json").to_json())  # validated
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from harness.cli import UsageError
@@ -104,12 +104,13 @@ def interrupt_signals() -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def create_store(out: Path, meta: dict) -> RunStore:
-    """The run's store; an --out that cannot hold one is bad input (exit 2), said before any case runs."""
+def create_store(out: Path, meta: dict, implementations: Iterable[str] | None = None) -> RunStore:
+    """The run's store; an --out that cannot hold one is bad input (exit 2), said before any case runs.
+    implementations: those the run checks, whose APIs run.json records (default: every registered one)."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out={str(out)!r} is a file; give a directory (it is created if missing)")
     try:
-        return RunStore.create(out, meta=meta)
+        return RunStore.create(out, meta=meta, implementations=implementations)
     except OSError as e:
         raise UsageError(
             f"--out={str(out)!r} cannot be written ({e.strerror or e}); give a writable directory"

@@ -73,7 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shard",
         metavar="I/N",
-        help="check only shard I of N (0 <= I < N): the cases whose id is I modulo N, its share of --examples; "
+        help="check only shard I of N (0 <= I < N): the cases whose program's id is I modulo N, its share of "
+        "--examples; "
         "shards of one run are disjoint and the same every time (for CI jobs on several machines)",
     )
     p.add_argument(
@@ -81,6 +82,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the smoke cases (each declared mask component, tiling class and dtype at the smallest size) "
         "that a run checks before drawing cases",
+    )
+    p.add_argument(
+        "--no-pool",
+        action="store_true",
+        help="draw every case whole instead of mostly from the run's pool of compiled programs "
+        '(README "Where a case\'s time goes"): every case compiles anew, several times slower',
     )
     p.add_argument(
         "--cross-interpret",
@@ -139,6 +146,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
         "--cross-interpret": args.cross_interpret,
         "--detect-races": args.detect_races,
         "--no-smoke": args.no_smoke,
+        "--no-pool": args.no_pool,
     }
     return argv + [flag for flag, on in flags.items() if on]
 
@@ -205,7 +213,7 @@ def main(args: argparse.Namespace) -> int:
     # Where each side computed: kernels on the accelerator, the references on the CPU (harness.core.placement).
     meta["placement"] = {"references": placement.describe(placement.reference_device())}
     meta["placement"] |= {i.name: i.device() for i in (*kernels, *oracles)}
-    store = create_store(args.out, meta)
+    store = create_store(args.out, meta, [i.name for i in (*kernels, *oracles)])
     print(f"results -> {store.dir}")
     print(f"references (float64 truth, ruler, oracles) on {meta['placement']['references']}")
     rows: list[dict] = []
@@ -340,6 +348,7 @@ def _run_kernels(
             interpret=options,
             shrink_runs=args.max_shrinks,
             smoke=not args.no_smoke,
+            reuse=not args.no_pool,
             owns=shard.owns if shard.count > 1 else None,
             on_result=on_result,
         )
