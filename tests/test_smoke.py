@@ -49,7 +49,7 @@ def test_a_failing_smoke_case_is_the_reported_failure():
     outcome = search(kernel, [], examples=10, profile="ci", grads=False, smoke=True)
     assert outcome.shrunk is not None and outcome.shrunk.case == smoke.smoke_cases(kernel)[0]
     assert outcome.shrunk.case.mask.causal == "top_left" and outcome.shrink_runs == 0
-    without = search(kernel, [], examples=1, profile="ci", grads=False)
+    without = search(kernel, [], examples=1, profile="ci", grads=False, reuse=False)
     assert without.results[0].case.mask.causal is None  # Hypothesis alone starts from no mask
 
 
