@@ -126,6 +126,12 @@ def test_the_smoke_cache_key_follows_the_contract_and_is_off_with_the_compilatio
     assert _real_cache_path(a) == _real_cache_path(b)
     b.capabilities = dataclasses.replace(b.capabilities, head_dims=(32,))
     assert _real_cache_path(a) != _real_cache_path(b)
-    assert _real_cache_path(a) != _real_cache_path(_WithApi("tests.test_smoke:other"))
+    # MODULE:ATTR implementations of one class and contract draw the same: their name changes nothing drawn.
+    assert _real_cache_path(a) == _real_cache_path(_WithApi("tests.test_smoke:other"))
+    assert _real_cache_path(a) != _real_cache_path(_fakes.FakeKernel("tests.test_smoke:a"))  # another class
+    # A drop-in of a built-in draws what the built-in draws: it shares the built-in's set.
+    flash = contract.resolve("pallas_flash")
+    dropin = contract.resolve("tests.planted.fwd_causal_off_by_one:flash_attention")
+    assert _real_cache_path(dropin) == _real_cache_path(flash) != _real_cache_path(contract.resolve("pallas_splash"))
     monkeypatch.setattr(smoke.compat, "compilation_cache_dir", lambda: None)
     assert _real_cache_path(a) is None

@@ -18,8 +18,9 @@ that could drift out of the contract.
 Finding them costs 1 to 16 CPU s per process (benchmarks/results/matrix_budget.json), paid again
 by every worker of `run --jobs` and every run: the set a search takes (iter_smoke_cases) is kept
 on disk beside JAX's compilation cache, keyed by everything the draw depends on (the kernel's
-name and capabilities, the source of harness/core, kernels/ and the adapter's module, the
-library versions), and found anew when any of them changes or the file cannot be read.
+name, or a drop-in's built-in's, its adapter class and capabilities, the source of harness/core,
+kernels/ and the adapter's module, the library versions), and found anew when any of them
+changes or the file cannot be read.
 """
 
 from __future__ import annotations
@@ -132,7 +133,10 @@ def cache_path(impl: Implementation) -> Path | None:
     except (OSError, TypeError):
         h.update(b"no source")
     versions = json.dumps(compat.library_versions(), sort_keys=True)
-    h.update(f"{impl.name}\n{impl.capabilities!r}\n{versions}\n{API_POOL}".encode())
+    # A drop-in (KERNEL=MODULE:ATTR) draws exactly what its built-in draws (same adapter class and, where
+    # its function changes one, capabilities): keyed by the built-in's name, it shares the built-in's set.
+    name = coverage.declaring_name(impl.name)
+    h.update(f"{name}\n{type(impl).__qualname__}\n{impl.capabilities!r}\n{versions}\n{API_POOL}".encode())
     # Beside the compilation cache, named after it: a run given an empty cache gets an empty one of these too.
     return Path(base).parent / f"{Path(base).name}-smoke" / f"{h.hexdigest()[:32]}.json"
 
