@@ -283,7 +283,11 @@ def search(
         # their programs are the run's most common ones. From the seed and the budget alone, so a shard
         # draws the same pool every time.
         extra = pool.extra_entries(budget_cases)
-        skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=all_smoke)
+        # The smoke cases' skeletons are in the pool whether or not they were checked first: without
+        # them a pool of a few extra entries can miss a whole feature (a tiling class) that 20 whole
+        # draws would meet (tests/test_planted.py, fwd_v_offset_minor_blocks without smoke cases).
+        skeletons_of = all_smoke if smoke is not False else list(iter_smoke_cases(kernel))
+        skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=skeletons_of)
         # A shard owns whole programs (harness.running.shards): its own entries, if any.
         skeletons = tuple(e for e in skeletons if owns is None or owns(e))
         left = budget_cases - len(outcome.results)
