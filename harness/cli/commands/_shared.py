@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import signal
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from harness.cli import UsageError
 from harness.core import contract
@@ -67,8 +69,8 @@ def resolve(specs: list[str], role: str) -> list[contract.Implementation]:
 
 
 # Signals received during the run. The handler's KeyboardInterrupt is lost when it lands in
-# code that ignores exceptions (a garbage-collection callback of XLA's, measured): the run's
-# next finished case then raises it again (harness.cli.commands.run).
+# code that ignores exceptions (a garbage-collection callback of XLA's or Hypothesis's, measured):
+# the run's next finished case then raises it again (harness.cli.commands.run), and nothing is printed.
 SIGNALLED: list[int] = []
 
 
@@ -84,16 +86,28 @@ def interrupt_signals() -> Iterator[None]:
         SIGNALLED.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
 
+    def unraisable(args: Any) -> None:
+        # The handler's KeyboardInterrupt raised inside a garbage-collection callback (Hypothesis
+        # times GC with one) cannot propagate: Python would print it as a traceback. It is already
+        # recorded in SIGNALLED, and the run stops at its next finished case.
+        if not (isinstance(args.exc_value, KeyboardInterrupt) and SIGNALLED):
+            previous_hook(args)
+
     SIGNALLED.clear()
     previous = {}
+    previous_hook = sys.unraisablehook
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, handler)
     except ValueError:  # not the main thread: leave signals alone
         pass
+    if previous:
+        sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        if previous:
+            sys.unraisablehook = previous_hook
         if SIGNALLED and previous:
             # The run has stopped: what is left is its summary, run.json and the exit. A second
             # Ctrl-C from here on would only cut that short (a KeyboardInterrupt traceback from
