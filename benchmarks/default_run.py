@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.throughput import DEFAULT_BASELINE, _commit, checkout, run_side  # noqa: E402
+from benchmarks.throughput import DEFAULT_BASELINE, _commit, checkout, child_env, run_side  # noqa: E402
 
 
 def measure(baseline: str, candidate: str, seed: int) -> dict[str, Any]:
@@ -37,15 +37,8 @@ def measure(baseline: str, candidate: str, seed: int) -> dict[str, Any]:
             ("candidate_cold", trees["candidate"], "cache-candidate"),
             ("candidate_warm", trees["candidate"], "cache-candidate"),
         ):
-            env = {
-                **os.environ,
-                "PYTHONPATH": str(tree),
-                "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
-                "ATTN_HARNESS_COMPILATION_CACHE": str(tmp / cache),
-            }
             # What `nox -s tpu` passes: nothing but the user's arguments; the profile is dev.
-            env.pop("ATTN_HARNESS_PROFILE", None)
-            env.pop("ATTN_HARNESS_JOBS", None)
+            env = child_env(tree, tmp / cache, ATTN_HARNESS_PROFILE=None, ATTN_HARNESS_JOBS=None)
             argv = ["run", "--seed", str(seed), "--no-database", "--out", str(tmp / f"store-{name}")]
             sides[name] = run_side(tree, argv, env)
             print(f"{name:<15} {sides[name]}", flush=True)

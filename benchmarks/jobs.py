@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.throughput import run_side  # noqa: E402 - after the path set-up
+from benchmarks.throughput import child_env, run_side  # noqa: E402 - after the path set-up
 from harness.store.files import atomic_write_json  # noqa: E402
 
 
@@ -29,13 +29,8 @@ def measure(jobs: int, examples: int, kernel: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for n in (1, jobs):
             argv = ["run", "--profile", "ci", "--examples", str(examples), "--kernel", kernel, "--no-database"]
-            env = {
-                **os.environ,
-                "PYTHONPATH": str(ROOT),
-                "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
-                # Each side starts from an empty compilation cache, as a fresh CI job does.
-                "ATTN_HARNESS_COMPILATION_CACHE": str(Path(tmp) / f"jax-cache-{n}"),
-            }
+            # Each side starts from an empty compilation cache, as a fresh CI job does.
+            env = child_env(ROOT, Path(tmp) / f"jax-cache-{n}")
             side = run_side(ROOT, [*argv, "--jobs", str(n), "--out", str(Path(tmp) / f"store-{n}")], env)
             side["cases_per_wall_minute"] = 60 * side["cases"] / side["wall_s"]
             sides[f"jobs_{n}"] = side

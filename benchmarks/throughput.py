@@ -49,6 +49,23 @@ def run_side(checkout: Path, argv: list[str], env: dict[str, str]) -> dict[str, 
     }
 
 
+def child_env(tree: Path, cache: Path, **changes: str | None) -> dict[str, str]:
+    """The environment a measured `run` gets: `tree` on the path, CPU JAX unless chosen, its own
+    compilation cache `cache`; then `changes` (None removes a variable)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+        "ATTN_HARNESS_COMPILATION_CACHE": str(cache),
+    }
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
 def checkout(rev: str, into: Path) -> Path:
     """`git archive REV` of this repository, unpacked under `into`."""
     archive = into / f"{rev}.tar"
@@ -73,15 +90,9 @@ def measure(baseline: str, candidate: str, examples: int, kernel: str) -> dict[s
         for name, tree in (("baseline", base), ("cold_cache", cand), ("warm_cache", cand)):
             out = tmp / f"store-{name}"
             argv = ["run", "--profile", "ci", "--examples", str(examples), "--kernel", kernel, "--no-database"]
-            env = {
-                **os.environ,
-                "PYTHONPATH": str(tree),
-                "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
-                "ATTN_HARNESS_COMPILATION_CACHE": str(tmp / "jax-cache"),
-                # One process, as the baseline (which predates --jobs): CPU per case, not wall time
-                # (benchmarks/jobs.py measures --jobs).
-                "ATTN_HARNESS_JOBS": "1",
-            }
+            # One process, as the baseline (which predates --jobs): CPU per case, not wall time
+            # (benchmarks/jobs.py measures --jobs).
+            env = child_env(tree, tmp / "jax-cache", ATTN_HARNESS_JOBS="1")
             sides[name] = run_side(tree, [*argv, "--out", str(out)], env)
             print(f"{name:<10} {sides[name]}", flush=True)
     rate = {k: v["cases_per_cpu_minute"] for k, v in sides.items()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from harness import cli
-from harness.core import compat, contract
+from harness.core import compat, contract, pool
 from harness.core.case import Case
 from harness.running.failures import write_failure
 from harness.running.runner import run_case
@@ -26,10 +26,6 @@ SUBTLE_CASE = Case(batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=256, head_d
 NEAR_MISS = (1.0, 100.0)
 
 
-def _size(case):
-    return (case.batch * case.q_heads * case.q_len * case.kv_len * case.head_dim, case.q_heads, case.batch)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(PLANTED))
 def test_planted_bug_is_caught_shrunk_and_replayed(tmp_path, capsys, name):
@@ -42,7 +38,7 @@ def test_planted_bug_is_caught_shrunk_and_replayed(tmp_path, capsys, name):
     )
     assert outcome.shrunk is not None, f"{name} ({PLANTED[name]}) passed {len(outcome.results)} ci cases"
     first = next(r for r in outcome.results if not r.passed)
-    assert _size(outcome.shrunk.case) <= _size(first.case)
+    assert pool.size(outcome.shrunk.case) <= pool.size(first.case)
     assert cli.main(["repro", str(path)]) == cli.EXIT_FAIL, capsys.readouterr().out
     # The upstream kernel on the same file passes: the failure is the planted line, not the case.
     assert cli.main(["repro", str(path), "--kernel", "pallas_flash"]) == cli.EXIT_OK, capsys.readouterr().out

@@ -263,9 +263,11 @@ class Implementation(abc.ABC):
 
 _REGISTRY: dict[str, Implementation] = {}
 _DISCOVERED: set[str] = set()  # packages whose every module was imported
-# Packages whose every module is imported once so that it can register(). Oracles register from
-# oracles/ only, so the oracles are known without importing every kernel (names("oracle")).
+# Packages whose every module is imported once so that it can register(); and, per role, the
+# packages that register it: oracles register from oracles/ only, so names("oracle") is known
+# without importing every kernel.
 PACKAGES = ("kernels", "oracles")
+PACKAGES_OF_ROLE: dict[str, tuple[str, ...]] = {"oracle": ("oracles",)}
 # Frameworks an environment may lack (a matrix cell without torch, or with a jax older than
 # tokamax needs, where it is not installed: harness.environments.matrix): a module that
 # needs one is skipped, and `unavailable()` says which and why.
@@ -324,10 +326,8 @@ def registry() -> dict[str, Implementation]:
 
 
 def names(role: Role | None = None) -> list[str]:
-    if role == "oracle":
-        _discover(("oracles",))
-        return sorted(n for n, i in _REGISTRY.items() if i.role == role)
-    return sorted(n for n, i in registry().items() if role is None or i.role == role)
+    _discover(PACKAGES_OF_ROLE.get(role or "", PACKAGES))
+    return sorted(n for n, i in _REGISTRY.items() if role is None or i.role == role)
 
 
 def resolve(spec: str) -> Implementation:

@@ -144,16 +144,15 @@ def draw_pool(
     if candidates:
         cap = sorted(cost(c) for c in candidates.values())[(len(candidates) - 1) // 2]
         candidates = {k: c for k, c in candidates.items() if cost(c) <= cap}
+    offers = {k: (_pairs(c, impl, declared), _values(c)) for k, c in candidates.items()}
     for _ in range(extra):
-        if not candidates:
+        if not offers:
             break
-        key = max(
-            candidates,
-            key=lambda k: (len(_pairs(candidates[k], impl, declared) - covered), len(_values(candidates[k]) - seen)),
-        )
-        pool[key] = candidates.pop(key)
-        covered |= _pairs(pool[key], impl, declared)
-        seen |= _values(pool[key])
+        key = max(offers, key=lambda k: (len(offers[k][0] - covered), len(offers[k][1] - seen)))
+        pairs, values = offers.pop(key)
+        pool[key] = candidates[key]
+        covered |= pairs
+        seen |= values
     # Smallest first: shrinking moves towards the first entry, so an earlier entry must be a smaller case.
     return tuple(sorted(pool.values(), key=size))
 
@@ -165,4 +164,4 @@ def cost(case: Case) -> int:
 
 def size(case: Case) -> tuple[int, int, int]:
     """How large a case is: its q k^T work, then heads, then batch (what shrinking should lower)."""
-    return (case.batch * case.q_heads * case.q_len * case.kv_len * case.head_dim, case.q_heads, case.batch)
+    return (cost(case) * case.head_dim, case.q_heads, case.batch)

@@ -25,6 +25,7 @@ changes or the file cannot be read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -155,11 +156,15 @@ def _write(path: Path, cases: list[Case]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return
+    try:
         with os.fdopen(fd, "w") as f:
             json.dump({"cases": [c.to_json() for c in cases]}, f)
         os.replace(tmp, path)
     except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def feature_cases(impl: Implementation) -> list[Case]:

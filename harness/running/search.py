@@ -79,7 +79,8 @@ class _Enough(BaseException):
 
     Hypothesis counts a case drawn twice as two examples, and from a pool of a few programs
     the same case comes again often (51 distinct cases in 60 examples, measured for
-    pallas_flash): it is asked for up to DRAWS_PER_CASE examples per case and stopped here.
+    pallas_flash, with issue17c's first pool): it is asked for up to DRAWS_PER_CASE examples per
+    case and stopped here.
     """
 
 
@@ -121,7 +122,7 @@ def _run_case(
     the harness's (the kernels' own exceptions are results, caught in harness.running.execute).
     """
     program = pool.program_key(case)  # what compiled code depends on
-    live = state.setdefault("programs", set())
+    live = state["programs"]
     if program not in live:
         # JAX keeps every compiled executable (30-60 MiB each for pallas_flash under the
         # interpreter, measured) until its caches are cleared: cleared when a new program
@@ -286,7 +287,7 @@ def search(
         # The smoke cases' skeletons are in the pool whether or not they were checked first: without
         # them a pool of a few extra entries can miss a whole feature (a tiling class) that 20 whole
         # draws would meet (tests/test_planted.py, fwd_v_offset_minor_blocks without smoke cases).
-        skeletons_of = all_smoke if smoke is not False else list(iter_smoke_cases(kernel))
+        skeletons_of = all_smoke if smoke else list(iter_smoke_cases(kernel))
         skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=skeletons_of)
         # A shard owns whole programs (harness.running.shards): its own entries, if any.
         skeletons = tuple(e for e in skeletons if owns is None or owns(e))
