@@ -27,6 +27,7 @@ from harness.core.case import Case
 from harness.core.masks import Mask
 from harness.store.files import record_name
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord, RunRecord, from_json
+from harness.tpu.mosaic import STAGES
 
 VERSIONS = {
     "python": "3.11.9",
@@ -42,6 +43,13 @@ MACHINE = {"host": "ci-runner-1", "platform": "Linux-6.1-x86_64", "processor": "
 MEMORY = {"argument": 1_048_576, "output": 524_288, "temp": 2_097_152, "generated_code": 65_536, "alias": 0}
 COST = {"flops": 2.1e9, "bytes_accessed": 3.4e6, "transcendentals": 1.6e7, "optimal_seconds": 2.4e-5}
 QUANTITIES = ("out", "dq", "dk", "dv")
+# One Mosaic kernel as harness.tpu.mosaic.kernel_bodies reads it (no text: a body the report cannot show).
+KERNEL = {
+    "sha256": "ab" * 32,
+    "size": 5810,
+    "cost_estimate": {"flops": 6.75e7, "transcendentals": 1.3e5},
+    "text_z": None,
+}
 
 
 def run_record(
@@ -212,8 +220,12 @@ def compile_record(
     memory: dict[str, int] | None = None,
     error: str | None = None,
     failure_file: str | None = None,
+    samples: dict[str, list[float]] | None = None,
+    kernels: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     c = case()
+    samples = {stage: [0.1, 0.11, 0.1, 0.12, 0.1] for stage in STAGES} if samples is None else samples
+    kernels = [KERNEL] if kernels is None else kernels
     return CompileRecord(
         run_id=run_id,
         time="2026-11-29T12:00:00+00:00",
@@ -229,6 +241,10 @@ def compile_record(
         cost=dict(COST) if ok else {},
         seconds=1.5,
         failure_file=failure_file,
+        times={stage: statistics.median(v) for stage, v in samples.items()} if ok else {},
+        samples=samples if ok else {},
+        kernels=kernels if ok else [],
+        deterministic=True if ok else None,
     ).to_json()
 
 

@@ -243,6 +243,11 @@ def compile_record(result: CompileResult, *, run_id: str) -> CompileRecord:
         cost=result.cost,
         seconds=result.seconds,
         failure_file=result.failure_file,
+        times=result.times,
+        samples=result.samples,
+        kernels=result.kernels,
+        deterministic=result.deterministic,
+        kernels_error=result.kernels_error,
     )
 
 

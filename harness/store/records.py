@@ -138,6 +138,7 @@ class CompileRecord(_Record):
     """One ahead-of-time TPU compile (harness.tpu.compile): memory and cost, or the error."""
 
     KIND = Kind.COMPILE
+    SPARSE = frozenset({"times", "samples", "kernels", "deterministic", "kernels_error"})
 
     implementation: str | None = None
     backend: str = "tpu_compile_only"
@@ -152,6 +153,12 @@ class CompileRecord(_Record):
     cost: JSON = dataclasses.field(default_factory=dict)  # flops, bytes_accessed, transcendentals, optimal_seconds
     seconds: float | None = None
     failure_file: str | None = None
+    # Left out of records written before they existed (None here).
+    times: JSON | None = None  # trace, lower, compile: median seconds (harness.tpu.mosaic.STAGES)
+    samples: JSON | None = None  # stage -> seconds, one per fresh process
+    kernels: list[JSON] | None = None  # the Mosaic kernels, harness.tpu.mosaic.KernelBody.to_json()
+    deterministic: bool | None = None  # False: fresh processes lowered different kernel bodies
+    kernels_error: str | None = None  # why the kernels could not be read from the lowering
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from harness.core.contract import Implementation
 from harness.core.shapes import PASSES, BenchShape
 from harness.store.derive import compile_command
 from harness.store.failures import CompileFailureRecord
+from harness.tpu import mosaic
 
 # One chip of each generation the kernel targets (v4 and v5p name a 3-D torus).
 TOPOLOGIES: tuple[str, ...] = ("v4:1x1x1", "v5e:1x1", "v5p:1x1x1", "v6e:1x1")
@@ -52,6 +54,14 @@ class CompileResult:
     cost: dict[str, float | None] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     failure_file: str | None = None
+    # Seconds per stage (harness.tpu.mosaic.STAGES): the median of `samples`, one per fresh process.
+    times: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    samples: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    # The Mosaic kernels it lowered to (harness.tpu.mosaic.KernelBody.to_json()), in program order.
+    kernels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # False when a fresh process lowered the same job to another kernel body (None: lowered once).
+    deterministic: bool | None = None
+    kernels_error: str | None = None  # why the kernel bodies could not be read from the lowering
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -86,7 +96,6 @@ def with_backward(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def compile_one(impl: Implementation, shape: BenchShape, topology: str, pass_: str) -> CompileResult:
     """Lower and compile one pass for one topology; any error becomes a failed result, never a raise."""
-    import jax
     from jax.sharding import SingleDeviceSharding
 
     result = CompileResult(
@@ -100,7 +109,12 @@ def compile_one(impl: Implementation, shape: BenchShape, topology: str, pass_: s
         device = compat.tpu_compile_device(topology)
         args = abstract_args(shape.case, SingleDeviceSharding(device))
         fn = f if pass_ == "fwd" else with_backward(f)
-        compiled = jax.jit(fn).lower(*args).compile()
+        lowered, compiled, result.times = mosaic.staged(fn, args)
+        result.samples = {stage: [t] for stage, t in result.times.items() if t is not None}
+        try:
+            result.kernels = [k.to_json() for k in mosaic.kernel_bodies(lowered)]
+        except Exception as e:  # noqa: BLE001 - the harness could not read the lowering: not a compile failure
+            result.kernels_error = f"{type(e).__name__}: {e}".splitlines()[0][:500]
         result.memory = compat.compiled_memory(compiled)
         result.cost = compat.compiled_cost(compiled)
         result.ok = True
@@ -173,20 +187,58 @@ def plan(
     return out
 
 
-def compile_all(jobs: list[Job], *, on_result: Callable[[CompileResult], None] | None = None) -> list[CompileResult]:
+# Fresh processes each job is compiled in by default: the stage times are the median of as many
+# samples, so one slow process (a loaded machine) does not move them; the gate needs several samples
+# a side before it judges a time at all (harness.gate.stats).
+REPEAT = 3
+
+
+def compile_all(
+    jobs: list[Job], *, repeat: int = REPEAT, on_result: Callable[[CompileResult], None] | None = None
+) -> list[CompileResult]:
     """Run `jobs` in a child process, so that a compiler that aborts the process (libtpu can)
-    becomes a failed result for the job it was on; a new child takes the remaining jobs."""
+    becomes a failed result for the job it was on; a new child takes the remaining jobs.
+
+    Then `repeat - 1` more rounds, each in fresh child processes, for the stage times alone:
+    tracing, lowering and compiling a program again in the same process is served from caches.
+    `on_result` sees each job once, with every round's samples.
+    """
+    results = _round(jobs)
+    for _ in range(repeat - 1):
+        again = [j for j, r in zip(jobs, results, strict=True) if r.ok]
+        for first, later in zip([r for r in results if r.ok], _round(again), strict=True):
+            _add_samples(first, later)
+    for result in results:
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def _add_samples(into: CompileResult, other: CompileResult) -> None:
+    """`other`'s stage times as more samples of `into`; the times become the samples' medians."""
+    if not other.ok:
+        return
+    for stage, values in other.samples.items():
+        into.samples.setdefault(stage, []).extend(values)
+    into.times = {stage: statistics.median(v) for stage, v in into.samples.items()}
+    same = mosaic.digest(_bodies(into)) == mosaic.digest(_bodies(other))
+    into.deterministic = same and into.deterministic is not False
+
+
+def _bodies(result: CompileResult) -> list[mosaic.KernelBody]:
+    return [mosaic.KernelBody.from_json(k) for k in result.kernels]
+
+
+def _round(jobs: list[Job]) -> list[CompileResult]:
+    """Every job once, in child processes (a new one after a crash), in order."""
     results: list[CompileResult] = []
     todo = list(jobs)
     while todo:
-        done, crashed = _run_worker(todo, on_result, results)
+        done, crashed = _run_worker(todo, results)
         todo = todo[done:]
         if crashed is not None and todo:
             job, todo = todo[0], todo[1:]
-            result = _failed(job, crashed)
-            if on_result is not None:
-                on_result(result)
-            results.append(result)
+            results.append(_failed(job, crashed))
     return results
 
 
@@ -208,9 +260,7 @@ def _failed(job: Job, error: str) -> CompileResult:
     )
 
 
-def _run_worker(
-    todo: list[Job], on_result: Callable[[CompileResult], None] | None, results: list[CompileResult]
-) -> tuple[int, str | None]:
+def _run_worker(todo: list[Job], results: list[CompileResult]) -> tuple[int, str | None]:
     """Run jobs in order in one child; return how many finished, and why the child died (or None)."""
     done = 0
     with tempfile.TemporaryFile("w+") as err:
@@ -223,8 +273,6 @@ def _run_worker(
                     continue
                 result = CompileResult.from_json(json.loads(line[len(_RESULT) :]))
                 done += 1
-                if on_result is not None:
-                    on_result(result)
                 results.append(result)
         if proc.returncode == 0 and done == len(todo):
             return done, None
@@ -243,7 +291,12 @@ def _run_worker(
 
 def _worker(jobs_json: str) -> None:
     """Child side of compile_all: compile each job in order, one result line each on stdout."""
+    import jax
+
     for job in (Job(**j) for j in json.loads(jobs_json)):
+        # Each job traced, lowered and compiled from nothing: the same shape's trace from the job
+        # before (another topology or pass) would otherwise be served from jax's caches.
+        jax.clear_caches()
         result = compile_one(contract.resolve(job.kernel), shapes_mod.SHAPES[job.shape], job.topology, job.pass_)
         print(_RESULT + json.dumps(result.to_json()), flush=True)
 

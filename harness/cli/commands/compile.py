@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.cli import EXIT_FAIL, EXIT_OK
+from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.cli.commands._shared import add_kernel, add_out, create_store, kernel_specs
 from harness.core import shapes
 from harness.store.files import write_compile
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import compile as aot
+from harness.tpu import mosaic
 
 NAME = "compile"
 HELP = "compile kernels for TPU generations without a TPU (libtpu) and record compiled memory and cost"
@@ -33,6 +34,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pass", dest="passes", action="append", choices=shapes.PASSES, help="fwd and/or fwd_bwd (default both)"
     )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=aot.REPEAT,
+        metavar="N",
+        help=f"fresh processes each job's trace, lowering and compile times are measured in; the median is "
+        f"recorded (default {aot.REPEAT})",
+    )
     add_out(p)
 
 
@@ -49,12 +58,31 @@ def line(r: aot.CompileResult) -> str:
     flops = "-" if c.get("flops") is None else f"{c['flops']:.3g}"
     est = "-" if c.get("optimal_seconds") is None else f"{c['optimal_seconds'] * 1e6:.1f}us"
     return (
-        f"{head} {r.seconds:5.1f}s  arg {_fmt_bytes(m.get('argument'))} out {_fmt_bytes(m.get('output'))} "
+        f"{head} {_fmt_stages(r.times)}  arg {_fmt_bytes(m.get('argument'))} out {_fmt_bytes(m.get('output'))} "
         f"temp {_fmt_bytes(m.get('temp'))} code {_fmt_bytes(m.get('generated_code'))}  flops {flops} est {est}"
+        f"  mosaic {_fmt_kernels(r)}"
     )
 
 
+def _fmt_stages(times: dict[str, float | None]) -> str:
+    """trace/lower/compile seconds (medians), "-" for a stage not timed apart."""
+    return "/".join("-" if times.get(s) is None else f"{times[s]:.2f}" for s in mosaic.STAGES) + "s"
+
+
+def _fmt_kernels(r: aot.CompileResult) -> str:
+    """The kernel bodies' digest and total size; "varies" when fresh processes lowered different bodies."""
+    if r.kernels_error:
+        return f"unreadable ({r.kernels_error[:60]})"
+    bodies = [mosaic.KernelBody.from_json(k) for k in r.kernels]
+    if not bodies:
+        return "-"
+    text = f"{mosaic.digest(bodies)[:12]} {sum(b.size for b in bodies) / 1024:.1f}K x{len(bodies)}"
+    return text + (" VARIES across processes" if r.deterministic is False else "")
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        raise UsageError(f"--repeat={args.repeat} must be at least 1")
     chosen = shapes.get(args.shape)
     topologies = args.topology or list(aot.TOPOLOGIES)
     jobs = aot.plan(kernel_specs(args), chosen, topologies, args.passes or shapes.PASSES)
@@ -68,7 +96,9 @@ def main(args: argparse.Namespace) -> int:
         write_compile(store, r)
         print(line(r), flush=True)
 
-    results = aot.compile_all(jobs, on_result=on_result)
+    if args.repeat > 1:
+        print(f"   each job in {args.repeat} fresh processes; stage times trace/lower/compile are medians")
+    results = aot.compile_all(jobs, repeat=args.repeat, on_result=on_result)
     failed = [r for r in results if not r.ok]
     status = KernelStatus.PASS if results and not failed else KernelStatus.FAIL
     store.write_meta(
