@@ -224,7 +224,7 @@ def compile_record(
     kernels: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     c = case()
-    samples = {stage: [0.1, 0.11, 0.1, 0.12, 0.1] for stage in STAGES} if samples is None else samples
+    samples = {stage: [0.1, 0.11, 0.105, 0.12, 0.095] for stage in STAGES} if samples is None else samples
     kernels = [KERNEL] if kernels is None else kernels
     return CompileRecord(
         run_id=run_id,

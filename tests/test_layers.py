@@ -54,7 +54,15 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
     ("plug-ins and store", {"plug-ins": ("kernels", "oracles"), "store": ("harness.store",)}),
     (
         "tooling",
-        {"tooling": ("harness.tpu.native", "harness.tpu.bench", "harness.tpu.compile", "harness.tpu.crosscheck")},
+        {
+            "tooling": (
+                "harness.tpu.native",
+                "harness.tpu.bench",
+                "harness.tpu.compile",
+                "harness.tpu.crosscheck",
+                "harness.tpu.mosaic",
+            )
+        },
     ),
     (
         "running",

@@ -31,6 +31,8 @@ from harness.store.derive import (
 )
 from harness.store.read import Records, bench_key, compile_key, samples
 from harness.store.records import CaseRecord, CompileRecord
+from harness.tpu import mosaic
+from harness.tpu.mosaic import STAGES, KernelBody
 
 
 class Status(enum.StrEnum):
@@ -43,11 +45,12 @@ class Status(enum.StrEnum):
     BETTER = "better"
     NEW = "new"
     INCOMPARABLE = "incomparable"
+    CHANGED = "changed"  # informational: the kernel lowered to other code (fails only with a worse figure)
     UNCHANGED = "unchanged"
 
 
 STATUSES = tuple(Status)
-CATEGORIES = ("correctness", "drift", "compile", "memory", "speed", "leak", "records")
+CATEGORIES = ("correctness", "drift", "compile", "codegen", "compile time", "memory", "speed", "leak", "records")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -70,6 +73,8 @@ class GateResult:
     rows: list[Row]
     # Every case run on both sides, compared side by side (harness.gate.drift), largest growth first.
     drift: list[drift.CaseDrift] = dataclasses.field(default_factory=list)
+    # Every compile whose Mosaic kernel bodies changed, with both sides' bodies (the report's diffs).
+    codegen: list[CodegenChange] = dataclasses.field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -339,6 +344,111 @@ def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
     return rows
 
 
+# --- compile time and code generation ---
+
+
+def compile_time_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
+    """Trace, lowering and compile seconds of every compile both sides made, per stage: the speed
+    rule on their samples (one per fresh process), with its own factor (th.compile_time_factor)."""
+    rows = []
+    judged = dataclasses.replace(th, factor=th.compile_time_factor)
+    b_all, c_all = _group(base.compiles, compile_key), _group(cand.compiles, compile_key)
+    for key in sorted(set(b_all) & set(c_all)):
+        impl, topology, shape, pass_ = key
+        b, c = b_all[key], c_all[key]
+        if not (all(r.ok for r in b) and all(r.ok for r in c)):
+            continue  # compile_rows says what failed
+        for stage in STAGES:
+            bs = [x for r in b for x in (r.samples or {}).get(stage, [])]
+            cs = [x for r in c for x in (r.samples or {}).get(stage, [])]
+            if not (bs and cs):
+                continue  # a side did not time this stage (records from before stages were timed apart)
+            subject = f"{impl} {pass_} {shape} on {topology} {stage}"
+            rows.append(_timing_row("compile time", subject, bs, cs, judged))
+    return rows
+
+
+def _bodies(recs: list[CompileRecord]) -> list[KernelBody] | None:
+    """The kernel bodies one side's records agree on, or None when they recorded none."""
+    found = [r.kernels for r in recs if r.kernels]
+    return [KernelBody.from_json(k) for k in found[0]] if found else None
+
+
+def codegen_changes(base: Records, cand: Records) -> list[CodegenChange]:
+    """Every compile whose Mosaic kernel bodies differ between the sides (either side lowered once
+    is enough: bodies do not depend on the topology, harness.tpu.mosaic)."""
+    out = []
+    b_all, c_all = _group(base.compiles, compile_key), _group(cand.compiles, compile_key)
+    for key in sorted(set(b_all) & set(c_all)):
+        b, c = _bodies(b_all[key]), _bodies(c_all[key])
+        if b is None or c is None or mosaic.digest(b) == mosaic.digest(c):
+            continue
+        impl, topology, shape, pass_ = key
+        out.append(CodegenChange(subject=f"{impl} {pass_} {shape} on {topology}", before=b, after=c))
+    return out
+
+
+def codegen_rows(changes: list[CodegenChange], base: Records, cand: Records, others: list[Row]) -> list[Row]:
+    """One row per compile whose kernels changed: informational, unless a memory or compile-time row
+    of the same compile got worse (then the changed code is named as its likely cause, and fails)."""
+    rows = []
+    changed = {ch.subject: ch for ch in changes}
+    b_all, c_all = _group(base.compiles, compile_key), _group(cand.compiles, compile_key)
+    for key in sorted(set(b_all) & set(c_all)):
+        impl, topology, shape, pass_ = key
+        subject = f"{impl} {pass_} {shape} on {topology}"
+        b, c = _bodies(b_all[key]), _bodies(c_all[key])
+        if b is None or c is None:
+            continue
+        row = functools.partial(Row, category="codegen", subject=subject)
+        fig = lambda bodies: f"{mosaic.digest(bodies)[:12]} ({sum(k.size for k in bodies)} B)"  # noqa: E731  # pragma: no mutate
+        if subject not in changed:
+            rows.append(row(status=Status.UNCHANGED, baseline=fig(b), candidate=fig(c), change="same kernel bodies"))
+            continue
+        worse = [r for r in others if r.fails and r.subject.startswith(subject + " ")]
+        estimate = _estimate_change(b, c)
+        with_it = (
+            f"; with it: {', '.join(r.subject[len(subject) + 1 :] for r in worse)} worse" if worse else ""
+        )  # pragma: no mutate
+        rows.append(
+            row(
+                status=Status.WORSE if worse else Status.CHANGED,
+                baseline=fig(b),  # pragma: no mutate
+                candidate=fig(c),  # pragma: no mutate
+                change="code generation changed",  # pragma: no mutate
+                detail=f"{len(b)} -> {len(c)} kernels{estimate}{with_it}; diff in the report",  # pragma: no mutate
+                fails=bool(worse),
+            )
+        )
+    return rows
+
+
+def _estimate_change(b: list[KernelBody], c: list[KernelBody]) -> str:  # pragma: no mutate block
+    """The kernels' own declared cost estimates, summed, where they moved."""
+
+    def total(bodies: list[KernelBody], field: str) -> float:
+        return sum(float((k.cost_estimate or {}).get(field) or 0) for k in bodies)
+
+    moved = [
+        f"declared {f} {total(b, f):.3g} -> {total(c, f):.3g}"
+        for f in ("flops", "transcendentals", "bytes_accessed")
+        if total(b, f) != total(c, f)
+    ]
+    return f"; {', '.join(moved)}" if moved else ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CodegenChange:
+    """One compile whose kernel bodies differ: both sides' bodies, for the report's diff."""
+
+    subject: str
+    before: list[KernelBody]
+    after: list[KernelBody]
+
+    def diff(self) -> str:
+        return mosaic.diff(self.before, self.after)
+
+
 # --- speed ---
 
 
@@ -391,6 +501,24 @@ def compare_samples(b: list[float], c: list[float], th: Thresholds) -> SpeedComp
     )
 
 
+def _timing_row(category: str, subject: str, b: list[float], c: list[float], th: Thresholds) -> Row:
+    """Two sides' timing samples of one thing, judged by compare_samples."""
+    cmp = compare_samples(b, c, th)
+    fails = cmp.status == Status.WORSE or (cmp.status == Status.INSUFFICIENT and th.fail_on_insufficient)
+    change = f"{cmp.ratio:.2f}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")  # pragma: no mutate
+    fig = lambda xs: f"{fmt_seconds(stats.median(xs))} (n={len(xs)})" if xs else "no samples"  # noqa: E731  # pragma: no mutate
+    return Row(
+        category=category,
+        subject=subject,
+        status=cmp.status,
+        baseline=fig(b),  # pragma: no mutate
+        candidate=fig(c),  # pragma: no mutate
+        change=change,  # pragma: no mutate
+        detail=cmp.text,  # pragma: no mutate
+        fails=fails,
+    )
+
+
 def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
     rows = []
     b_all, c_all = _group(base.benches, bench_key), _group(cand.benches, bench_key)
@@ -407,21 +535,7 @@ def speed_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         for where in sorted(bw & cw):
             b = [x for r in b_all[(*bench, where)] for x in samples(r)]
             c = [x for r in c_all[(*bench, where)] for x in samples(r)]
-            cmp = compare_samples(b, c, th)
-            fails = cmp.status == Status.WORSE or (cmp.status == Status.INSUFFICIENT and th.fail_on_insufficient)
-            change = f"{cmp.ratio:.2f}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")  # pragma: no mutate
-            fig = lambda xs: f"{fmt_seconds(stats.median(xs))} (n={len(xs)})" if xs else "no samples"  # noqa: E731  # pragma: no mutate
-            rows.append(
-                row(
-                    subject=f"{impl} {pass_} {shape} on {where}",
-                    status=cmp.status,
-                    baseline=fig(b),  # pragma: no mutate
-                    candidate=fig(c),  # pragma: no mutate
-                    change=change,  # pragma: no mutate
-                    detail=cmp.text,  # pragma: no mutate
-                    fails=fails,
-                )
-            )
+            rows.append(_timing_row("speed", f"{impl} {pass_} {shape} on {where}", b, c, th))
         if bw and cw and not (bw & cw):
             rows.append(
                 row(
@@ -531,13 +645,18 @@ def compare(
 ) -> GateResult:
     pairs = drift.with_replays(drift.pair(base.cases, cand.cases), [*cand.roots, *base.roots])
     rows = correctness_rows(base, cand, th) + compile_rows(base, cand, th) + speed_rows(base, cand, th)
+    rows += compile_time_rows(base, cand, th)
+    changes = codegen_changes(base, cand)
+    rows += codegen_rows(changes, base, cand, rows)
     rows += drift_rows(pairs, th)
     rows += leak_rows(base, cand)
     if rows:  # with nothing compared the gate is "NOTHING COMPARED" (bad input), never PASS either way
         rows += incomplete_rows(base, cand)
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda r: (not r.fails, order[r.status], CATEGORIES.index(r.category), r.subject))
-    return GateResult(baseline=labels[0], candidate=labels[1], thresholds=th.source, rows=rows, drift=pairs)
+    return GateResult(
+        baseline=labels[0], candidate=labels[1], thresholds=th.source, rows=rows, drift=pairs, codegen=changes
+    )
 
 
 # --- formatting ---

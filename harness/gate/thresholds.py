@@ -109,6 +109,7 @@ class Thresholds:
     source: str = ""
     drift_factor: float = 1.5
     drift_min_used: float = 0.001
+    compile_time_factor: float = 1.5
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -119,6 +120,10 @@ class Thresholds:
             raise ThresholdError(f"speed.min_samples={self.min_samples} must be at least 2: never judge one sample")
         if self.drift_factor < 1:
             raise ThresholdError(f"drift.factor={self.drift_factor} must be at least 1 (1.5 means the error grew 50%)")
+        if self.compile_time_factor < 1:
+            raise ThresholdError(
+                f"compile_time.factor={self.compile_time_factor} must be at least 1 (1.5 means 50% slower)"
+            )
         if not 0 <= self.drift_min_used < 1:
             raise ThresholdError(f"drift.min_used={self.drift_min_used} must be in [0, 1): a share of the bound")
 
@@ -174,4 +179,5 @@ def load(path: Path | str | None = None, *, limits: list[str] | tuple[str, ...] 
         source=" + ".join(sources),
         drift_factor=_get(table, "drift", "factor", float, 1.5),
         drift_min_used=_get(table, "drift", "min_used", float, 0.001),
+        compile_time_factor=_get(table, "compile_time", "factor", float, 1.5),
     )

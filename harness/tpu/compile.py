@@ -188,9 +188,10 @@ def plan(
 
 
 # Fresh processes each job is compiled in by default: the stage times are the median of as many
-# samples, so one slow process (a loaded machine) does not move them; the gate needs several samples
-# a side before it judges a time at all (harness.gate.stats).
-REPEAT = 3
+# samples, so one slow process (a loaded machine) does not move them. The gate judges a time only
+# on 5 samples a side at least (gate_thresholds.toml: speed.min_samples; 5 against 5 is the fewest
+# for which its Mann-Whitney test can reach p < 0.01).
+REPEAT = 5
 
 
 def compile_all(

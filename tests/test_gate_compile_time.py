@@ -1,0 +1,101 @@
+"""The gate's compile-time and code-generation rows (harness.gate): stage times judged on their samples,
+changed Mosaic kernel bodies listed, and failing only when a worse figure of the same compile comes with them."""
+
+from __future__ import annotations
+
+import base64
+import zlib
+
+from harness import gate
+from harness.gate import thresholds
+from harness.store.read import Records
+from harness.tpu import mosaic
+from tests import record_builders as rb
+
+BASE, CAND = "20261129T100000Z-ci-aaaaaa", "20261129T110000Z-ci-bbbbbb"
+SUBJECT = "pallas_flash fwd mha_f32_256 on v5e:1x1"
+
+
+def _records(*recs: dict) -> Records:
+    out = Records()
+    for r in recs:
+        out.add(r, "test")
+    return out
+
+
+def _samples(trace: float, n: int = 5) -> dict[str, list[float]]:
+    """`n` samples per stage; trace around `trace` seconds, lower and compile as the builders' default."""
+    spread = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97][:n]
+    return {stage: [t * s for s in spread] for stage, t in (("trace", trace), ("lower", 0.1), ("compile", 0.1))}
+
+
+def _kernel(text: str, *, flops: float = 6.75e7) -> dict:
+    body = text.encode()
+    return mosaic.KernelBody(
+        sha256=mosaic.hashlib.sha256(body).hexdigest(),
+        size=len(body),
+        cost_estimate={"flops": flops},
+        text_z=base64.b64encode(zlib.compress(body)).decode(),
+    ).to_json()
+
+
+TH = thresholds.load(None)
+
+
+def test_a_trace_several_times_slower_fails_and_the_other_stages_are_unchanged() -> None:
+    b = _records(rb.compile_record(BASE, samples=_samples(0.1)))
+    c = _records(rb.compile_record(CAND, samples=_samples(0.4)))
+    rows = {r.subject: r for r in gate.compile_time_rows(b, c, TH)}
+    assert set(rows) == {f"{SUBJECT} {stage}" for stage in mosaic.STAGES}
+    trace = rows[f"{SUBJECT} trace"]
+    assert trace.category == "compile time" and trace.status == "worse" and trace.fails
+    assert "4.00x slower" in trace.detail and "beyond factor 1.5" in trace.detail
+    assert [rows[f"{SUBJECT} {s}"].status for s in ("lower", "compile")] == ["unchanged", "unchanged"]
+
+
+def test_compile_times_move_within_their_factor_as_noise() -> None:
+    # 1.3x is beyond the speed factor (1.10) but within compile_time.factor (1.5): compile times
+    # of fresh processes on a shared machine move that much (gate_thresholds.toml).
+    b = _records(rb.compile_record(BASE, samples=_samples(0.1)))
+    c = _records(rb.compile_record(CAND, samples=_samples(0.13)))
+    trace = next(r for r in gate.compile_time_rows(b, c, TH) if r.subject.endswith("trace"))
+    assert trace.status == "unchanged" and "within factor 1.5" in trace.detail
+
+
+def test_too_few_samples_are_never_judged() -> None:
+    b = _records(rb.compile_record(BASE, samples=_samples(0.1, n=3)))
+    c = _records(rb.compile_record(CAND, samples=_samples(1.0, n=3)))  # ten times slower, 3 samples each
+    rows = gate.compile_time_rows(b, c, TH)
+    assert {r.status for r in rows} == {"insufficient"} and not any(r.fails for r in rows)
+
+
+def test_records_from_before_stage_times_are_not_compared() -> None:
+    b = _records(rb.compile_record(BASE, samples={}))
+    c = _records(rb.compile_record(CAND))
+    assert gate.compile_time_rows(b, c, TH) == []
+
+
+def test_changed_kernel_bodies_are_listed_informational_with_their_diff() -> None:
+    before = _kernel("func.func @main() {\n  %0 = tpu.iota\n  return\n}")
+    after = _kernel("func.func @main() {\n  %0 = tpu.iota\n  %1 = tpu.iota\n  return\n}", flops=1.35e8)
+    b = _records(rb.compile_record(BASE, kernels=[before]), rb.compile_record(BASE, topology="v4:1x1x1"))
+    c = _records(rb.compile_record(CAND, kernels=[after]), rb.compile_record(CAND, topology="v4:1x1x1"))
+    result = gate.compare(b, c, TH)
+    rows = {r.subject: r for r in result.rows if r.category == "codegen"}
+    changed = rows[SUBJECT]
+    assert changed.status == "changed" and not changed.fails and changed.change == "code generation changed"
+    assert "declared flops 6.75e+07 -> 1.35e+08" in changed.detail
+    assert rows["pallas_flash fwd mha_f32_256 on v4:1x1x1"].status == "unchanged"
+    assert not result.failed
+    (ch,) = result.codegen
+    assert ch.subject == SUBJECT and "+  %1 = tpu.iota" in ch.diff()
+
+
+def test_changed_code_with_a_worse_figure_of_the_same_compile_fails() -> None:
+    before, after = _kernel("a\nb"), _kernel("a\nc")
+    b = _records(rb.compile_record(BASE, kernels=[before]))
+    c = _records(rb.compile_record(CAND, kernels=[after], samples=_samples(0.4)))
+    rows = {r.subject: r for r in gate.compare(b, c, TH).rows}
+    changed = rows[SUBJECT]
+    assert changed.status == "worse" and changed.fails
+    assert "with it: trace worse" in changed.detail
