@@ -150,7 +150,8 @@ def test_the_html_is_self_contained(tmp_path: Path) -> None:
     assert not re.search(r"<(script|link|iframe|img|object|embed)\b", html, re.IGNORECASE)
     assert "url(" not in html and "@import" not in html
     assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', html))
-    assert html.count("<svg") == 2 + 2 + 2  # two histograms, speed fwd and fwd_bwd, memory v5e and v6e
+    # Two histograms, speed fwd and fwd_bwd, memory v5e and v6e, and the trace, lowering and compile times.
+    assert html.count("<svg") == 2 + 2 + 2 + 3
 
 
 def test_report_command_exit_codes(capsys, tmp_path: Path) -> None:
@@ -311,3 +312,26 @@ def test_a_run_without_pairwise_coverage_shows_none_and_a_bad_one_says_so(tmp_pa
     (view,) = _build(load([rb.write_store(tmp_path / "s", recs)])).runs
     assert view.pairwise == [("pallas_flash", view.pairwise[0][1], ())]
     assert view.pairwise[0][1].startswith("unreadable pairwise coverage") and "missing fields" in view.pairwise[0][1]
+
+
+def test_compile_times_and_kernels_per_version_and_the_codegen_diff(tmp_path: Path) -> None:
+    from tests.test_gate_compile_time import _kernel, _samples
+
+    recs = rb.environment(BASE) + rb.environment(CAND, versions={"jax": "0.11.0"})
+    for r in recs:
+        if r["kind"] == "compile" and r["run_id"] == CAND and r["pass"] == "fwd":
+            r["samples"] = _samples(0.4)  # trace 4x slower than the builders' 0.1 s
+            r["kernels"] = [_kernel("func.func @main() {\n  %0 = tpu.iota\n}")]
+    records = load([rb.write_store(tmp_path / "s", _with_conventions(recs))])
+    report = _build(records)
+    trace = next(r for r in report.compile_times if r.group == "trace" and r.label == "pallas_flash fwd mha_f32_256")
+    assert trace.cells[1].movement.css == "worse" and "slower" in trace.cells[1].movement.text
+    lower = next(r for r in report.compile_times if r.group == "lower" and r.label == "pallas_flash fwd mha_f32_256")
+    assert lower.cells[1].movement.css == "same"
+    fwd = next(r for r in report.kernels if r.label == "pallas_flash fwd mha_f32_256")
+    both = next(r for r in report.kernels if r.label == "pallas_flash fwd_bwd mha_f32_256")
+    assert fwd.cells[1].movement.text == "changed" and both.cells[1].movement.text == "same code"
+    gated, _ = compose.make(records, thresholds=thresholds.load(), baseline="jax=0.10.2", candidate="jax=0.11.0")
+    html = render.render(gated)
+    assert "Code generation changed" in html and "+  %0 = tpu.iota" in html
+    assert "Trace, lowering and compile time" in html and "Generated kernels" in html

@@ -25,8 +25,10 @@ from harness.report.versions import (
     CorrectnessRow,
     Env,
     SeriesRow,
+    compile_time_by_version,
     correctness_by_version,
     environments,
+    kernels_by_version,
     memory_by_version,
     speed_by_version,
 )
@@ -431,6 +433,9 @@ class Report:
     problems: list[str]
     thresholds: Thresholds
     leaks: list[LeakRow] = dataclasses.field(default_factory=list)
+    # Trace, lowering and compile seconds, and the Mosaic kernels lowered to, per version.
+    compile_times: list[SeriesRow] = dataclasses.field(default_factory=list)
+    kernels: list[SeriesRow] = dataclasses.field(default_factory=list)
     # Per matrix cell and implementation: the verdict and the API coverage (harness.core.coverage.cell_rows).
     cells: list[CellRow] = dataclasses.field(default_factory=list)
 
@@ -518,6 +523,8 @@ def build(
         correctness=correctness_by_version(records.cases, envs, run_env, uses),
         speed=speed_by_version(records.benches, envs, run_env, thresholds),
         memory=memory_by_version(records.compiles, envs, run_env, thresholds),
+        compile_times=compile_time_by_version(records.compiles, envs, run_env, thresholds),
+        kernels=kernels_by_version(records.compiles, envs, run_env),
         failures=main,
         other_failures=other,
         other_failures_total=sum(not r.passed for r in records.cases) - sum(f.kind == "case" for f in main),

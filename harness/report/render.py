@@ -70,6 +70,7 @@ def plots(report: Report) -> dict[str, list[Markup]]:
         "histograms": [svg.histogram(h) for h in report.histograms],
         "speed": _series_plots(report.speed, labels, y_label="median time", fmt=fmt_seconds),
         "memory": _series_plots(report.memory, labels, y_label="compiled temp memory", fmt=fmt_bytes, binary=True),
+        "compile_times": _series_plots(report.compile_times, labels, y_label="median seconds", fmt=fmt_seconds),
         "leaks": [
             svg.sparkline(
                 row.samples, title=f"{row.implementation} {row.variant}: {row.plotted} per call", bad=not row.passed

@@ -18,6 +18,8 @@ from harness.store.derive import Uses, failure_line
 from harness.store.derive import record_uses as _uses
 from harness.store.read import Records, bench_key, compile_key, generation, samples
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord
+from harness.tpu import mosaic
+from harness.tpu.mosaic import STAGES, KernelBody
 
 # Libraries whose versions name an environment, most significant first.
 VERSION_ORDER = ("jax", "jaxlib", "libtpu", "torch", "python", "numpy", "hypothesis", "harness")
@@ -261,4 +263,82 @@ def memory_by_version(
                 cells=cells,
             )
         )
+    return rows
+
+
+def compile_time_by_version(
+    compiles: list[CompileRecord], envs: list[Env], run_env: dict[str, Env], th: Thresholds
+) -> list[SeriesRow]:
+    """Trace, lowering and compile seconds per kernel, shape and pass, every TPU generation's samples
+    together (tracing and lowering do not depend on it), moved by the gate's compile-time rule."""
+    groups: dict[tuple[str, ...], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for rec in compiles:
+        impl, _, shape, pass_ = compile_key(rec)
+        for stage, xs in (rec.samples or {}).items():
+            groups[(stage, impl, pass_, shape)][run_env[rec.run_id].label].extend(xs)
+    judged = dataclasses.replace(th, factor=th.compile_time_factor)
+    rows = []
+    for key in sorted(groups, key=lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), k)):
+        stage, impl, pass_, shape = key
+        cells, lows, highs = [], [], []
+        prev: list[float] | None = None
+        for env in envs:
+            xs = groups[key].get(env.label)
+            if not xs:
+                cells.append(SeriesCell(value=None, text="-", detail="not timed", movement=None))
+                lows.append(None)
+                highs.append(None)
+                continue
+            s = stats.summarize(xs)
+            mv = None if prev is None else _speed_movement(compare_samples(prev, xs, judged), judged)
+            detail = (
+                f"n={s.n} (fresh processes, every generation), quartiles {fmt_seconds(s.q1)} .. {fmt_seconds(s.q3)}"
+            )
+            cells.append(SeriesCell(value=s.median, text=fmt_seconds(s.median), detail=detail, movement=mv))
+            lows.append(s.q1)
+            highs.append(s.q3)
+            prev = xs
+        rows.append(
+            SeriesRow(
+                label=f"{impl} {pass_} {shape}",
+                group=stage,
+                plot=f"{STAGES.index(stage) + 1 if stage in STAGES else 9}. {stage} time",
+                name=f"{impl} {pass_} {shape}",
+                cells=cells,
+                lows=lows,
+                highs=highs,
+            )
+        )
+    return rows
+
+
+def kernels_by_version(compiles: list[CompileRecord], envs: list[Env], run_env: dict[str, Env]) -> list[SeriesRow]:
+    """The Mosaic kernel bodies each compile lowered to (harness.tpu.mosaic): their digest per
+    environment, marked where it changed from the previous one."""
+    groups: dict[tuple[str, ...], dict[str, list[CompileRecord]]] = defaultdict(lambda: defaultdict(list))
+    for rec in compiles:
+        if rec.ok and rec.kernels:
+            impl, _, shape, pass_ = compile_key(rec)
+            groups[(impl, pass_, shape)][run_env[rec.run_id].label].append(rec)
+    rows = []
+    for key in sorted(groups):
+        impl, pass_, shape = key
+        cells = []
+        prev: str | None = None
+        for env in envs:
+            recs = groups[key].get(env.label)
+            if not recs:
+                cells.append(SeriesCell(value=None, text="-", detail="no kernel bodies recorded", movement=None))
+                continue
+            bodies = [KernelBody.from_json(k) for k in recs[0].kernels]
+            digest = mosaic.digest(bodies) or "-"
+            size = sum(b.size for b in bodies)
+            varies = {mosaic.digest([KernelBody.from_json(k) for k in r.kernels]) for r in recs} != {digest}
+            detail = f"{len(bodies)} kernels, {size} bytes" + ("; other runs lowered other bodies" if varies else "")
+            mv = None
+            if prev is not None:
+                mv = Movement("changed", "moved", True) if digest != prev else Movement("same code", "same")
+            cells.append(SeriesCell(value=None, text=f"{digest[:10]} ({size / 1024:.1f}K)", detail=detail, movement=mv))
+            prev = digest
+        rows.append(SeriesRow(label=f"{impl} {pass_} {shape}", group="Mosaic", plot="", name=impl, cells=cells))
     return rows
