@@ -4,11 +4,15 @@ changed Mosaic kernel bodies listed, and failing only when a worse figure of the
 from __future__ import annotations
 
 import base64
+import dataclasses
 import zlib
 
+import pytest
+
 from harness import gate
+from harness.cli import main
 from harness.gate import thresholds
-from harness.store.read import Records
+from harness.store.read import Records, load
 from harness.tpu import mosaic
 from tests import record_builders as rb
 
@@ -99,3 +103,40 @@ def test_changed_code_with_a_worse_figure_of_the_same_compile_fails() -> None:
     changed = rows[SUBJECT]
     assert changed.status == "worse" and changed.fails
     assert "with it: trace worse" in changed.detail
+
+
+TRACE_WORK = "tests.planted.trace_work:flash_attention"
+NEW_BODY = "tests.planted.fwd_rescale_alpha:flash_attention"  # an edit of the kernel: other Mosaic code
+
+
+def test_planted_drop_ins_fail_the_gate_on_trace_time_and_are_listed_as_code_generation_changes(tmp_path) -> None:
+    pytest.importorskip("libtpu", reason="compile checks need libtpu (pip install .[tpu])")
+    kernels = [x for spec in ("pallas_flash", TRACE_WORK, NEW_BODY) for x in ("--kernel", spec)]
+    argv = ["compile", *kernels, "--shape", "mha_f32_256", "--topology", "v5e:1x1", "--pass", "fwd"]
+    # The default --repeat: as many fresh processes as the gate needs samples to judge a time at all.
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    recs = load([tmp_path])
+    # Upstream is compiled first in each process, so its times carry the process's one-off costs:
+    # the comparison leans towards the drop-ins, and still must catch them.
+    upstream = _only(recs, "pallas_flash")
+    slow, other = (_only(recs, spec, rename=True) for spec in (TRACE_WORK, NEW_BODY))
+    rows = {(r.category, r.subject): r for r in gate.compare(upstream, slow, TH).rows}
+    trace = rows[("compile time", f"{SUBJECT} trace")]
+    assert trace.status == "worse" and trace.fails, trace.detail
+    assert rows[("codegen", SUBJECT)].status == "unchanged"  # the same kernel, traced at greater cost
+    changed = gate.compare(upstream, other, TH)
+    (row,) = [r for r in changed.rows if r.category == "codegen"]
+    assert row.status == "changed" and not row.fails and row.change == "code generation changed"
+    (ch,) = changed.codegen
+    assert ch.diff().count("\n-") >= 1 and ch.diff().count("\n+") >= 1
+
+
+def _only(recs: Records, implementation: str, *, rename: bool = False) -> Records:
+    """The compile records of one implementation, renamed to the upstream kernel's as an upgrade's would be."""
+    out = Records()
+    out.compiles = [
+        dataclasses.replace(r, implementation="pallas_flash") if rename else r
+        for r in recs.compiles
+        if r.implementation == implementation
+    ]
+    return out
