@@ -105,8 +105,9 @@ def test_report_renders_in_chromium_from_disk(report_file: Path, tmp_path: Path)
     for section in ("gate", "matrix", "distribution", "versions", "failures", "conventions", "runs"):
         assert section in dom.text_by_id, f"section #{section} missing from the rendered DOM"
     assert dom.tags.get("table", 0) >= 8
-    # Plots: two histograms, speed for fwd and fwd_bwd, memory for v5e and v6e; bars and points drawn.
-    assert dom.tags.get("svg") == 6
+    # Plots: two histograms, speed for fwd and fwd_bwd, memory for v5e and v6e, the trace, lowering and
+    # compile times; bars and points drawn.
+    assert dom.tags.get("svg") == 9
     assert dom.tags.get("rect", 0) >= 24 and dom.tags.get("circle", 0) >= 8 and dom.tags.get("polyline", 0) >= 4
     # The exception message is text on the page, never an element that ran.
     assert "script" not in dom.tags
