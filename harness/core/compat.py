@@ -274,9 +274,11 @@ def _hlo_mode() -> Callable[[], contextlib.AbstractContextManager[None]] | None:
 def hlo_interpreter() -> str | None:
     """Why the HLO interpreter cannot be forced on Pallas TPU kernels here, or None when it can."""
     if _hlo_mode() is None:
-        return "no way to run Pallas TPU kernels under the HLO interpreter on this jax: " + ", ".join(
-            m.__name__ for m in _HLO_MODES
-        ) + " all failed the probe"
+        return (
+            "no way to run Pallas TPU kernels under the HLO interpreter on this jax: "
+            + ", ".join(m.__name__ for m in _HLO_MODES)
+            + " all failed the probe"
+        )
     return None
 
 
