@@ -87,6 +87,9 @@ class InterpretOptions:
             raise ValueError(f"interpret check_grid_order={self.check_grid_order!r} must be true or false")
         if self.interpreter not in INTERPRETERS:
             raise ValueError(f"interpret interpreter={self.interpreter!r} is not one of {INTERPRETERS}")
+        if self.interpreter == "fast" and self.checks:
+            # The HLO interpreter runs the grid in order and has no race detector.
+            raise ValueError("race detection and the grid-order check need interpreter='faithful', not 'fast'")
 
     @property
     def checks(self) -> bool:
