@@ -365,7 +365,7 @@ def _run_kernels(
         if kernel.backend() == "tpu_interpret":
             runs_on = ", ".join(kernel.interpreters()) or "none"
             print(
-                f"   no TPU attached: the kernel runs under a Pallas interpreter on CPU (--interpreter "
+                f"   no TPU attached: the kernel runs under a Pallas TPU interpreter on CPU (--interpreter "
                 f"{args.interpreter}; it runs under: {runs_on})"
             )
         reason = kernel.cannot_run()
