@@ -48,3 +48,9 @@ def test_options_saved_before_the_interpreter_field_read_as_faithful():
 def test_an_unknown_interpreter_is_refused_with_the_choices():
     with pytest.raises(ValueError, match=r"interpreter='hlo' is not one of \('fast', 'faithful'\)"):
         compat.InterpretOptions(interpreter="hlo")
+
+
+@pytest.mark.parametrize("mode", compat._HLO_MODES, ids=lambda m: m.__name__)
+def test_every_way_of_forcing_the_hlo_interpreter_works_on_this_release(mode):
+    # Older releases get the first way that passes the probe; each is checked here where it can be.
+    assert compat._traced_interpret(mode) is True
