@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 from harness.core import compat, placement
+from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
@@ -93,17 +94,66 @@ class PallasKernel(Implementation):
 
 
 class TpuKernel(PallasKernel):
-    """A Pallas TPU kernel: native on a TPU, else the same kernel code under the Pallas TPU interpreter."""
+    """A Pallas TPU kernel: native on a TPU, else the same kernel code under a Pallas interpreter
+    (harness.core.compat.INTERPRETERS: "fast" or "faithful", as InterpretOptions.interpreter says)."""
+
+    # A small case inside the adapter's contract (a forward and, where it has one, a backward pass):
+    # what `interpreters` probes the kernel on. Adapters whose contract excludes it set their own.
+    probe_case: ClassVar[Case] = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=128)
 
     @staticmethod
     def native() -> bool:
         return compat.has_tpu()
+
+    def interpreters(self) -> tuple[str, ...]:
+        """ "faithful" unless cannot_run() says the TPU interpret mode fails here; "fast" when the
+        kernel runs probe_case under the HLO interpreter without raising (probed once per function).
+        Empty on a TPU host, where the kernel runs natively."""
+        if self.native():
+            return ()
+        out = () if self.cannot_run() is not None else ("faithful",)
+        return (("fast",) if _runs_fast(self) is None else ()) + out
+
+    def fast_refusal(self) -> str | None:
+        """The HLO interpreter's error on probe_case, or None when the kernel runs under it."""
+        return None if self.native() else _runs_fast(self)
 
     def backend(self) -> str:
         return "tpu" if self.native() else "tpu_interpret"
 
     def _context(self) -> AbstractContextManager[Any]:
         return compat.tpu_kernel_context()
+
+
+_FAST_PROBES: dict[tuple[type, Any], str | None] = {}
+
+
+def _runs_fast(kernel: TpuKernel) -> str | None:
+    """The HLO interpreter's error on kernel.probe_case (one line), or None when it runs; once per
+    adapter class and function under test."""
+    key = (type(kernel), kernel.fn)
+    if key not in _FAST_PROBES:
+        _FAST_PROBES[key] = _probe_fast(kernel)
+    return _FAST_PROBES[key]
+
+
+def _probe_fast(kernel: TpuKernel) -> str | None:
+    from harness.core.errors import one_line
+    from harness.core.inputs import make_inputs
+
+    reason = compat.hlo_interpreter()
+    if reason is not None:
+        return reason
+    case = kernel.probe_case
+    problems = kernel.violations(case)
+    if problems:
+        raise ValueError(f"{kernel.name}: probe_case is outside its contract ({'; '.join(problems)}); set probe_case")
+    try:
+        with compat.using_interpret_options(compat.InterpretOptions(interpreter="fast")):
+            kernel.run(case, make_inputs(case), grads=kernel.capabilities.grads)
+    except Exception as e:  # noqa: BLE001 - the interpreter's own error is the answer
+        return one_line(e)
+    return None
 
 
 class GpuKernel(PallasKernel):

@@ -37,6 +37,7 @@ from harness.core import paging
 from harness.core.case import Case
 from harness.core.contract import Capabilities, Conventions, Outputs, register
 from harness.core.inputs import Inputs, int8_grid
+from harness.core.masks import Lengths, Mask
 from kernels._pallas import TpuKernel, block_names, divisors
 
 PAGE_SIZES = (8, 16, 32, 64)
@@ -159,6 +160,18 @@ class PallasPaged(TpuKernel):
         super().__init__(fn, name, upstream=upstream.paged_attention)
         # A soft cap is drawn where this release's (or the drop-in's) signature takes one.
         self.capabilities = dataclasses.replace(self.capabilities, soft_cap=cov.accepts(self.fn, SOFT_CAP))
+
+    # One decode query per sequence, bfloat16 pages (float32 only with int8 pages).
+    probe_case = Case(
+        batch=1,
+        q_heads=1,
+        kv_heads=1,
+        q_len=1,
+        kv_len=64,
+        head_dim=128,
+        dtype="bfloat16",
+        mask=Mask(lengths=Lengths(kv=(64,))),
+    )
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _layout(case)

@@ -273,6 +273,12 @@ def _probe(fn: Callable[..., Any]) -> str | None:
     return None
 
 
+# What interpreters() probes the HLO interpreter on: PROBE with a query length the contract draws.
+PallasRaggedPaged.probe_case = PROBE.replace(
+    q_len=8, mask=Mask(causal="bottom_right", lengths=Lengths(q=(1, 8), kv=(9, 16)))
+)
+
+
 def dropin(fn: Callable[..., Any], *, name: str) -> PallasRaggedPaged:
     """Test `fn`, a function with the upstream ragged_paged_attention signature, as this kernel."""
     return PallasRaggedPaged(fn, name=name)

@@ -66,6 +66,7 @@ def run_record(
             "detect_races": False,
             "random_seed": None,
             "uninitialized_memory": "nan",
+            "interpreter": "fast",
         },
         cannot_run={},
         status="finished",

@@ -26,6 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
         pytest.param(["run", "--examples", "0"], "--examples=0 must be at least 1", id="examples"),
         pytest.param(["run", "--examples", "many"], "invalid int value", id="examples-type"),
         pytest.param(["run", "--colour"], "unrecognized arguments", id="option"),
+        pytest.param(
+            ["run", "--detect-races", "--interpreter", "fast"],
+            "--detect-races and --grid-order-seed need --interpreter faithful, not fast",
+            id="interpreter-checks",
+        ),
+        pytest.param(["run", "--interpreter", "hlo"], "invalid choice: 'hlo'", id="interpreter"),
         pytest.param(["fly"], "invalid choice", id="command"),
     ],
 )

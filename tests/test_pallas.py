@@ -27,3 +27,25 @@ def test_block_names_say_what_is_missing_and_what_is_unknown(blocks: dict, messa
         assert got is None
     else:
         assert got == f"blocks must name ['a', 'b'] and may add ['c'] (c is a flag); {message}"
+
+
+def test_the_interpreters_a_kernel_runs_under_are_probed() -> None:
+    from harness.core import contract
+
+    flash = contract.resolve("pallas_flash")
+    assert flash.interpreters() == ("fast", "faithful") and flash.fast_refusal() is None
+
+
+def test_a_kernel_the_hlo_interpreter_cannot_run_is_declared_faithful_only() -> None:
+    from harness.core import compat
+    from kernels.pallas_flash import PallasFlash
+
+    class FaithfulOnly(PallasFlash):
+        def run(self, case, inputs, *, grads):
+            if compat.interpret_options().interpreter == "fast":
+                raise NotImplementedError("no discharge rule for this primitive")
+            return super().run(case, inputs, grads=grads)
+
+    kernel = FaithfulOnly(name="faithful_only")
+    assert kernel.interpreters() == ("faithful",)
+    assert kernel.fast_refusal() == "NotImplementedError: no discharge rule for this primitive"

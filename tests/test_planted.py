@@ -13,9 +13,10 @@ import pytest
 from harness import cli
 from harness.core import compat, contract, pool
 from harness.core.case import Case
-from harness.running.failures import write_failure
+from harness.running.failures import load_failure, write_divergence, write_failure
 from harness.running.runner import run_case
 from harness.running.search import search
+from kernels.pallas_flash import uniform_blocks
 from tests.planted import INTERPRET, PLANTED, SUBTLE, spec
 
 # One forward case (a few CPU seconds under the interpreter). Its bound is float32's floor
@@ -55,3 +56,31 @@ def test_subtle_bug_fails_by_a_modest_factor_and_the_upstream_kernel_passes(name
         f"{name}: err {out.max_abs:.3g}, bound {out.bound:.3g}, ratio {out.max_abs / out.bound:.3g} not in {NEAR_MISS}"
     )
     assert good.passed, good.failure
+
+
+# Two key tiles: the multi-step forward kernel, the one with a scratch accumulator (one key tile
+# runs the single-step kernel, which has none).
+UNINITIALIZED_CASE = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=128, blocks=uniform_blocks())
+
+
+@pytest.mark.parametrize("fill", ["nan", "zero"])
+def test_a_read_of_scratch_never_written_is_never_a_pass_and_says_which_interpreter_saw_it(tmp_path, fill):
+    kernel = contract.resolve(spec("fwd_acc_uninitialized"))
+    options = compat.InterpretOptions(interpreter="fast", uninitialized_memory=fill)
+    result = run_case(UNINITIALIZED_CASE, [kernel], grads=False, interpret=options, policy="fast")
+    (s,) = result.subjects
+    # Failed on the fast interpreter (its scratch starts as NaN whatever the fill), so replayed on the faithful one.
+    assert (s.interpreter, s.shadow.interpreter, s.shadow.passed) == ("faithful", "fast", False)
+    if fill == "nan":  # the faithful interpreter's poison shows the read too: a kernel failure
+        assert not result.passed and not result.divergences
+        path = write_failure(tmp_path, result, kernel=kernel, oracles=[], grads=False, interpret=options)
+    else:  # a zero fill hides it from the faithful interpreter: an interpreter divergence, reported apart
+        assert result.passed and result.divergences == [s]
+        path = write_divergence(tmp_path, result, s, kernel=kernel, oracles=[], grads=False, interpret=options)
+        assert path.parent.name == "divergences"
+        assert "on faithful passed; on fast failed: out:" in load_failure(path).record.failure
+    table = load_failure(path).record.results
+    assert {name: entry["interpreter"] for name, entry in table.items()} == {
+        kernel.name: "faithful",
+        f"{kernel.name}@fast": "fast",
+    }

@@ -335,3 +335,37 @@ def test_compile_times_and_kernels_per_version_and_the_codegen_diff(tmp_path: Pa
     html = render.render(gated)
     assert "Code generation changed" in html and "+  %0 = tpu.iota" in html
     assert "Trace, lowering and compile time" in html and "Generated kernels" in html
+
+
+def test_interpreter_divergences_are_listed_apart_and_each_failure_says_which_interpreter_saw_what(
+    tmp_path: Path,
+) -> None:
+    recs = _with_conventions(rb.environment(BASE, seeds=range(2)))
+    fast_failed = {
+        "interpreter": "fast",
+        "passed": False,
+        "error": None,
+        "comparisons": [rb.comparison("out", 5.0), rb.comparison("out[vs faithful]", 4.0)],
+        "seconds": 0.1,
+    }
+    diverged, failed = rb.case(7), rb.case(8)
+    recs.append(rb.case_record(BASE, diverged, interpreter="faithful", shadow=fast_failed))
+    recs.append(rb.case_record(BASE, failed, fail_quantity="out", interpreter="faithful", shadow=fast_failed))
+    # Before there were two interpreters a record named none: it ran the faithful one.
+    recs.append(rb.case_record(BASE, rb.case(9), fail_quantity="dq"))
+    report = _build(load([rb.write_store(tmp_path / "s", recs)]))
+    (d,) = report.divergences
+    assert d.kind == "divergence" and "seed=7" in d.title
+    assert d.why == (
+        "on the faithful interpreter passed; on the fast interpreter failed: out: err 5e-05 > bound 1e-05; "
+        "out[vs faithful]: err 4e-05 > bound 1e-05"
+    )
+    assert "1 interpreter divergence (fast against faithful interpreter; not counted against kernels)" in (
+        report.verdict.details
+    )
+    assert "2 failing case records" in report.verdict.headline  # the divergence is not one of them
+    said = {f.title.split("seed=")[1].split()[0]: f.interpreters for f in report.failures + report.other_failures}
+    assert said["8"].startswith("on the faithful interpreter failed: out: err 5e-05 > bound 1e-05; on the fast")
+    assert said["9"] == "computed on the faithful interpreter"
+    html = render.render(report)
+    assert 'id="divergences"' in html and "Interpreter divergences (1)" in html

@@ -229,3 +229,86 @@ def test_an_oracle_outside_its_contract_sits_the_case_out():
     assert torch_sdpa.violations(RESIDUAL_CASE)
     result = run_case(RESIDUAL_CASE, [_Residuals("kernel"), torch_sdpa], grads=False)
     assert [s.implementation for s in result.subjects] == ["kernel"]
+
+
+class InterpreterFake(_fakes.FakeKernel):
+    """A Pallas TPU kernel stand-in that answers wrong (x1.01) under the interpreters in `wrong_under`."""
+
+    def __init__(self, name, *, wrong_under=(), runs_on=("fast", "faithful")):
+        super().__init__(name, backend="tpu_interpret")
+        self.wrong_under, self.runs_on, self.ran = wrong_under, runs_on, []
+
+    def interpreters(self):
+        return self.runs_on
+
+    def run(self, case, inputs, *, grads):
+        name = compat.interpret_options().interpreter
+        self.ran.append(name)
+        got = reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
+        if name in self.wrong_under:
+            got.out = got.out * 1.01
+        return got
+
+
+FAST = compat.InterpretOptions(interpreter="fast")
+
+
+def _policy_case(sampled: bool) -> Case:
+    """A small case that the fast policy's declared share does (or does not) also run on the faithful interpreter."""
+    from harness.running import runner
+
+    return next(
+        c
+        for seed in range(200)
+        if (int((c := small_case(seed=seed)).case_id, 16) % runner.FAITHFUL_ONE_IN == 0) is sampled
+    )
+
+
+def test_a_failure_on_the_fast_interpreter_alone_is_an_interpreter_divergence_never_a_kernel_failure():
+    kernel = InterpreterFake("fast_only_bug", wrong_under=("fast",))
+    result = run_case(_policy_case(False), [kernel], grads=False, interpret=FAST, policy="fast")
+    (s,) = result.subjects
+    assert kernel.ran == ["fast", "faithful"]  # replayed on the faithful interpreter before it was reported
+    assert result.passed and result.divergences == [s]
+    assert (s.interpreter, s.passed, s.shadow.interpreter, s.shadow.passed) == ("faithful", True, "fast", False)
+    (vs,) = [c for c in s.shadow.comparisons if c.quantity == "out[vs faithful]"]
+    assert not vs.passed and vs.bound == next(c.bound for c in s.comparisons if c.quantity == "out")
+
+
+def test_a_failure_on_both_interpreters_is_a_kernel_failure():
+    kernel = InterpreterFake("bug", wrong_under=("fast", "faithful"))
+    result = run_case(_policy_case(False), [kernel], grads=False, interpret=FAST, policy="fast")
+    (s,) = result.subjects
+    assert not result.passed and not result.divergences
+    assert (s.interpreter, s.shadow.interpreter, s.shadow.passed) == ("faithful", "fast", False)
+
+
+def test_a_pass_on_the_fast_interpreter_runs_nothing_else_unless_the_case_is_in_the_faithful_share():
+    kernel = InterpreterFake("correct")
+    (s,) = run_case(_policy_case(False), [kernel], grads=False, interpret=FAST, policy="fast").subjects
+    assert kernel.ran == ["fast"] and (s.interpreter, s.shadow) == ("fast", None)
+    kernel.ran.clear()
+    (s,) = run_case(_policy_case(True), [kernel], grads=False, interpret=FAST, policy="fast").subjects
+    assert kernel.ran == ["fast", "faithful"] and s.passed and s.shadow.passed and not s.divergence
+    assert [c.max_abs for c in s.shadow.comparisons if c.quantity.endswith("[vs faithful]")] == [0.0]
+
+
+@pytest.mark.parametrize(
+    "policy, smoke, runs_on, ran",
+    [
+        ("fast", True, ("fast", "faithful"), ["faithful"]),  # smoke cases run on the faithful interpreter
+        ("faithful", False, ("fast", "faithful"), ["faithful"]),
+        ("both", False, ("fast", "faithful"), ["fast", "faithful"]),
+        ("fast", False, ("faithful",), ["faithful"]),  # a kernel the HLO interpreter cannot run
+        (None, False, ("fast", "faithful"), ["fast"]),  # no policy: the options' interpreter alone
+    ],
+)
+def test_the_policy_picks_the_interpreters(policy, smoke, runs_on, ran):
+    kernel = InterpreterFake("k", runs_on=runs_on)
+    (s,) = run_case(_policy_case(False), [kernel], grads=False, interpret=FAST, policy=policy, smoke=smoke).subjects
+    assert kernel.ran == ran and s.passed and s.interpreter == ran[-1]
+
+
+def test_the_faithful_interpreters_checks_are_refused_on_the_fast_one():
+    with pytest.raises(ValueError, match="need interpreter='faithful'"):
+        compat.InterpretOptions(interpreter="fast", detect_races=True)

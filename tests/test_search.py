@@ -100,6 +100,8 @@ class StandInRunner:
         grads: bool = True,
         time_limit: float | None = None,
         interpret: InterpretOptions = DEFAULT_INTERPRET,  # runner.run_case's; the fakes interpret nothing
+        policy: str | None = None,
+        smoke: bool = False,
     ) -> CaseResult:
         self.calls.append((case, grads, time_limit))
         kernel = subjects[0]
@@ -468,6 +470,20 @@ def test_the_interpreter_options_reach_the_runner(stand_in, monkeypatch):
     options = dataclasses.replace(DEFAULT_INTERPRET)
     search(_fakes.CORRECT, [], examples=2, seed=1, profile="dev", interpret=options)
     assert len(seen) == 2 and all(o is options for o in seen)
+
+
+def test_the_interpreter_policy_reaches_the_runner_with_the_smoke_cases_marked(stand_in, monkeypatch):
+    seen = []
+    run = lambda case, subj, **kw: seen.append((case, kw["policy"], kw["smoke"])) or stand_in.run_case(case, subj, **kw)  # noqa: E731
+    monkeypatch.setattr(harness_runner, "run_case", run)
+    smoke = _smoke(2)
+    search(_fakes.CORRECT, [], examples=4, seed=1, profile="dev", grads=False, smoke=smoke, interpreters="fast")
+    assert [(c in smoke, policy, marked) for c, policy, marked in seen] == [
+        (True, "fast", True),
+        (True, "fast", True),
+        (False, "fast", False),
+        (False, "fast", False),
+    ]
 
 
 @pytest.mark.parametrize("reuse", [True, False])

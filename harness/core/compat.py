@@ -10,7 +10,7 @@ import contextvars
 import dataclasses
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -42,6 +42,12 @@ def enable_x64() -> Iterator[None]:
 
 
 UNINITIALIZED_MEMORY: tuple[str, ...] = ("nan", "zero")
+# The two ways a Pallas TPU kernel runs off a TPU (InterpretOptions.interpreter):
+#   fast:     the Pallas HLO interpreter: the kernel discharged into plain XLA ops, one scan over the
+#             grid in order (pallas_call(interpret=True)); ~20-60x cheaper on a reused program;
+#   faithful: the TPU interpret mode (InterpretParams): simulated VMEM, DMAs and semaphores, the race
+#             detector, uninitialised-memory poisoning, a random 'parallel' grid order.
+INTERPRETERS: tuple[str, ...] = ("fast", "faithful")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,12 +62,16 @@ class InterpretOptions:
     check_grid_order: run each kernel case a second time with another grid order
       (random_seed + 1) and fail it unless the two results are exactly equal (NaN matching NaN).
     Out-of-bounds reads always raise under the interpreter, so they fail the case.
+    interpreter: "faithful" (the TPU interpret mode, the one the options above configure) or
+      "fast" (the HLO interpreter, which has none of those checks; INTERPRETERS). Options saved
+      before the field existed read as "faithful": what they ran under.
     """
 
     detect_races: bool = False
     uninitialized_memory: str = "nan"
     random_seed: int | None = None
     check_grid_order: bool = False
+    interpreter: str = "faithful"
 
     def __post_init__(self) -> None:
         if not isinstance(self.detect_races, bool):
@@ -75,6 +85,16 @@ class InterpretOptions:
             raise ValueError(f"interpret random_seed={seed!r} must be a non-negative integer or null")
         if not isinstance(self.check_grid_order, bool):
             raise ValueError(f"interpret check_grid_order={self.check_grid_order!r} must be true or false")
+        if self.interpreter not in INTERPRETERS:
+            raise ValueError(f"interpret interpreter={self.interpreter!r} is not one of {INTERPRETERS}")
+        if self.interpreter == "fast" and self.checks:
+            # The HLO interpreter runs the grid in order and has no race detector.
+            raise ValueError("race detection and the grid-order check need interpreter='faithful', not 'fast'")
+
+    @property
+    def checks(self) -> bool:
+        """Whether these options ask for a check only the faithful interpreter makes."""
+        return self.detect_races or self.check_grid_order
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -134,7 +154,8 @@ def forced_interpret() -> Iterator[None]:
 
 @contextlib.contextmanager
 def tpu_kernel_context(random_seed: int | None = None) -> Iterator[str]:
-    """Run Pallas TPU kernels natively on a TPU, else (or inside forced_interpret) under the TPU interpreter.
+    """Run Pallas TPU kernels natively on a TPU, else (or inside forced_interpret) under the
+    interpreter the options name (InterpretOptions.interpreter).
 
     Yields the backend name recorded with every result: "tpu" or "tpu_interpret".
     random_seed overrides the options' grid-order seed (the grid-order check's second run).
@@ -145,9 +166,13 @@ def tpu_kernel_context(random_seed: int | None = None) -> Iterator[str]:
     if has_tpu() and not _force_interpret.get():
         yield "tpu"
         return
+    opts = interpret_options()
+    if opts.interpreter == "fast":
+        with hlo_interpret_mode():
+            yield "tpu_interpret"
+        return
     from jax.experimental.pallas import tpu as pltpu
 
-    opts = interpret_options()
     params_cls = getattr(pltpu, "InterpretParams", None) or pltpu.TPUInterpretParams
     kwargs: dict[str, Any] = {
         "detect_races": opts.detect_races,
@@ -162,6 +187,112 @@ def tpu_kernel_context(random_seed: int | None = None) -> Iterator[str]:
         _count_races()
     with pltpu.force_tpu_interpret_mode(params_cls(**kwargs)):
         yield "tpu_interpret"
+
+
+# --- The HLO interpreter for every pallas_call in a block ---
+# The TPU kernels call pl.pallas_call themselves and take no `interpret` argument, so the mode is
+# set around them. How depends on the release; each way below is tried on a one-block kernel and
+# the first under which the pallas_call it traces carries interpret=True is used (a probe, never a
+# version check).
+
+
+@contextlib.contextmanager
+def _force_mode_true() -> Iterator[None]:
+    # jax >= 0.7: force_tpu_interpret_mode passes its argument as every pallas_call's `interpret`,
+    # and True (rather than InterpretParams) selects the HLO interpreter.
+    from jax.experimental.pallas import tpu as pltpu
+
+    with pltpu.force_tpu_interpret_mode(True):
+        yield
+
+
+@contextlib.contextmanager
+def _config_true() -> Iterator[None]:
+    # The config option force_tpu_interpret_mode sets, where the function is missing.
+    from jax._src import config
+
+    option = config.pallas_tpu_interpret_mode_context_manager
+    previous = option.swap_local(True)
+    try:
+        yield
+    finally:
+        option.set_local(previous)
+
+
+@contextlib.contextmanager
+def _patched_default() -> Iterator[None]:
+    # Older releases: pallas_call's own `interpret` argument, True by default inside the block.
+    # Module state, restored on exit; the harness runs one kernel call at a time per process.
+    from jax.experimental import pallas as pl
+
+    original = pl.pallas_call
+
+    @functools.wraps(original)
+    def interpreted(*args: Any, **kwargs: Any) -> Any:
+        kwargs["interpret"] = True
+        return original(*args, **kwargs)
+
+    pl.pallas_call = interpreted
+    try:
+        yield
+    finally:
+        pl.pallas_call = original
+
+
+_HLO_MODES = (_force_mode_true, _config_true, _patched_default)
+
+
+def _traced_interpret(mode: Callable[[], contextlib.AbstractContextManager[None]]) -> Any:
+    """The `interpret` parameter of the pallas_call a one-block kernel traces to under `mode`."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def copy(x_ref: Any, o_ref: Any) -> None:
+        o_ref[...] = x_ref[...] + 1.0
+
+    def f(x: Any) -> Any:
+        return pl.pallas_call(copy, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    with mode():
+        jaxpr = jax.make_jaxpr(f)(jnp.zeros((8, 128), jnp.float32))
+        out = f(jnp.zeros((8, 128), jnp.float32))  # it must also run, and compute
+    if not bool((out == 1.0).all()):
+        return None
+    eqns = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "pallas_call"]
+    return eqns[0].params.get("interpret") if eqns else None
+
+
+@functools.cache
+def _hlo_mode() -> Callable[[], contextlib.AbstractContextManager[None]] | None:
+    for mode in _HLO_MODES:
+        try:
+            if _traced_interpret(mode) is True:
+                return mode
+        except Exception:  # noqa: BLE001, S112 - a way this release lacks; the next is tried
+            continue
+    return None
+
+
+def hlo_interpreter() -> str | None:
+    """Why the HLO interpreter cannot be forced on Pallas TPU kernels here, or None when it can."""
+    if _hlo_mode() is None:
+        return (
+            "no way to run Pallas TPU kernels under the HLO interpreter on this jax: "
+            + ", ".join(m.__name__ for m in _HLO_MODES)
+            + " all failed the probe"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def hlo_interpret_mode() -> Iterator[None]:
+    """Every pallas_call traced in the block runs under the HLO interpreter (the "fast" interpreter)."""
+    mode = _hlo_mode()
+    if mode is None:
+        raise RuntimeError(hlo_interpreter())
+    with mode():
+        yield
 
 
 def reset_tpu_interpreter() -> None:

@@ -219,6 +219,11 @@ class Implementation(abc.ABC):
         "cannot run here" (harness.core.exit_codes.EXIT_CANNOT_RUN), never as a pass."""
         return None
 
+    def interpreters(self) -> tuple[str, ...]:
+        """The interpreters (harness.core.compat.INTERPRETERS) it runs under here, each found by a
+        probe; empty when it is not interpreted (it runs natively, or is no Pallas TPU kernel)."""
+        return ()
+
     def tiling(self, case: Case) -> frozenset[str]:
         """The tiling classes (Capabilities.tilings) of the case's block sizes; empty when none are declared."""
         return frozenset()

@@ -38,6 +38,7 @@ from harness.store.derive import (
     compile_replay,
     failure_file,
     failure_line,
+    interpreters_line,
     mask_label,
     repro_command,
     used,
@@ -213,11 +214,12 @@ class FailureView:
     case: dict[str, Any] | None = None
     located: Located | None = None
     where: list[str] = dataclasses.field(default_factory=list)
+    interpreters: str = ""  # which Pallas interpreter computed it, and what the other saw (derive.interpreters_line)
 
 
-def _comparison_views(rec: CaseRecord) -> list[ComparisonView]:
+def _comparison_views(comparisons: list[dict[str, Any]] | None) -> list[ComparisonView]:
     out = []
-    for c in rec.comparisons or []:
+    for c in comparisons or []:
         u = used(c)
         out.append(
             ComparisonView(
@@ -252,9 +254,10 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
             why=failure_line(rec),
             error=rec.error,
             traceback=rec.traceback,
-            comparisons=_comparison_views(rec),
+            comparisons=_comparison_views(rec.comparisons),
             repro=repro_command(path),
             shrunk=rec.shrunk,
+            interpreters=interpreters_line(rec),
         )
         located = Located.from_json(rec.located)
         if located is not None and isinstance(rec.case, dict):
@@ -284,6 +287,32 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
         )
     main.sort(key=lambda f: (f.kind, f.implementation, f.env, f.title))
     return main, other[:MAX_OTHER_FAILURES]
+
+
+def divergences(records: Records, run_env: dict[str, Env]) -> list[FailureView]:
+    """Interpreter divergences (CaseRecord.divergence): the fast interpreter's side, which failed."""
+    out = []
+    for rec in records.cases:
+        if not rec.divergence:
+            continue
+        out.append(
+            FailureView(
+                kind="divergence",
+                implementation=rec.implementation,
+                env=run_env[rec.run_id].label,
+                run_id=rec.run_id,
+                title=case_text(rec.case),
+                case_json=json.dumps(rec.case, indent=1, sort_keys=True),
+                why=interpreters_line(rec),
+                error=(rec.shadow or {}).get("error"),
+                traceback=None,
+                comparisons=_comparison_views((rec.shadow or {}).get("comparisons")),
+                repro=None,  # the run wrote it under DIR/divergences/ and printed its replay
+                shrunk=False,
+                interpreters=interpreters_line(rec),
+            )
+        )
+    return sorted(out, key=lambda f: (f.implementation, f.env, f.title))
 
 
 # --- runs ---
@@ -438,6 +467,7 @@ class Report:
     kernels: list[SeriesRow] = dataclasses.field(default_factory=list)
     # Per matrix cell and implementation: the verdict and the API coverage (harness.core.coverage.cell_rows).
     cells: list[CellRow] = dataclasses.field(default_factory=list)
+    divergences: list[FailureView] = dataclasses.field(default_factory=list)  # between the two interpreters
 
 
 def verdict(current: Records, gate: GateResult | None) -> Verdict:
@@ -446,7 +476,13 @@ def verdict(current: Records, gate: GateResult | None) -> Verdict:
     oracle_findings = sum(not r.passed for r in current.cases if r.role == "oracle")
     compile_fail = sum(not r.ok for r in current.compiles)
     leaking = sorted({str(r.implementation) for r in current.leaks if not r.passed})
+    diverged = sum(r.divergence for r in current.cases)
     details = []
+    if diverged:
+        details.append(
+            f"{diverged} interpreter divergence{'s' if diverged != 1 else ''} (fast against faithful interpreter; "
+            "not counted against kernels)"
+        )
     if oracle_findings:
         details.append(
             f"{oracle_findings} oracle finding{'s' if oracle_findings != 1 else ''} (not counted against kernels)"
@@ -535,4 +571,5 @@ def build(
         thresholds=thresholds,
         leaks=leak_rows(records.leaks),
         cells=cell_rows(records.runs, records.cases),
+        divergences=divergences(records, run_env),
     )

@@ -13,7 +13,13 @@ harness.store.failures.FailureRecord) holds everything a replay needs and what t
   failure            one line: why it failed
   results            per implementation: passed, backend, error, comparisons (the error table),
                      and on a failure "located": where the errors sit (harness.core.locate.Located JSON;
-                     absent in files written before it existed, which replay and render alike)
+                     absent in files written before it existed, which replay and render alike);
+                     "interpreter" where a Pallas interpreter ran it, and "<impl>@<interpreter>" for
+                     the same kernel under the other interpreter where both ran
+
+An interpreter divergence (harness.running.runner.SubjectResult.divergence) gets a file of the same
+form under DIR/divergences/, with the fast interpreter's options, so that its replay shows the fast
+interpreter's side; its failure line says what each interpreter saw.
   search             how it was found: profile, shrink_runs, shrink_exhausted (optional)
   pinned             set by `pin`: time, source file, kernel it was found with (optional)
 
@@ -36,7 +42,7 @@ from harness.core import compat, contract
 from harness.core.case import Case, CaseError
 from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
-from harness.running.runner import CaseResult, run_case
+from harness.running.runner import CaseResult, SubjectResult, run_case
 from harness.running.worker import implementation_spec
 from harness.store.failures import FailureRecord
 from harness.store.files import atomic_write_json
@@ -53,6 +59,23 @@ def failure_id(case: Case, kernel: str) -> str:
 
 def failure_line(result: CaseResult) -> str:
     return " | ".join(f"{s.implementation}: {s.failure}" for s in result.subjects if not s.passed)
+
+
+def divergence_line(subject: SubjectResult) -> str:
+    """What each interpreter saw, for a subject with a shadow run."""
+    shadow = subject.shadow
+    assert shadow is not None, "a divergence has a run under the other interpreter"
+    said = lambda s: "passed" if s.passed else f"failed: {s.failure}"  # noqa: E731
+    return (
+        f"interpreter divergence: {subject.implementation} on {subject.interpreter} {said(subject)}; "
+        f"on {shadow.interpreter} {said(shadow)}"
+    )
+
+
+def _verdict_options(result: CaseResult, interpret: compat.InterpretOptions) -> compat.InterpretOptions:
+    """The options a replay needs to see the kernel's verdict: those of the interpreter that gave it."""
+    ran = [s.interpreter for s in result.subjects if s.role == "kernel" and s.interpreter is not None]
+    return dataclasses.replace(interpret, interpreter=ran[0]) if ran else interpret
 
 
 def failure_document(
@@ -73,7 +96,7 @@ def failure_document(
         oracles=tuple(oracles),
         grads=grads,
         case=result.case.to_json(),
-        interpret=interpret.to_json(),
+        interpret=_verdict_options(result, interpret).to_json(),
         time_limit=time_limit,
         tolerance_version=TOLERANCE_VERSION,
         versions=compat.library_versions(),
@@ -84,15 +107,22 @@ def failure_document(
 
 
 def results_table(result: CaseResult) -> dict[str, Any]:
+    table = {}
+    for s in result.subjects:
+        table[s.implementation] = _result_entry(s)
+        if s.shadow is not None:
+            table[f"{s.implementation}@{s.shadow.interpreter}"] = _result_entry(s.shadow)
+    return table
+
+
+def _result_entry(s: SubjectResult) -> dict[str, Any]:
     return {
-        s.implementation: {
-            "passed": s.passed,
-            "backend": s.backend,
-            "error": s.error,
-            "comparisons": [c.to_json() for c in s.comparisons],
-            **({"located": s.located.to_json()} if s.located is not None else {}),
-        }
-        for s in result.subjects
+        "passed": s.passed,
+        "backend": s.backend,
+        "error": s.error,
+        "comparisons": [c.to_json() for c in s.comparisons],
+        **({"located": s.located.to_json()} if s.located is not None else {}),
+        **({"interpreter": s.interpreter} if s.interpreter is not None else {}),
     }
 
 
@@ -119,6 +149,36 @@ def write_failure(
         search=search,
     )
     path = Path(out_dir) / "failures" / f"{doc['id']}.json"
+    atomic_write_json(path, doc)
+    return path
+
+
+def write_divergence(
+    out_dir: Path,
+    result: CaseResult,
+    subject: SubjectResult,
+    *,
+    kernel: contract.Implementation,
+    oracles: list[contract.Implementation],
+    grads: bool,
+    interpret: compat.InterpretOptions = compat.DEFAULT_INTERPRET,
+    time_limit: float | None = None,
+) -> Path:
+    """Write DIR/divergences/<id>.json for `subject`'s interpreter divergence on `result`: a failure file
+    that replays the case under the interpreter that failed (the fast one)."""
+    shadow = subject.shadow
+    assert shadow is not None and shadow.interpreter is not None
+    doc = failure_document(
+        result,
+        kernel=implementation_spec(kernel),
+        oracles=[implementation_spec(o) for o in oracles],
+        grads=grads,
+        interpret=interpret,
+        time_limit=time_limit,
+    )
+    doc["interpret"] = dataclasses.replace(interpret, interpreter=shadow.interpreter).to_json()
+    doc["failure"] = divergence_line(subject)
+    path = Path(out_dir) / "divergences" / f"{doc['id']}.json"
     atomic_write_json(path, doc)
     return path
 

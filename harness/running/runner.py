@@ -41,6 +41,16 @@ class SubjectResult:
     native: dict | None = None  # harness.tpu.native.NativeTiming.to_json() on an accelerator
     located: Located | None = None  # where the errors sit, on a failure (harness.core.locate)
     digest: str | None = None  # outputs_digest of what it returned: bit-identical results have equal digests
+    interpreter: str | None = None  # which Pallas interpreter computed it (compat.INTERPRETERS); None: none did
+    # The same kernel on the same case under the other interpreter, judged against the same truth and
+    # against this result's outputs ("<q>[vs faithful]" rows); None when only one interpreter ran.
+    shadow: SubjectResult | None = None
+
+    @property
+    def divergence(self) -> bool:
+        """An interpreter divergence: passed here (under the faithful interpreter) and failed under the
+        fast one, or its outputs differed from these beyond the tolerance. Never a kernel failure."""
+        return self.passed and self.shadow is not None and not self.shadow.passed
 
     @property
     def worst(self) -> Comparison | None:
@@ -76,6 +86,12 @@ class CaseResult:
     def oracle_findings(self) -> list[SubjectResult]:
         """Oracles outside their own tolerance on this case."""
         return [s for s in self.subjects if s.role == "oracle" and not s.passed]
+
+    @property
+    def divergences(self) -> list[SubjectResult]:
+        """Kernels whose two interpreters disagreed on this case (SubjectResult.divergence): reported
+        apart, like oracle findings; `passed` holds the faithful interpreter's verdict."""
+        return [s for s in self.subjects if s.divergence]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,14 +217,23 @@ def _interpreter_checks(ex: Execution) -> list[Comparison]:
     return out
 
 
-def judge(impl: Implementation, case: Case, inputs: Inputs, ex: Execution, ref: Reference) -> SubjectResult:
-    """Compare an execution with the truth: the pure half of run_subject."""
+def judge(
+    impl: Implementation,
+    case: Case,
+    inputs: Inputs,
+    ex: Execution,
+    ref: Reference,
+    *,
+    interpreter: str | None = None,
+) -> SubjectResult:
+    """Compare an execution with the truth: the pure half of run_subject (`interpreter`: the one that ran it)."""
     meta = {
         "implementation": impl.name,
         "role": impl.role,
         "backend": impl.backend(),
         "device": impl.device(),
         "empty_rows": impl.empty_rows(case),
+        "interpreter": interpreter,
     }
     if ex.outputs is None:
         return SubjectResult(
@@ -258,6 +283,22 @@ def _locate(case: Case, inputs: Inputs, got: Outputs, truth: Outputs, comps: lis
     )
 
 
+def _execute(
+    impl: Implementation,
+    case: Case,
+    inputs: Inputs,
+    *,
+    grads: bool,
+    time_limit: float | None,
+    interpret: InterpretOptions,
+) -> Execution:
+    if time_limit is None:
+        return execute(impl, case, inputs, grads=grads, interpret=interpret)
+    from harness.running import worker  # starts a process: only when a time limit asks for one
+
+    return worker.execute(impl, case, grads=grads, time_limit=time_limit, interpret=interpret)
+
+
 def run_subject(
     impl: Implementation,
     case: Case,
@@ -269,13 +310,106 @@ def run_subject(
     interpret: InterpretOptions = DEFAULT_INTERPRET,
 ) -> SubjectResult:
     """Run one implementation; any exception (or, under a time limit, a hang or crash) becomes a failed result."""
-    if time_limit is None:
-        ex = execute(impl, case, inputs, grads=grads, interpret=interpret)
-    else:
-        from harness.running import worker  # starts a process: only when a time limit asks for one
+    ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=interpret)
+    return judge(impl, case, inputs, ex, ref, interpreter=interpreter_of(impl, interpret))
 
-        ex = worker.execute(impl, case, grads=grads, time_limit=time_limit, interpret=interpret)
-    return judge(impl, case, inputs, ex, ref)
+
+def interpreter_of(impl: Implementation, interpret: InterpretOptions) -> str | None:
+    """The interpreter `impl` runs under with these options; None where none does (native, or not Pallas TPU)."""
+    return interpret.interpreter if impl.backend() == "tpu_interpret" else None
+
+
+# --- Which interpreter runs a case (run --interpreter) ---
+
+INTERPRETER_POLICIES: tuple[str, ...] = ("fast", "faithful", "both")
+# Under the "fast" policy, one drawn case in FAITHFUL_ONE_IN (by case id, so the same cases every
+# time) runs on the faithful interpreter too, so that the fast interpreter is checked against the
+# faithful one on drawn cases, not only where a kernel fails. The faithful interpreter costs ~20x the
+# fast one on a reused program (benchmarks/interpreters.py: 0.8 against 0.04 CPU s) and 2x on a new
+# one, and a sampled case's program is often new to it. Measured (benchmarks/interpreter_run.py,
+# pallas_flash, 60 cases, seed 1): 6 of 55 drawn cases ran on both, their faithful runs 61 s against
+# 111 s for the 49 fast-only cases: about half the fast bulk's kernel time, for a comparison of the
+# two interpreters on a tenth of the drawn cases besides the smoke cases.
+FAITHFUL_ONE_IN = 16
+
+
+def plan(
+    impl: Implementation, case: Case, interpret: InterpretOptions, policy: str | None, *, smoke: bool = False
+) -> tuple[str, ...]:
+    """The interpreters `impl` runs `case` on, the verdict's last; a failure on "fast" alone is replayed on
+    "faithful" afterwards (run_case). policy None: the options' own interpreter, as given."""
+    if policy is None or impl.backend() != "tpu_interpret":
+        return (interpret.interpreter,)
+    if policy not in INTERPRETER_POLICIES:
+        raise ValueError(f"interpreter policy {policy!r} is not one of {INTERPRETER_POLICIES}")
+    runs_on = impl.interpreters()
+    if "fast" not in runs_on or "faithful" not in runs_on:
+        return runs_on[-1:] or (interpret.interpreter,)  # the only one it runs under (or its own error)
+    if policy == "faithful" or smoke or interpret.checks:
+        return ("faithful",)
+    if policy == "both" or int(case.case_id, 16) % FAITHFUL_ONE_IN == 0:
+        return ("fast", "faithful")
+    return ("fast",)
+
+
+def _vs_faithful(fast: Outputs, faithful: Outputs, verdict: SubjectResult) -> list[Comparison]:
+    """The fast interpreter's outputs against the faithful one's, each within the bound `verdict` was
+    judged by for that quantity (the same tolerance, never a looser one)."""
+    bounds = {c.quantity: c.bound for c in verdict.comparisons}
+    out = []
+    for q in QUANTITIES:
+        a, b = fast.get(q), faithful.get(q)
+        if a is None or b is None or q not in bounds:
+            continue
+        diff = _bitwise_diff(a, b) if a.shape == b.shape else np.inf
+        note = "differs from the faithful interpreter" if diff > bounds[q] else "agrees with the faithful interpreter"
+        out.append(
+            Comparison(
+                quantity=f"{q}[vs faithful]",
+                max_abs=diff,
+                max_rel=diff,
+                oracle_abs=0.0,
+                ratio=diff / bounds[q] if bounds[q] else np.inf,
+                bound=bounds[q],
+                passed=diff <= bounds[q],
+                note=note,
+            )
+        )
+    return out
+
+
+def run_interpreted(
+    impl: Implementation,
+    case: Case,
+    inputs: Inputs,
+    ref: Reference,
+    *,
+    grads: bool,
+    time_limit: float | None,
+    interpret: InterpretOptions,
+    interpreters: tuple[str, ...],
+    confirm: bool = True,
+) -> SubjectResult:
+    """`impl` on each of `interpreters` in turn, and (confirm) on "faithful" after a failure on "fast" alone;
+    the verdict is the last run's, with the fast run as its shadow (compared with it) when both ran."""
+    runs: dict[str, tuple[Execution, SubjectResult]] = {}
+    order = list(interpreters)
+    while order:
+        name = order.pop(0)
+        options = dataclasses.replace(interpret, interpreter=name)
+        ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=options)
+        runs[name] = ex, judge(impl, case, inputs, ex, ref, interpreter=name)
+        if confirm and name == "fast" and not runs[name][1].passed and "faithful" not in runs and not order:
+            order.append("faithful")  # every failure on the fast interpreter is confirmed before it is reported
+    if len(runs) == 1:
+        return next(iter(runs.values()))[1]
+    (fast_ex, fast), (faithful_ex, faithful) = runs["fast"], runs["faithful"]
+    if fast_ex.outputs is not None and faithful_ex.outputs is not None:
+        extra = _vs_faithful(fast_ex.outputs, faithful_ex.outputs, faithful)
+        fast = dataclasses.replace(
+            fast, comparisons=fast.comparisons + extra, passed=fast.passed and all(c.passed for c in extra)
+        )
+    return dataclasses.replace(faithful, shadow=fast)
 
 
 def run_case(
@@ -285,12 +419,16 @@ def run_case(
     grads: bool = True,
     time_limit: float | None = None,
     interpret: InterpretOptions = DEFAULT_INTERPRET,
+    policy: str | None = None,
+    smoke: bool = False,
 ) -> CaseResult:
     """Truth (float64), ruler (same dtype), then every subject against them.
 
     time_limit: seconds per subject; when set, subjects run in a worker process that is
     killed (and restarted for the next subject) when it overruns or dies.
     interpret: the Pallas TPU interpreter's options for every subject it interprets.
+    policy: which interpreters run each Pallas TPU kernel (INTERPRETER_POLICIES, see `plan`; smoke: the
+    case is a smoke case); None runs each under interpret.interpreter alone.
     """
     start = time.perf_counter()
     # An oracle runs only inside its declared contract: one that lacks a feature of the case
@@ -298,8 +436,25 @@ def run_case(
     subjects = [s for s in subjects if s.role != "oracle" or not s.violations(case)]
     inputs = make_inputs(case)
     ref = Reference.compute(case, inputs, grads=grads)
-    results = [
-        run_subject(impl, case, inputs, ref, grads=grads, time_limit=time_limit, interpret=interpret)
-        for impl in subjects
-    ]
+    results = []
+    for impl in subjects:
+        interpreters = plan(impl, case, interpret, policy, smoke=smoke)
+        if impl.backend() == "tpu_interpret" and (policy is not None or len(interpreters) > 1):
+            results.append(
+                run_interpreted(
+                    impl,
+                    case,
+                    inputs,
+                    ref,
+                    grads=grads,
+                    time_limit=time_limit,
+                    interpret=interpret,
+                    interpreters=interpreters,
+                    confirm="faithful" in impl.interpreters(),
+                )
+            )
+        else:
+            results.append(
+                run_subject(impl, case, inputs, ref, grads=grads, time_limit=time_limit, interpret=interpret)
+            )
     return CaseResult(case=case, subjects=results, seconds=time.perf_counter() - start)

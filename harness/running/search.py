@@ -115,6 +115,8 @@ def _run_case(
     grads: bool,
     time_limit: float | None,
     interpret: InterpretOptions,
+    policy: str | None = None,
+    smoke: bool = False,
 ) -> CaseResult:
     """runner.run_case, with JAX's caches cleared past a bound on the programs held, and errors sorted.
 
@@ -134,7 +136,9 @@ def _run_case(
             live.clear()
         live.add(program)
     try:
-        return runner.run_case(case, subjects, grads=grads, time_limit=time_limit, interpret=interpret)
+        return runner.run_case(
+            case, subjects, grads=grads, time_limit=time_limit, interpret=interpret, policy=policy, smoke=smoke
+        )
     except Exception as e:  # noqa: BLE001 - sorted into an interrupt or a harness error
         if is_interrupt(e):
             raise KeyboardInterrupt(str(e)) from e
@@ -183,6 +187,7 @@ def search(
     grads: bool = True,
     time_limit: float | None = None,
     interpret: InterpretOptions = DEFAULT_INTERPRET,
+    interpreters: str | None = None,
     shrink_runs: int | None = None,
     smoke: bool | Sequence[Case] = False,
     reuse: bool = True,
@@ -192,7 +197,8 @@ def search(
     """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`.
 
     database: the example database directory; ignored by derandomized profiles (ci).
-    time_limit: per-subject seconds, interpret: the interpreter's options (see runner.run_case).
+    time_limit: per-subject seconds, interpret: the interpreter's options, interpreters: which interpreters
+    run a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are marked as such; see runner.run_case).
     shrink_runs overrides the profile's shrink budget in cases. smoke: start with the kernel's
     smoke cases (harness.core.smoke; or these cases, a shard's share of them), counted in `examples`;
     a failing smoke case is reported as it is (it is already the smallest case with its
@@ -220,7 +226,16 @@ def search(
     def run_case(case: Case, subjects: list[Implementation], *, grads: bool, time_limit: float | None) -> CaseResult:
         if state["failing_since"] is None and len(outcome.results) >= state["budget"]:
             raise _Enough  # a new case past the budget: the search is done
-        return _run_case(case, subjects, state, grads=grads, time_limit=time_limit, interpret=interpret)
+        return _run_case(
+            case,
+            subjects,
+            state,
+            grads=grads,
+            time_limit=time_limit,
+            interpret=interpret,
+            policy=interpreters,
+            smoke=case in smoke_set,
+        )
 
     def check(case: Case) -> None:
         result = seen.get(case)

@@ -83,6 +83,26 @@ def failure_line(rec: CaseRecord | CompileRecord) -> str:
     )
 
 
+def interpreters_line(rec: CaseRecord) -> str:
+    """Which Pallas interpreter computed the record and what the other saw where both ran; "" where none ran."""
+    ran = rec.interpreted_by
+    if ran is None:
+        return ""
+    if rec.shadow is None:
+        return f"computed on the {ran} interpreter"
+    shadow = rec.shadow
+    failing = [c for c in shadow.get("comparisons") or [] if not c.get("passed")]
+    why = reason(
+        shadow.get("error"),
+        [(str(c.get("quantity")), c.get("max_abs"), c.get("bound"), c.get("note")) for c in failing],
+    )
+    said = lambda passed, why: "passed" if passed else f"failed: {why}"  # noqa: E731
+    return (
+        f"on the {ran} interpreter {said(rec.passed, failure_line(rec))}; "
+        f"on the {shadow.get('interpreter')} interpreter {said(shadow.get('passed', True), why)}"
+    )
+
+
 def used(comparison: dict[str, Any]) -> float:
     """max_abs / bound: the share of its tolerance a comparison used (above 1 fails); nan without a bound."""
     try:  # the hot path of a 10,000-record report: plain floats, or "inf"/"nan" strings

@@ -143,7 +143,21 @@ def subject_record(
         shrunk=shrunk,
         failure_file=failure_file,
         located=located,
+        interpreter=subject.interpreter,
+        shadow=_shadow(subject.shadow),
     )
+
+
+def _shadow(shadow: SubjectResult | None) -> dict[str, Any] | None:
+    if shadow is None:
+        return None
+    return {
+        "interpreter": shadow.interpreter,
+        "passed": shadow.passed,
+        "error": shadow.error,
+        "comparisons": [c.to_json() for c in shadow.comparisons],
+        "seconds": shadow.seconds,
+    }
 
 
 @dataclasses.dataclass

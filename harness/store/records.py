@@ -87,7 +87,7 @@ class CaseRecord(_Record):
     KIND = Kind.CASE
     REQUIRED = {"implementation": str, "case_id": str, "passed": bool, "comparisons": list}
     # exercised is left out only of records written before it existed (a list otherwise, [] included).
-    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised"})
+    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised", "interpreter", "shadow"})
 
     case_id: str
     implementation: str
@@ -110,6 +110,24 @@ class CaseRecord(_Record):
     shrunk: bool = False  # the minimal failure Hypothesis shrank to
     failure_file: str | None = None  # its replayable failure file (harness.running.failures)
     located: JSON | None = None  # where its errors sit (harness.core.locate.Located JSON)
+    # The Pallas interpreter that computed it (harness.core.compat.INTERPRETERS); None in records written
+    # before there were two (those ran the faithful one: interpreted_by) and where none ran.
+    interpreter: str | None = None
+    # The same kernel under the other interpreter, where both ran: interpreter, passed, error,
+    # comparisons (against the truth, and "<q>[vs faithful]" against this record's outputs), seconds.
+    shadow: JSON | None = None
+
+    @property
+    def interpreted_by(self) -> str | None:
+        """The interpreter that computed it: records from before the field ran "tpu_interpret" faithfully."""
+        if self.interpreter is not None:
+            return self.interpreter
+        return "faithful" if self.backend == "tpu_interpret" else None
+
+    @property
+    def divergence(self) -> bool:
+        """An interpreter divergence (harness.running.runner.SubjectResult.divergence): never a kernel failure."""
+        return self.passed and self.shadow is not None and not self.shadow.get("passed", True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -45,6 +45,8 @@ class KernelStatus(enum.StrEnum):
     INTERRUPTED = "interrupted"
     CANNOT_RUN = "cannot run here"  # the interpreter cannot run it here: a result, never a pass
     ORACLE_FINDING = "ORACLE FINDING"  # an oracle outside its own tolerance: never fails a kernel
+    # A kernel's two Pallas interpreters disagreed (harness.running.runner.SubjectResult.divergence): never fails it
+    INTERPRETER_DIVERGENCE = "INTERPRETER DIVERGENCE"
 
 
 class RecordError(InputError):

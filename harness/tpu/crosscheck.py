@@ -37,6 +37,10 @@ class Interpreted(Implementation):
     def device(self) -> str:
         return self.native.device()
 
+    def interpreters(self) -> tuple[str, ...]:
+        # The interpreter that models the chip (DMAs, semaphores, memory): the one to set beside it.
+        return ("faithful",)
+
     def empty_rows(self, case: Case) -> EmptyRows:
         return self.native.empty_rows(case)
 

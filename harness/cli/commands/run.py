@@ -21,8 +21,8 @@ from harness.cli.commands._shared import (
     resolve,
 )
 from harness.core import compat, contract, features, placement, profiles, strips
-from harness.running import shards, worker
-from harness.running.failures import write_failure
+from harness.running import runner, shards, worker
+from harness.running.failures import divergence_line, write_divergence, write_failure
 from harness.running.search import search
 from harness.store.derive import repro_command
 from harness.store.files import RunStore
@@ -96,6 +96,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "('<kernel>@interpret'), judged against the same truth, so interpreter and chip are compared",
     )
     g = p.add_argument_group("interpreter checks (Pallas TPU interpreter only)")
+    g.add_argument(
+        "--interpreter",
+        choices=runner.INTERPRETER_POLICIES,
+        help="which interpreter runs a Pallas TPU kernel off a TPU: fast (the default: the HLO interpreter for "
+        "drawn cases; the faithful TPU interpret mode for smoke cases, a share of drawn cases, and the replay of "
+        "every failure before it is reported), faithful (every case), or both (every case on each, compared); "
+        "with --detect-races or --grid-order-seed the default is faithful",
+    )
     g.add_argument("--detect-races", action="store_true", help="run the race detector; a race fails the case")
     g.add_argument(
         "--uninitialized-memory",
@@ -138,6 +146,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
         "--max-shrinks": args.max_shrinks,
         "--uninitialized-memory": args.uninitialized_memory,
         "--grid-order-seed": args.grid_order_seed,
+        "--interpreter": args.interpreter,
     }
     argv += [str(x) for option, value in valued.items() if value is not None for x in (option, value)]
     flags = {
@@ -175,6 +184,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-shrinks={args.max_shrinks} must be at least 0")
     if args.grid_order_seed is not None and args.grid_order_seed < 0:
         raise UsageError(f"--grid-order-seed={args.grid_order_seed} must be non-negative")
+    options = _interpret_options(args)
     try:
         profile = profiles.profile_name(args.profile)
         jobs = shards.default_jobs() if args.jobs is None else args.jobs
@@ -196,12 +206,6 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--cross-interpret runs its interpreted twins in-process; drop --case-timeout")
     oracles = resolve(args.oracle or [n for n in contract.names("oracle") if n != RULER], "oracle")
     grads = not args.no_grads
-    options = compat.InterpretOptions(
-        detect_races=args.detect_races,
-        uninitialized_memory=args.uninitialized_memory,
-        random_seed=args.grid_order_seed,
-        check_grid_order=args.grid_order_seed is not None,
-    )
     meta = {"command": sys.argv, "profile": profile, "kernels": [k.name for k in kernels]}
     if shard.count > 1 or args.shard is not None:
         meta["shard"] = str(shard)
@@ -241,6 +245,12 @@ def main(args: argparse.Namespace) -> int:
             if not s.passed:
                 print(console.comparison_table(s) + strips.appendix(s.located))
         print(f"  replay: {repro_command(str(path))}")
+    for r in (r for r in rows if r.get("divergence") and r["failed"]):
+        print(
+            f"\nINTERPRETER DIVERGENCE: {r['kernel']}: the two interpreters disagreed on {r['failed']} of "
+            f"{r['examples']} cases both ran; not counted as kernel failures (the faithful interpreter's verdict "
+            f"is the kernel's). Replayable files under {args.out / 'divergences'}"
+        )
     findings = [r for r in rows if r.get("oracle") and r["failed"]]
     for r in findings:
         print(
@@ -255,10 +265,44 @@ def main(args: argparse.Namespace) -> int:
         print("\nrun interrupted: every case finished so far is in", store.dir)
         return EXIT_FAIL
     # Oracle rows never fail the run: their findings are reported apart (_oracle_rows).
-    kernel_rows = [r for r in rows if not r.get("oracle")]
+    kernel_rows = [r for r in rows if not r.get("oracle") and not r.get("divergence")]
     if failures or any(r["status"] not in (KernelStatus.PASS, KernelStatus.CANNOT_RUN) for r in kernel_rows):
         return EXIT_FAIL
     return EXIT_CANNOT_RUN if cannot else EXIT_OK
+
+
+def _interpret_options(args: argparse.Namespace) -> compat.InterpretOptions:
+    """The interpreter options, args.interpreter defaulted: fast, or faithful where a faithful-only check is asked."""
+    checks = args.detect_races or args.grid_order_seed is not None
+    if args.interpreter is None:
+        args.interpreter = "faithful" if checks else "fast"
+    if checks and args.interpreter != "faithful":
+        raise UsageError(f"--detect-races and --grid-order-seed need --interpreter faithful, not {args.interpreter}")
+    return compat.InterpretOptions(
+        detect_races=args.detect_races,
+        uninitialized_memory=args.uninitialized_memory,
+        random_seed=args.grid_order_seed,
+        check_grid_order=args.grid_order_seed is not None,
+        interpreter="faithful" if args.interpreter == "faithful" else "fast",
+    )
+
+
+def _divergence_row(kernel: str, results: list) -> dict | None:
+    """The summary row of a kernel's interpreter divergences (a finding about an interpreter, reported
+    apart like an oracle's: never a kernel failure), over the cases both interpreters ran; None where none did."""
+    both = [s for r in results for s in r.subjects if s.implementation == kernel and s.shadow is not None]
+    if not both:
+        return None
+    found = [s for s in both if s.divergence]
+    return {
+        "kernel": f"{kernel} (fast vs faithful)",
+        "divergence": True,
+        "examples": len(both),
+        "failed": len(found),
+        "worst": None,
+        "seconds": sum(s.shadow.seconds for s in both),
+        "status": KernelStatus.INTERPRETER_DIVERGENCE if found else KernelStatus.PASS,
+    }
 
 
 def _oracle_rows(results: list, oracles: list[contract.Implementation]) -> list[dict]:
@@ -319,7 +363,11 @@ def _run_kernels(
             f"up to {n} cases, profile {profile}" + (", forward only" if not grads else "")
         )
         if kernel.backend() == "tpu_interpret":
-            print("   no TPU attached: the kernel runs under the Pallas TPU interpreter on CPU")
+            runs_on = ", ".join(kernel.interpreters()) or "none"
+            print(
+                f"   no TPU attached: the kernel runs under a Pallas TPU interpreter on CPU (--interpreter "
+                f"{args.interpreter}; it runs under: {runs_on})"
+            )
         reason = kernel.cannot_run()
         if reason is not None:
             # A result, not a skip: recorded in run.json with the interpreter's own error.
@@ -328,8 +376,20 @@ def _run_kernels(
             continue
         counter = {"i": 0}
 
-        def on_result(result, n=n, counter=counter) -> None:
+        def on_result(result, n=n, counter=counter, kernel=kernel, grads=grads) -> None:
             counter["i"] += 1
+            for subject in result.divergences:
+                path = write_divergence(
+                    args.out,
+                    result,
+                    subject,
+                    kernel=kernel,
+                    oracles=oracles,
+                    grads=grads,
+                    interpret=options,
+                    time_limit=args.case_timeout,
+                )
+                print(f"   interpreter divergence: {divergence_line(subject)}\n   replay: {repro_command(str(path))}")
             store.write_case(result)
             print(console.progress_line(counter["i"], n, result), flush=True)
             if SIGNALLED:
@@ -346,6 +406,7 @@ def _run_kernels(
             grads=grads,
             time_limit=args.case_timeout,
             interpret=options,
+            interpreters=args.interpreter,
             shrink_runs=args.max_shrinks,
             smoke=not args.no_smoke,
             reuse=not args.no_pool,
@@ -379,6 +440,8 @@ def _run_kernels(
                 "pairwise": covered.to_json(),
             }
         )
+        divergence_row = _divergence_row(kernel.name, outcome.results)
+        rows.extend([divergence_row] if divergence_row else [])
         rows.extend(_oracle_rows(outcome.results, oracles))
         if outcome.error:
             print(f"   {outcome.error}")
