@@ -14,13 +14,14 @@ from pathlib import Path
 
 from harness.core import contract
 from harness.core.case import Case
-from harness.core.masks import BlockSparse, Mask
+from harness.core.masks import BlockSparse, Mask, Window
 from harness.running.failures import failure_document, load_failure
 from harness.running.runner import run_case
 from harness.store.files import atomic_write_json
 
 HERE = Path(__file__).parent
 ORACLES = ["torch_sdpa"]
+GPU_TILES = ("block_q", "block_k", "block_q_dkv", "block_kv_dkv", "block_q_dq", "block_kv_dq")
 SPLASH_TILES = {
     "block_q": 128, "block_kv": 128, "block_kv_compute": 128,
     "block_kv_dkv": 128, "block_kv_dkv_compute": 128, "block_q_dq": 128, "block_kv_dq": 128,
@@ -57,6 +58,27 @@ CASES = {
         "docs.findings.fixes.paged_float32_pages:unfixed",
         # One decode query over 64 float32 keys in plain pages, the adapter's default page layout.
         lambda: Case(batch=1, q_heads=1, kv_heads=1, q_len=1, kv_len=64, head_dim=128),
+    ),
+    "splash_layout_identity": (
+        "docs.findings.fixes.splash_layout_identity:unfixed",
+        # The note's case: causal, L 256, head_dim 64, default tiles.
+        lambda: Case(batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=256, head_dim=64, mask=Mask(causal="top_left")),
+    ),
+    "pallas_gpu_xla_backward": (
+        "docs.findings.fixes.pallas_gpu_xla_backward:unfixed",
+        # The script's case: B=1 H=1 L=64 D=64 float16, one 64-row tile everywhere, the xla backward.
+        lambda: Case(
+            batch=1, q_heads=1, kv_heads=1, q_len=64, kv_len=64, head_dim=64, dtype="float16",
+            blocks=tuple(sorted({**dict.fromkeys(GPU_TILES, 64), "backward_xla": 1}.items())),
+        ),
+    ),
+    "tokamax_local_window": (
+        "docs.findings.fixes.tokamax_local_window:unfixed",
+        # The note's first row: q_len 64, kv_len 128, a (3, 2) window at offset 0.
+        lambda: Case(
+            batch=1, q_heads=2, kv_heads=2, q_len=64, kv_len=128, head_dim=32,
+            mask=Mask(window=Window(left=3, right=2)),
+        ),
     ),
 }
 
