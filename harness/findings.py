@@ -22,20 +22,22 @@ A note is Markdown that opens with a TOML block between two `+++` lines:
     fixed = "pallas_splash=docs.findings.fixes.splash_backward_nan:make_splash"
     unfixed = "pallas_splash"
     case = "fixes/splash_backward_nan.json"   # a failure file of the shrunk case, found with `unfixed`
-    run = ["--examples", "12", "--seed", "0"] # a full run: `fixed` passes it where `unfixed` fails
-    upstream = "jax-ml/jax#32357"             # instead of the four above, for a bug fixed upstream
+    run = ["--examples", "4", "--seed", "0"]  # a full run: `fixed` must pass it
+    unfixed_run = "fails"                     # measured: the same run on `unfixed` fails ("fails"), or
+                                              # does not meet the bug at that budget ("passes")
+    upstream = "jax-ml/jax#32357"             # instead of the above, for a bug fixed upstream
     +++
 
 A script exits 1 while the installed versions still show the finding, 0 once they do not, and
 4 (harness.core.exit_codes.EXIT_CANNOT_RUN) when it cannot run here (a package or device it needs
-is missing). Standard library only, so that listing needs no kernel import.
+is missing). A script that raises is "script failed" (it runs inside WRAPPER, so a crash is not read as
+exit 1). Standard library only, so that listing needs no kernel import.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import os
 import subprocess
 import sys
 import time
@@ -51,9 +53,24 @@ DIRS = (ROOT / "docs" / "findings", ROOT / "docs" / "divergences")
 KINDS = ("bug", "limitation", "convention")
 MEASURED = ("shows", "fixed", "cannot run")
 FENCE = "+++"
-FIX_PROOF = ("fixed", "unfixed", "case", "run")
+FIX_PROOF = ("fixed", "unfixed", "case", "run", "unfixed_run")
+UNFIXED_RUN = ("fails", "passes")
 # Output kept from a script for the status line: its last line says what it saw.
 TAIL_LINES = 1
+# Exit code of a script that raised: Python would exit 1, which reads as "still shows it", so the
+# script runs inside this wrapper (as the CLI runs inside harness.core.exit_codes.ENTRY).
+CRASHED = 3
+WRAPPER = (
+    "import runpy, sys, traceback\n"
+    "sys.argv = sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "except SystemExit:\n"
+    "    raise\n"
+    "except BaseException:\n"
+    "    traceback.print_exc()\n"
+    f"    sys.exit({CRASHED})\n"
+)
 
 
 class FindingError(InputError):
@@ -75,6 +92,7 @@ class Fix:
     unfixed: str = ""
     case: Path | None = None
     run: tuple[str, ...] = ()
+    unfixed_run: str = ""
     upstream: str = ""
 
 
@@ -109,7 +127,7 @@ class ScriptResult:
 def _str(path: Path, meta: dict[str, Any], key: str, *, required: bool = True) -> str:
     value = meta.get(key, "")
     if not isinstance(value, str) or (required and not value.strip()):
-        raise FindingError(f"{path}: front matter needs {key} = \"...\" (a non-empty string), got {value!r}")
+        raise FindingError(f'{path}: front matter needs {key} = "..." (a non-empty string), got {value!r}')
     return value.strip()
 
 
@@ -144,7 +162,15 @@ def _fix(path: Path, meta: dict[str, Any]) -> Fix | None:
     case = path.parent / _str(path, raw, "case")
     if not case.is_file():
         raise FindingError(f"{path}: [fix] case {case} does not exist")
-    return Fix(fixed=_str(path, raw, "fixed"), unfixed=_str(path, raw, "unfixed"), case=case, run=tuple(run))
+    if raw["unfixed_run"] not in UNFIXED_RUN:
+        raise FindingError(f"{path}: [fix] unfixed_run={raw['unfixed_run']!r} must be one of {UNFIXED_RUN}")
+    return Fix(
+        fixed=_str(path, raw, "fixed"),
+        unfixed=_str(path, raw, "unfixed"),
+        case=case.resolve(),
+        run=tuple(run),
+        unfixed_run=raw["unfixed_run"],
+    )
 
 
 def load(path: Path) -> Finding:
@@ -213,7 +239,11 @@ def run_script(finding: Finding, *, timeout_s: float | None = None) -> ScriptRes
     start = time.perf_counter()
     try:
         done = subprocess.run(
-            [sys.executable, str(finding.script)], capture_output=True, text=True, timeout=limit, cwd=ROOT
+            [sys.executable, "-c", WRAPPER, str(finding.script)],
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            cwd=ROOT,
         )
     except subprocess.TimeoutExpired:
         return ScriptResult(

@@ -41,7 +41,7 @@ def worst(q_len: int, kv_len: int) -> dict[str, float]:
         out[name] = (o, *vjp(jnp.ones_like(o)))
     return {
         n: float(jnp.where(jnp.isfinite(a), jnp.abs(a - b), np.inf).max())
-        for n, a, b in zip(("out", "dq", "dk", "dv"), out["kernel"], out["reference"])
+        for n, a, b in zip(("out", "dq", "dk", "dv"), out["kernel"], out["reference"], strict=True)
     }
 
 

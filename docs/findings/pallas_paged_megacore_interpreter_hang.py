@@ -52,5 +52,5 @@ if __name__ == "__main__":
         p.kill()
         p.join()
     print(f"default InterpretParams (one core) megacore_mode='batch': "
-          f"{'no return within %d s' % ONE_CORE_LIMIT_S if waited else 'returns'}")
+          f"{f'no return within {ONE_CORE_LIMIT_S} s' if waited else 'returns'}")
     sys.exit(2 if not ok else 1 if waited else 0)

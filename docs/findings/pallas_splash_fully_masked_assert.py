@@ -36,5 +36,6 @@ for name, heads in (
     except AssertionError:
         asserted = True
         where = traceback.extract_tb(sys.exc_info()[2])[-1]
-        print(f"{name:40s} AssertionError (no message) at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}: {where.line}")
+        at = f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
+        print(f"{name:40s} AssertionError (no message) at {at}: {where.line}")
 sys.exit(1 if asserted else 0)

@@ -36,7 +36,7 @@ def grads(layout):
 as_int = grads(int(splash.QKVLayout.HEAD_DIM_MINOR))
 jax.clear_caches()
 as_enum = grads(splash.QKVLayout.HEAD_DIM_MINOR)
-for name, a, b in zip(("dq", "dk", "dv"), as_int, as_enum):
+for name, a, b in zip(("dq", "dk", "dv"), as_int, as_enum, strict=True):
     print(f"{name}: max|{name}| {float(jnp.abs(b).max()):.3g}, layout 1 vs QKVLayout.HEAD_DIM_MINOR differ by "
           f"{float(jnp.abs(a - b).max()):.3g}; all zero with layout 1: {bool((a == 0).all())}")
-sys.exit(1 if any(float(jnp.abs(a - b).max()) > 0 for a, b in zip(as_int, as_enum)) else 0)
+sys.exit(1 if any(float(jnp.abs(a - b).max()) > 0 for a, b in zip(as_int, as_enum, strict=True)) else 0)

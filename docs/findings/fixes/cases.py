@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.core import contract
 from harness.core.case import Case
 from harness.core.masks import BlockSparse, Mask, Window
-from harness.running.failures import failure_document, load_failure
+from harness.running.failures import failure_document
 from harness.running.runner import run_case
 from harness.store.files import atomic_write_json
 
@@ -23,10 +23,14 @@ HERE = Path(__file__).parent
 ORACLES = ["torch_sdpa"]
 GPU_TILES = ("block_q", "block_k", "block_q_dkv", "block_kv_dkv", "block_q_dq", "block_kv_dq")
 SPLASH_TILES = {
-    "block_q": 128, "block_kv": 128, "block_kv_compute": 128,
-    "block_kv_dkv": 128, "block_kv_dkv_compute": 128, "block_q_dq": 128, "block_kv_dq": 128,
+    "block_q": 128,
+    "block_kv": 128,
+    "block_kv_compute": 128,
+    "block_kv_dkv": 128,
+    "block_kv_dkv_compute": 128,
+    "block_q_dq": 128,
+    "block_kv_dq": 128,
 }
-
 
 
 # name -> (the unfixed kernel's spec, a thunk giving the case). Thunks: a case may read a file that
@@ -37,7 +41,12 @@ CASES = {
         # 256 query rows of which the last 128 are padding that sees no key (a block-sparse mask: padding
         # through segment ids would not do, splash visits those tiles), 128 keys, block_q_dkv 256 > block_q 128.
         lambda: Case(
-            batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=128, head_dim=64,
+            batch=1,
+            q_heads=1,
+            kv_heads=1,
+            q_len=256,
+            kv_len=128,
+            head_dim=64,
             mask=Mask(block_sparse=BlockSparse(block_q=128, block_kv=128, pattern=("1", "0"))),
             blocks=tuple(sorted({**SPLASH_TILES, "block_q_dkv": 256}.items())),
         ),
@@ -45,8 +54,9 @@ CASES = {
     "pallas_gpu_causal": (
         "docs.findings.fixes.pallas_gpu_causal:unfixed",
         lambda: Case.from_json(
-            __import__("json").loads((HERE.parent.parent / "divergences" / "pallas_gpu_causal_q_longer_than_kv.json")
-                                     .read_text())["case"]
+            __import__("json").loads(
+                (HERE.parent.parent / "divergences" / "pallas_gpu_causal_q_longer_than_kv.json").read_text()
+            )["case"]
         ),
     ),
     "xla_float64_softmax": (
@@ -68,7 +78,13 @@ CASES = {
         "docs.findings.fixes.pallas_gpu_xla_backward:unfixed",
         # The script's case: B=1 H=1 L=64 D=64 float16, one 64-row tile everywhere, the xla backward.
         lambda: Case(
-            batch=1, q_heads=1, kv_heads=1, q_len=64, kv_len=64, head_dim=64, dtype="float16",
+            batch=1,
+            q_heads=1,
+            kv_heads=1,
+            q_len=64,
+            kv_len=64,
+            head_dim=64,
+            dtype="float16",
             blocks=tuple(sorted({**dict.fromkeys(GPU_TILES, 64), "backward_xla": 1}.items())),
         ),
     ),
@@ -76,7 +92,12 @@ CASES = {
         "docs.findings.fixes.tokamax_local_window:unfixed",
         # The note's first row: q_len 64, kv_len 128, a (3, 2) window at offset 0.
         lambda: Case(
-            batch=1, q_heads=2, kv_heads=2, q_len=64, kv_len=128, head_dim=32,
+            batch=1,
+            q_heads=2,
+            kv_heads=2,
+            q_len=64,
+            kv_len=128,
+            head_dim=32,
             mask=Mask(window=Window(left=3, right=2)),
         ),
     ),

@@ -20,14 +20,12 @@ from tests.planted._patch import patched
 EDITS = [
     (
         "upper_bound = lax.div(block_q * (start_q + 1) + block_k - 1, block_k)",
-        "upper_bound = jnp.minimum(lax.div(block_q * (start_q + 1) + block_k - 1, block_k), "
-        "pl.cdiv(seq_len, block_k))",
+        "upper_bound = jnp.minimum(lax.div(block_q * (start_q + 1) + block_k - 1, block_k), pl.cdiv(seq_len, block_k))",
         None,
     ),
     (
         "upper_bound = pl.cdiv((start_q + 1) * block_q_dq, block_kv_dq)",
-        "upper_bound = jnp.minimum(pl.cdiv((start_q + 1) * block_q_dq, block_kv_dq), "
-        "pl.cdiv(kv_seq_len, block_kv_dq))",
+        "upper_bound = jnp.minimum(pl.cdiv((start_q + 1) * block_q_dq, block_kv_dq), pl.cdiv(kv_seq_len, block_kv_dq))",
         None,
     ),
 ]
