@@ -231,3 +231,13 @@ def upgrade(session: nox.Session) -> None:
     install(session, "test")  # uv builds the baseline and candidate environments
     # Not safe (1) fails the session, so that CI fails; the report is written all the same.
     session.run("python", "-m", "harness", "upgrade", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def findings(session: nox.Session) -> None:
+    """Each bug finding's fix proved through the harness: its shrunk case and a short run, fixed and not (minutes)."""
+    install(session, "test", "tpu", "tokamax")  # the kernels the fixes edit, tokamax's among them
+    env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
+    # The catalogue first: a note with malformed metadata fails here (exit 2), before any kernel runs.
+    session.run("python", "-c", HARNESS, "findings", "--list", env=env)
+    session.run("python", "-m", "docs.findings.fixes.prove", *session.posargs, env=env)

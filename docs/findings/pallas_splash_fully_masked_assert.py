@@ -8,8 +8,10 @@ host, so no TPU and no interpreter is needed) for masks of 128x128 per head:
 - two heads, that same mask in each;
 - two heads, two different masks that each hide every key;
 - two heads, one hiding every key and one full.
+Exits 1 while a build stops at a bare AssertionError, 0 when none does.
 """
 
+import sys
 import traceback
 
 import jax
@@ -21,6 +23,7 @@ hidden = mask_lib.CausalMask((L, L), offset=-L)
 also_hidden = mask_lib.CausalMask((L, L), offset=-2 * L)
 full = mask_lib.FullMask((L, L))
 print(f"jax {jax.__version__}")
+asserted = False
 for name, heads in (
     ("1 head, every key hidden", (hidden,)),
     ("2 heads, the same hidden mask", (hidden, hidden)),
@@ -31,5 +34,8 @@ for name, heads in (
         splash.make_splash_mha(mask_lib.MultiHeadMask(heads), head_shards=1, q_seq_shards=1)
         print(f"{name:40s} built")
     except AssertionError:
-        where = traceback.extract_tb(__import__("sys").exc_info()[2])[-1]
-        print(f"{name:40s} AssertionError (no message) at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}: {where.line}")
+        asserted = True
+        where = traceback.extract_tb(sys.exc_info()[2])[-1]
+        at = f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
+        print(f"{name:40s} AssertionError (no message) at {at}: {where.line}")
+sys.exit(1 if asserted else 0)

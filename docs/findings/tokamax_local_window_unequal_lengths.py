@@ -11,8 +11,13 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tokamax
-from absl import flags
+
+try:
+    import tokamax
+    from absl import flags
+except ImportError as e:  # tokamax installs on jax >= 0.9.2 only
+    print(f"cannot run here: {e}")
+    sys.exit(4)
 
 flags.FLAGS.mark_as_parsed()  # tokamax reads absl flags; this script has none
 
