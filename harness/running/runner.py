@@ -269,7 +269,7 @@ def run_subject(
     interpret: InterpretOptions = DEFAULT_INTERPRET,
 ) -> SubjectResult:
     """Run one implementation; any exception (or, under a time limit, a hang or crash) becomes a failed result."""
-    if time_limit is None:
+    if time_limit is None or impl.role == "oracle":  # the judges stay in this process
         ex = execute(impl, case, inputs, grads=grads, interpret=interpret)
     else:
         from harness.running import worker  # starts a process: only when a time limit asks for one

@@ -12,21 +12,38 @@ machines and merges their stores (`harness merge`, .github/workflows/shards.yml)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from harness.core import pool
 from harness.core.case import Case
-from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK, EXIT_USAGE
+from harness.core.exit_codes import (
+    EXIT_CANNOT_RUN,
+    EXIT_FAIL,
+    EXIT_HARNESS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+)
+from harness.store.files import atomic_write_json
+from harness.store.schema import RunStatus
 
 # Environment variable a worker of `run --jobs` finds its parent's token in (written to its run.json).
 PARENT_ENV = "ATTN_HARNESS_JOBS_PARENT"
+# ... and its parent's pid: a worker whose parent has died stops (harness.running.worker.die_with_parent).
+PARENT_PID_ENV = "ATTN_HARNESS_JOBS_PARENT_PID"
+# After a stop is forwarded, how long the workers have to record what they finished before they are killed.
+STOP_GRACE_S = 60.0
 JOBS_ENV = "ATTN_HARNESS_JOBS"
 # When shards disagree, the run's exit status is the most serious: a harness failure, bad input,
 # a discrepancy, a kernel that cannot run here, then all pass.
@@ -79,25 +96,97 @@ def worker_argv(argv: list[str], shard: Shard) -> list[str]:
     return [*argv, "--jobs", "1", "--shard", str(shard)]
 
 
-def run_workers(argv: list[str], jobs: int) -> tuple[int, str]:
-    """Run `jobs` shards of `argv` as worker processes and wait for all; (exit status, parent token).
+@dataclasses.dataclass(frozen=True)
+class Workers:
+    """How the worker processes of one `run --jobs` ended."""
+
+    code: int  # the run's exit status (worst)
+    token: str  # the parent token in each worker's run.json
+    interrupted: bool  # a stop (SIGINT, SIGTERM) reached the parent and was forwarded
+    codes: tuple[int, ...]  # each worker's exit status, by shard
+
+
+def run_workers(argv: list[str], jobs: int) -> Workers:
+    """Run `jobs` shards of `argv` as worker processes and wait for all.
 
     Each worker's output goes straight to this process's stdout and stderr (lines of
-    different workers interleave; each line is whole). Ctrl-C reaches the workers too,
-    as the process group's signal; they stop and write their summaries.
+    different workers interleave; each line is whole). SIGINT and SIGTERM are handled here
+    whatever this process inherited (a background job of `sh -c` starts with SIGINT ignored):
+    the stop is forwarded to every worker as SIGTERM, and the workers, which install their own
+    handlers (harness.cli.commands._shared.interrupt_signals), record what they finished and
+    exit; a worker still running STOP_GRACE_S later is killed. A worker whose parent dies gets
+    SIGTERM from the kernel (PARENT_PID_ENV, harness.running.worker.die_with_parent).
     """
     token = uuid.uuid4().hex[:12]
-    env = {**os.environ, PARENT_ENV: token}
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "harness", *worker_argv(argv, Shard(i, jobs))], env=env)
-        for i in range(jobs)
-    ]
+    env = {**os.environ, PARENT_ENV: token, PARENT_PID_ENV: str(os.getpid())}
+    procs: list[subprocess.Popen] = []
+    stops: list[float] = []
+
+    def stop(signum: int, frame: object) -> None:
+        if not stops:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+        stops.append(time.monotonic())
+
+    with _handling_stops(stop):
+        for i in range(jobs):
+            if stops:
+                break
+            cmd = [sys.executable, "-m", "harness", *worker_argv(argv, Shard(i, jobs))]
+            procs.append(subprocess.Popen(cmd, env=env))
+        codes = [_wait(p, stops) for p in procs]
+    if stops:
+        # A worker ended by the forwarded stop before it could handle it was interrupted, not broken.
+        stopped = (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM)
+        codes = [EXIT_INTERRUPTED if c in stopped else c for c in codes]
+    mark_unfinished(argv_out(argv), token, codes, interrupted=bool(stops))
+    code = worst(codes + [EXIT_INTERRUPTED] * (jobs - len(codes))) if codes else EXIT_INTERRUPTED
+    return Workers(code=code, token=token, interrupted=bool(stops), codes=tuple(codes))
+
+
+def _wait(proc: subprocess.Popen, stops: list[float]) -> int:
+    """proc's exit status; killed when it outlives a forwarded stop by STOP_GRACE_S."""
+    while True:
+        try:
+            return proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            if stops and time.monotonic() - stops[0] > STOP_GRACE_S:
+                proc.kill()
+
+
+@contextlib.contextmanager
+def _handling_stops(handler: Any) -> Iterator[None]:
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        codes = [p.wait() for p in procs]
-    except KeyboardInterrupt:
-        codes = [p.wait() for p in procs]
-        return EXIT_FAIL, token
-    return worst(codes), token
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def argv_out(argv: list[str]) -> Path:
+    """The store directory of a `run` command line (its --out)."""
+    return Path(argv[argv.index("--out") + 1])
+
+
+def mark_unfinished(store: Path, token: str, codes: list[int], *, interrupted: bool) -> None:
+    """A worker's run.json still "running" after it ended (killed before it could write more)
+    ends "interrupted" after a stop, else "failed" with how the worker ended."""
+    for path in store.glob("records/*/run.json"):
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("jobs_parent") != token or meta.get("status") != RunStatus.RUNNING:
+            continue
+        index = Shard.parse(meta.get("shard", "0/1")).index
+        code = codes[index] if index < len(codes) else None
+        if interrupted:
+            meta["status"] = RunStatus.INTERRUPTED
+        else:
+            meta |= {"status": RunStatus.FAILED, "error": f"the worker process ended with exit status {code}"}
+        atomic_write_json(path, meta)
 
 
 def worst(codes: list[int]) -> int:
