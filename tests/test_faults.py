@@ -69,3 +69,28 @@ def test_a_misbehaving_kernel_fails_its_case_and_the_run_finishes(tmp_path, kern
     assert replay.returncode == 1, replay.stdout + replay.stderr
     assert "STILL FAILS" in replay.stdout and said in replay.stdout, replay.stdout + replay.stderr
     assert "Traceback" not in replay.stdout + replay.stderr
+
+
+def _run_json_statuses(store: Path) -> list[str]:
+    return sorted(json.loads(p.read_text())["status"] for p in store.glob("records/*/run.json"))
+
+
+def test_a_kernel_that_exits_in_process_is_a_harness_failure_never_exit_0(tmp_path):
+    # --in-process: nothing stands between the kernel's sys.exit(0) and the run; it used to end exit 0.
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    args = ["run", "--kernel", "tests.fixtures.faults:EXITS_0", "--examples", "2", "--no-grads", "--no-database"]
+    run = _harness([*args, "--in-process", "--jobs", "1", "--out", str(tmp_path)], env)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert "SystemExit(0)" in run.stderr and "Traceback" not in run.stdout + run.stderr
+    assert _run_json_statuses(tmp_path) == ["failed"]
+
+
+def test_a_lost_shard_is_a_harness_failure_and_its_run_json_says_failed(tmp_path):
+    # The kernel kills the shard process that runs it: that shard never writes its summary.
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    args = ["run", "--kernel", "tests.fixtures.faults:KILLS_ITS_HARNESS", "--examples", "2", "--no-grads"]
+    run = _harness([*args, "--no-database", "--jobs", "2", "--out", str(tmp_path)], env)
+    assert run.returncode == 3, run.stdout + run.stderr
+    metas = [json.loads(p.read_text()) for p in tmp_path.glob("records/*/run.json")]
+    assert metas and all(m["status"] == "failed" for m in metas), metas
+    assert all("exit status -9" in m["error"] for m in metas), metas
