@@ -65,6 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"default ${worker.TIME_LIMIT_ENV}, else {worker.DEFAULT_TIME_LIMIT_S:g}",
     )
     p.add_argument(
+        "-v", "--verbose", action="store_true", help="print each case whole (block sizes and all) on its line"
+    )
+    p.add_argument(
         "--in-process",
         action="store_true",
         help="run the kernels in this process, with no time limit (for a debugger); "
@@ -156,6 +159,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
         "--no-smoke": args.no_smoke,
         "--no-pool": args.no_pool,
         "--in-process": args.in_process,
+        "--verbose": args.verbose,
     }
     return argv + [flag for flag, on in flags.items() if on]
 
@@ -370,7 +374,7 @@ def _run_kernels(
         def on_result(result, n=n, counter=counter) -> None:
             counter["i"] += 1
             store.write_case(result)
-            print(console.progress_line(counter["i"], n, result), flush=True)
+            print(console.progress_line(counter["i"], n, result, verbose=args.verbose), flush=True)
             if SIGNALLED:
                 raise KeyboardInterrupt(f"signal {SIGNALLED[0]}")
 
