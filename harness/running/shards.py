@@ -96,7 +96,7 @@ def worker_argv(argv: list[str], shard: Shard) -> list[str]:
     return [*argv, "--jobs", "1", "--shard", str(shard)]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Workers:
     """How the worker processes of one `run --jobs` ended."""
 
@@ -137,6 +137,9 @@ def run_workers(argv: list[str], jobs: int) -> Workers:
             procs.append(subprocess.Popen(cmd, env=env))
         codes = [_wait(p, stops) for p in procs]
     if stops:
+        # What is left is the merged summary: a later signal is recorded by `stop`, nothing more.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, stop)
         # A worker ended by the forwarded stop before it could handle it was interrupted, not broken.
         stopped = (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM)
         codes = [EXIT_INTERRUPTED if c in stopped else c for c in codes]
