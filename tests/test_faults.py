@@ -94,3 +94,4 @@ def test_a_lost_shard_is_a_harness_failure_and_its_run_json_says_failed(tmp_path
     metas = [json.loads(p.read_text()) for p in tmp_path.glob("records/*/run.json")]
     assert metas and all(m["status"] == "failed" for m in metas), metas
     assert all("exit status -9" in m["error"] for m in metas), metas
+    assert "the worker process was killed by SIGKILL" in run.stdout

@@ -177,6 +177,9 @@ def _run_jobs(args: argparse.Namespace, jobs: int) -> int:
     for kernel in resolve(kernel_specs(args), "kernel"):
         cases = shards.worker_cases(args.out, ids, kernel.name)
         print(f"{kernel.name}: {features.coverage(kernel, cases).line()}")
+    for i, code in enumerate(done.codes):
+        if code < 0:  # killed before it could say why: its run.json says "failed" (or "interrupted")
+            print(f"shard {i}/{jobs}: the worker process {worker.how_it_died(code)}")
     if done.interrupted:
         print("\nrun interrupted: every case finished so far is in", args.out)
     return done.code
