@@ -35,8 +35,6 @@ from harness.core.exit_codes import (
     EXIT_OK,
     EXIT_USAGE,
 )
-from harness.store.files import atomic_write_json
-from harness.store.schema import RunStatus
 
 # Environment variable a worker of `run --jobs` finds its parent's token in (written to its run.json).
 PARENT_ENV = "ATTN_HARNESS_JOBS_PARENT"
@@ -115,7 +113,8 @@ def run_workers(argv: list[str], jobs: int) -> Workers:
     the stop is forwarded to every worker as SIGTERM, and the workers, which install their own
     handlers (harness.cli.commands._shared.interrupt_signals), record what they finished and
     exit; a worker still running STOP_GRACE_S later is killed. A worker whose parent dies gets
-    SIGTERM from the kernel (PARENT_PID_ENV, harness.running.worker.die_with_parent).
+    SIGTERM from the kernel (PARENT_PID_ENV, harness.running.worker.die_with_parent). The caller
+    marks a run.json a worker left "running" (harness.cli.commands.run).
     """
     token = uuid.uuid4().hex[:12]
     env = {**os.environ, PARENT_ENV: token, PARENT_PID_ENV: str(os.getpid())}
@@ -143,7 +142,6 @@ def run_workers(argv: list[str], jobs: int) -> Workers:
         # A worker ended by the forwarded stop before it could handle it was interrupted, not broken.
         stopped = (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM)
         codes = [EXIT_INTERRUPTED if c in stopped else c for c in codes]
-    mark_unfinished(argv_out(argv), token, codes, interrupted=bool(stops))
     code = worst(codes + [EXIT_INTERRUPTED] * (jobs - len(codes))) if codes else EXIT_INTERRUPTED
     return Workers(code=code, token=token, interrupted=bool(stops), codes=tuple(codes))
 
@@ -166,30 +164,6 @@ def _handling_stops(handler: Any) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def argv_out(argv: list[str]) -> Path:
-    """The store directory of a `run` command line (its --out)."""
-    return Path(argv[argv.index("--out") + 1])
-
-
-def mark_unfinished(store: Path, token: str, codes: list[int], *, interrupted: bool) -> None:
-    """A worker's run.json still "running" after it ended (killed before it could write more)
-    ends "interrupted" after a stop, else "failed" with how the worker ended."""
-    for path in store.glob("records/*/run.json"):
-        try:
-            meta = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if meta.get("jobs_parent") != token or meta.get("status") != RunStatus.RUNNING:
-            continue
-        index = Shard.parse(meta.get("shard", "0/1")).index
-        code = codes[index] if index < len(codes) else None
-        if interrupted:
-            meta["status"] = RunStatus.INTERRUPTED
-        else:
-            meta |= {"status": RunStatus.FAILED, "error": f"the worker process ended with exit status {code}"}
-        atomic_write_json(path, meta)
 
 
 def worst(codes: list[int]) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import signal
@@ -26,7 +27,7 @@ from harness.running import shards, worker
 from harness.running.failures import write_failure
 from harness.running.search import search
 from harness.store.derive import repro_command
-from harness.store.files import RunStore
+from harness.store.files import RunStore, atomic_write_json
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import crosscheck
 
@@ -169,6 +170,7 @@ def _run_jobs(args: argparse.Namespace, jobs: int) -> int:
     print(f"{jobs} worker processes, one shard each, into {args.out}", flush=True)
     done = shards.run_workers(_worker_argv(args), jobs)
     token = done.token
+    _mark_unfinished(args.out, token, list(done.codes), interrupted=done.interrupted)
     runs = shards.worker_runs(args.out, token)
     rows = shards.merge_rows(runs)
     print(f"\n== merged summary of {len(runs)} of {jobs} shards: {', '.join(m['run_id'] for m in runs)}")
@@ -183,6 +185,25 @@ def _run_jobs(args: argparse.Namespace, jobs: int) -> int:
     if done.interrupted:
         print("\nrun interrupted: every case finished so far is in", args.out)
     return done.code
+
+
+def _mark_unfinished(store: Path, token: str, codes: list[int], *, interrupted: bool) -> None:
+    """A worker's run.json still "running" after it ended (killed before it could write more)
+    ends "interrupted" after a stop, else "failed" with how the worker ended."""
+    for path in store.glob("records/*/run.json"):
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("jobs_parent") != token or meta.get("status") != RunStatus.RUNNING:
+            continue
+        index = shards.Shard.parse(meta.get("shard", "0/1")).index
+        code = codes[index] if index < len(codes) else None
+        if interrupted:
+            meta["status"] = RunStatus.INTERRUPTED
+        else:
+            meta |= {"status": RunStatus.FAILED, "error": f"the worker process ended with exit status {code}"}
+        atomic_write_json(path, meta)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -257,12 +278,15 @@ def main(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError):
             store.write_meta({**meta, "status": RunStatus.FAILED, "error": error, "summary": rows})
         raise RuntimeError(f"{error}; run it without --in-process to see that kernel's failure recorded") from None
+    except Exception as e:
+        if not SIGNALLED:
+            _record_failure(store, meta, rows, e)
+            raise
+        # A stop that landed inside a library which turned its KeyboardInterrupt into an error of
+        # its own (Hypothesis's wrapped_test asserts on its state): the run was interrupted, not broken.
+        interrupted = True
     except BaseException as e:
-        # The harness failed (exit 3 in harness.cli): run.json must not stay "running".
-        with contextlib.suppress(OSError):
-            store.write_meta(
-                {**meta, "status": RunStatus.FAILED, "error": f"{type(e).__name__}: {e}"[:500], "summary": rows}
-            )
+        _record_failure(store, meta, rows, e)
         raise
     finally:
         worker.shutdown()
@@ -292,6 +316,14 @@ def main(args: argparse.Namespace) -> int:
     if failures or any(r["status"] not in (KernelStatus.PASS, KernelStatus.CANNOT_RUN) for r in kernel_rows):
         return EXIT_FAIL
     return EXIT_CANNOT_RUN if cannot else EXIT_OK
+
+
+def _record_failure(store: RunStore, meta: dict, rows: list[dict], e: BaseException) -> None:
+    """run.json says "failed" with the error (exit 3 in harness.cli): it must not stay "running"."""
+    with contextlib.suppress(OSError):
+        store.write_meta(
+            {**meta, "status": RunStatus.FAILED, "error": f"{type(e).__name__}: {e}"[:500], "summary": rows}
+        )
 
 
 def _time_limit(args: argparse.Namespace) -> float | None:
