@@ -96,6 +96,40 @@ def stress(session: nox.Session) -> None:
     session.run("sh", "-c", 'pytest -m "not slow" "$@" & wait $!', "sh", *session.posargs, env=env, external=True)
 
 
+# Tests whose draw is unseeded: Hypothesis property tests under default settings (not derandomized)
+# and searches under the dev profile with no seed. Each must pass on every draw (issue 25).
+UNSEEDED_TESTS = (
+    "tests/test_search.py::test_a_failure_is_saved_and_replayed_first_from_the_database",
+    "tests/test_search.py::test_the_database_is_per_kernel",
+    "tests/test_paging.py::test_every_used_page_has_its_own_place_and_the_table_is_not_the_identity",
+    "tests/test_paging.py::test_the_sliding_window_mask_is_the_last_w_keys_up_to_each_querys_position",
+    "tests/test_strategies.py::test_every_drawn_flash_case_is_inside_its_contract",
+    "tests/test_strategies.py::test_segment_runs_cover_the_length",
+    "tests/test_strategies.py::test_segments_match_the_sequences",
+    "tests/test_strategies.py::test_lengths_q_le_kv_keeps_queries_within_keys",
+    "tests/test_strategies.py::test_causal_windows_are_causal_with_an_offset_in_range",
+    "tests/test_strategies.py::test_windows_are_bands_with_sides_and_offset_in_range",
+    "tests/test_strategies.py::test_soft_cap_and_sinks_are_never_drawn_where_undeclared",
+    "tests/test_strategies.py::test_every_drawn_xla_case_is_inside_its_contract",
+    "tests/test_strategies_masks.py::test_per_head_masks_have_one_mask_per_query_head",
+    "tests/test_strategies_masks.py::test_block_sparse_patterns_cover_the_plane",
+    "tests/test_tokamax.py::test_every_drawn_case_is_inside_the_contract",
+    "tests/test_pallas_gpu_decode.py::test_every_drawn_case_is_inside_the_contract",
+    "tests/test_pallas_paged.py::test_every_drawn_case_is_inside_the_contract",
+    "tests/test_pallas_ragged_paged.py::test_every_drawn_case_is_inside_the_contract",
+)
+FLAKY_RUNS = 30
+
+
+@nox.session(python=PYTHON)
+def flaky(session: nox.Session) -> None:
+    """Every test that draws unseeded, 30 times each: one failure in any run is a flaky test (give tests to narrow)."""
+    install(session, "test", "tpu", "tokamax")
+    env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
+    targets = session.posargs or list(UNSEEDED_TESTS)
+    session.run("pytest", "-m", "not slow", "-p", "tests._repeat", "--repeat", str(FLAKY_RUNS), *targets, env=env)
+
+
 @nox.session(python=PYTHON)
 def planted(session: nox.Session) -> None:
     """Detection power: every planted bug caught under ci, shrunk, and replayed (slow)."""

@@ -61,6 +61,7 @@ def run_record(
         machine={**MACHINE, **(machine or {})},
         command=["python", "-m", "harness", "run", "--profile", "ci"],
         profile="ci",
+        case_timeout=300.0,  # run's default time limit (harness.running.worker.DEFAULT_TIME_LIMIT_S)
         interpret={
             "check_grid_order": False,
             "detect_races": False,
@@ -107,7 +108,7 @@ def run_record(
             "placement": {"references": "cpu:0", "pallas_flash": "cpu:0", "torch_sdpa": "cpu"},
         },
     ).to_json()
-    # As `run` writes it: with no --case-timeout, case_timeout is left out (a null is not written).
+    # As `run` writes it: with no --case-timeout, case_timeout is the default limit (null only with --in-process).
     return {**doc, **extra}
 
 

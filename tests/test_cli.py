@@ -184,7 +184,7 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(make_argv, code, messa
 def test_a_disk_error_mid_run_is_a_harness_failure_not_a_flaky_kernel(tmp_path, capsys, monkeypatch):
     from tests.fixtures.misbehaving import BREAKS_STORE
 
-    monkeypatch.setattr(BREAKS_STORE, "store", tmp_path / "store", raising=False)
+    monkeypatch.setenv(BREAKS_STORE.STORE_ENV, str(tmp_path / "store"))
     monkeypatch.setenv("ATTN_HARNESS_CRASH_DIR", str(tmp_path / "crash"))
     argv = ["run", "--kernel", "tests.fixtures.misbehaving:BREAKS_STORE", "--oracle", "jax_reference"]
     assert main([*argv, "--examples", "6", "--seed", "1", "--no-grads", "--out", str(tmp_path / "store")]) == 3

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.case import Case
+from harness.running import shards
 
 ROOT = Path(__file__).resolve().parent.parent
 # Upper bounds only: under load a case can take many times its idle cost.
@@ -31,10 +32,12 @@ END_LIMIT_S = 300
 class Run:
     """`python -m harness run` as a subprocess, its output read line by line on a thread."""
 
-    def __init__(self, out: Path, *, ignore_sigint: bool = False) -> None:
+    def __init__(self, out: Path, *, ignore_sigint: bool = False, jobs: int = 1) -> None:
         # A cheap kernel with many examples: the run is still going when the signal comes.
         argv = ["run", "--kernel", "tests._fakes:CORRECT", "--examples", "500", "--no-grads", "--out", str(out)]
         cmd = [sys.executable, "-m", "harness", *argv, "--no-database"]
+        # --jobs left at its default, which $ATTN_HARNESS_JOBS sets (tests/conftest.py sets 1).
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT), shards.JOBS_ENV: str(jobs)}
         if ignore_sigint:
             # As a background job of a non-interactive shell: sh ignores SIGINT, and SIG_IGN is
             # inherited through exec (same pid). Not preexec_fn: Python code between fork and exec
@@ -43,7 +46,7 @@ class Run:
         self.proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
-            env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)},
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -86,6 +89,10 @@ class Run:
             if done(line):
                 return
 
+    def descendants(self) -> list[int]:
+        """The pids of every process this run has started, now (its shards and kernel workers)."""
+        return _descendants(self.proc.pid)
+
     def finish(self) -> str:
         try:
             self.proc.wait(timeout=END_LIMIT_S)
@@ -96,6 +103,33 @@ class Run:
         while (line := self._queue.get(timeout=60)) is not None:
             self.lines.append(line)
         return "\n".join(self.lines)
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+            children.setdefault(int(stat[1]), []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name: state, parent pid, ...; None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _running(pids: list[int]) -> list[int]:
+    """Those of `pids` still running (a zombie has ended)."""
+    return [p for p in pids if (stat := _stat(p)) is not None and stat[0] != "Z"]
 
 
 def _case_records(out: Path) -> list[Path]:
@@ -121,6 +155,7 @@ def test_killing_a_run_midway_leaves_every_finished_case_readable(tmp_path):
     assert json.loads(meta.read_text())["status"] == "running"  # SIGKILL leaves no time to say more
 
 
+@pytest.mark.parametrize("jobs", [1, 2], ids=["one-process", "jobs-2"])
 @pytest.mark.parametrize(
     ("sig", "ignore_sigint"),
     [
@@ -130,20 +165,45 @@ def test_killing_a_run_midway_leaves_every_finished_case_readable(tmp_path):
         pytest.param(signal.SIGINT, True, id="ctrl-c-inherited-ignored"),
     ],
 )
-def test_an_interrupted_run_says_so_and_keeps_its_cases(tmp_path, sig, ignore_sigint):
-    run = Run(tmp_path, ignore_sigint=ignore_sigint)
+def test_an_interrupted_run_says_so_and_keeps_its_cases(tmp_path, sig, ignore_sigint, jobs):
+    run = Run(tmp_path, ignore_sigint=ignore_sigint, jobs=jobs)
     run.wait_for_cases(3)
+    started = run.descendants()  # --jobs 2: two shards, each with its kernel worker
+    assert len(started) >= jobs, started
+    # The signal goes to the run's process alone, as `kill` or a CI cancel sends it (Ctrl-C at a
+    # terminal reaches the whole group: the single-process rows cover a worker that gets it too).
+    signalled = time.monotonic()
     run.proc.send_signal(sig)
     output = run.finish()
+    # A stop is forwarded, never waited out: no worker needed killing after shards.STOP_GRACE_S.
+    assert time.monotonic() - signalled < shards.STOP_GRACE_S, output
     assert run.proc.returncode == 1, output
+    assert _running(started) == [], output
     assert "run interrupted" in output
     assert "interrupted" in output.split("status")[-1]  # the summary table's status column
-    (meta,) = tmp_path.glob("records/*/run.json")
-    assert json.loads(meta.read_text())["status"] == "interrupted"
+    metas = [json.loads(p.read_text()) for p in tmp_path.glob("records/*/run.json")]
+    assert len(metas) == jobs and all(m["status"] == "interrupted" for m in metas), metas
     assert sum(line.startswith("[") for line in output.splitlines()) < 500
     assert len(_case_records(tmp_path)) >= 3
     for path in _case_records(tmp_path):
         json.loads(path.read_text())
+
+
+def test_the_workers_of_a_run_killed_midway_stop_by_themselves(tmp_path):
+    # SIGKILL leaves the parent no time to forward anything: each shard notices its parent is
+    # gone (harness.running.worker.die_with_parent), records itself interrupted and exits, and
+    # its kernel worker goes with it. They used to run on as orphans, checking cases.
+    run = Run(tmp_path, jobs=2)
+    run.wait_for_cases(3)
+    started = run.descendants()
+    run.proc.send_signal(signal.SIGKILL)
+    run.finish()
+    deadline = time.monotonic() + END_LIMIT_S
+    while _running(started) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _running(started) == []
+    metas = [json.loads(p.read_text()) for p in tmp_path.glob("records/*/run.json")]
+    assert len(metas) == 2 and all(m["status"] == "interrupted" for m in metas), metas
 
 
 def test_a_second_ctrl_c_while_the_run_shuts_down_changes_nothing(tmp_path):
@@ -188,12 +248,18 @@ def test_a_ctrl_c_that_lands_in_a_gc_callback_prints_nothing_and_is_kept(capfd, 
             signal.raise_signal(signal.SIGINT)
 
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's own, as a run has: it prints
-    with _shared.interrupt_signals():
-        gc.callbacks.append(callback)
-        try:
-            gc.collect()
-        finally:
-            gc.callbacks.remove(callback)
-        assert _shared.SIGNALLED == [signal.SIGINT]
+    # A stopped run leaves handlers that only record later signals; pytest's own come back after.
+    pytests = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with _shared.interrupt_signals():
+            gc.callbacks.append(callback)
+            try:
+                gc.collect()
+            finally:
+                gc.callbacks.remove(callback)
+            assert _shared.SIGNALLED == [signal.SIGINT]
+    finally:
+        for sig, handler in pytests.items():
+            signal.signal(sig, handler)
     err = capfd.readouterr().err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err

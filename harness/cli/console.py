@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from harness.core.case import Case
+from harness.core.locate import tiling
 from harness.running.runner import CaseResult, SubjectResult
 from harness.store.failures import FailureRecord
 
@@ -12,7 +14,39 @@ def _fmt(x: float) -> str:
     return f"{x:.2e}" if math.isfinite(x) else str(x)
 
 
-def progress_line(index: int, total: int, result: CaseResult) -> str:
+# A case line fits a terminal: the block sizes as a tiling label, the whole case with -v and in the records.
+LINE_MAX = 150
+
+
+def tiling_label(blocks: dict[str, int]) -> str:
+    """The tiles of each pass in a few characters: 'tiles=q128,k128' when every pass has the same,
+    else one group per pass ('tiles=q128,k512/128 dq:q64,k128 ...'; major/minor as k512/128).
+    Block sizes that name no tile (block_b) are left to the full case."""
+
+    def pair(minor: int | None, major: int | None) -> str:
+        return f"{major}/{minor}" if major is not None and minor is not None and major != minor else f"{minor or major}"
+
+    groups = {}
+    for pass_ in ("fwd", "dq", "dkv"):
+        t = tiling(blocks, pass_)
+        if (t.q, t.q_major, t.k, t.k_major) != (None, None, None, None):
+            groups[pass_] = f"q{pair(t.q, t.q_major)},k{pair(t.k, t.k_major)}"
+    if not groups:
+        return ""
+    if len(set(groups.values())) == 1:
+        return f"tiles={next(iter(groups.values()))}"
+    return "tiles=" + " ".join(g if p == "fwd" else f"{p}:{g}" for p, g in groups.items())
+
+
+def case_label(case: Case) -> str:
+    """The case as its str() has it, with the block sizes shortened to a tiling label."""
+    text, _, _ = str(case).partition(" blocks=")
+    label = tiling_label(case.block_dict) if case.blocks else ""
+    return f"{text} {label}" if label else text
+
+
+def progress_line(index: int, total: int, result: CaseResult, *, verbose: bool = False) -> str:
+    """One finished case: its verdicts, then the case (shortened to LINE_MAX characters unless verbose)."""
     width = len(str(total))
     parts = []
     for s in result.subjects:
@@ -22,7 +56,11 @@ def progress_line(index: int, total: int, result: CaseResult) -> str:
         # An oracle outside its tolerance is a finding about the oracle, not a kernel failure.
         verdict = "ok" if s.passed else ("FINDING" if s.role == "oracle" else "FAIL")
         parts.append(f"{s.implementation} {verdict}{ratio}")
-    return f"[{index:>{width}}/{total}] {result.seconds:5.1f}s  {' | '.join(parts)}  {result.case}"
+    line = f"[{index:>{width}}/{total}] {result.seconds:5.1f}s  {' | '.join(parts)}  "
+    if verbose:
+        return line + str(result.case)
+    line += case_label(result.case)
+    return line if len(line) <= LINE_MAX else line[: LINE_MAX - 3] + "..."
 
 
 def comparison_table(subject: SubjectResult) -> str:

@@ -11,35 +11,92 @@ imports are paid once per run, not per case, and its start-up is not timed.
 Requests carry the implementation's spec (a registry name or MODULE:ATTR), the case as
 JSON and the interpreter options; the worker rebuilds the inputs (deterministic in the
 case) and returns a harness.running.execute.Execution. Comparison stays in the parent.
+
+`run` hands every kernel to the worker by default (DEFAULT_TIME_LIMIT_S); the references and
+oracles that judge it stay in the harness, out of reach of a kernel's crash, exit or global
+side effects. A worker that dies is reported with how it died and the last lines it wrote to
+stderr (faulthandler on: a native crash leaves its Python stack there), and the next case gets
+a fresh worker.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
+import dataclasses
+import faulthandler
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from harness.core import compat
+import numpy as np
+
+from harness.core import compat, contract
 from harness.core.case import Case
-from harness.core.contract import Implementation, registry
+from harness.core.contract import Implementation, Outputs
 from harness.running.execute import Execution
 
-# Importing jax, torch and every registered implementation takes seconds, several times
-# longer on a loaded machine; the start-up is not part of any case's time limit.
+# Importing jax, torch and an implementation's module takes seconds, several times longer on a
+# loaded machine; neither the start-up nor loading the implementation is part of a case's time limit.
 STARTUP_LIMIT_S = 300.0
 # The worker's reply when the implementation's call was interrupted: never a kernel result.
 INTERRUPTED = "interrupted"
+# The worker's word that the implementation is loaded and its inputs built: the time limit starts.
+STARTED = "started"
+# `run`'s per-case time limit when --case-timeout is not given: every kernel call runs in the
+# worker. The slowest kernel call measured in a 50-case dev-profile run of pallas_flash on a 2-core
+# machine at load average 7 (README "Exit codes, time limits and interrupts") took SLOWEST_MEASURED_S,
+# compilation included (a 20-case ci run: 10.9 s); the default is six times that: only a hang reaches it.
+SLOWEST_MEASURED_S = 47.6
+DEFAULT_TIME_LIMIT_S = 300.0
+# Overrides the default (seconds): a slow machine's CI, or a test of a hang that cannot wait minutes.
+TIME_LIMIT_ENV = "ATTN_HARNESS_CASE_TIMEOUT"
+# Lines of a dead worker's stderr kept for its failure record.
+STDERR_TAIL_LINES = 20
+
+
+def default_time_limit() -> float:
+    """$ATTN_HARNESS_CASE_TIMEOUT, else DEFAULT_TIME_LIMIT_S; a ValueError naming a bad value."""
+    chosen = os.environ.get(TIME_LIMIT_ENV)
+    if not chosen:
+        return DEFAULT_TIME_LIMIT_S
+    try:
+        limit = float(chosen)
+    except ValueError:
+        limit = float("nan")
+    if not (limit > 0 and limit != float("inf")):
+        raise ValueError(f"{TIME_LIMIT_ENV}={chosen!r} must be a positive number of seconds")
+    return limit
+
+
+def how_it_died(code: int | None) -> str:
+    """A worker's exit status in words: 'was killed by SIGSEGV', 'exited with status 0'."""
+    if code is None:
+        return "closed its pipe"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def _builtin(name: str) -> Implementation | None:
+    try:
+        return contract.resolve(name)  # a registry name imports only its own module
+    except contract.UnknownImplementation:
+        return None
 
 
 def implementation_spec(impl: Implementation) -> str:
     """A string `contract.resolve` turns back into `impl` in another process."""
-    if ":" in impl.name or registry().get(impl.name) is impl:
+    if ":" in impl.name or _builtin(impl.name) is impl:
         return impl.name
     module = sys.modules.get(type(impl).__module__)
     for attr, value in vars(module or object()).items():
@@ -58,6 +115,8 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.inbox: Connection | None = None  # worker -> harness
         self.outbox: Connection | None = None  # harness -> worker
+        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._reader: threading.Thread | None = None
 
     def start(self) -> None:
         to_worker_r, to_worker_w = os.pipe()
@@ -65,14 +124,19 @@ class Worker:
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        argv = [str(to_worker_r), str(from_worker_w), str(os.getpid())]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.running.worker", str(to_worker_r), str(from_worker_w)],
+            [sys.executable, "-m", "harness.running.worker", *argv],
             pass_fds=(to_worker_r, from_worker_w),
             stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             env=env,
         )
         os.close(to_worker_r)
         os.close(from_worker_w)
+        self.stderr = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._reader = threading.Thread(target=_keep_tail, args=(self.proc.stderr, self.stderr), daemon=True)
+        self._reader.start()
         self.outbox = Connection(to_worker_w, readable=False)
         self.inbox = Connection(from_worker_r, writable=False)
         self.outbox.send({"sys_path": list(sys.path)})
@@ -92,7 +156,26 @@ class Worker:
         for conn in (self.inbox, self.outbox):
             if conn is not None:
                 conn.close()
-        self.proc = self.inbox = self.outbox = None
+        if self._reader is not None:
+            self._reader.join(timeout=5)  # the pipe ends with the process
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self.proc = self.inbox = self.outbox = self._reader = None
+
+    def _died(self, spec: str, start: float) -> Execution:
+        """The execution of a worker that died mid-call: how, and the last lines of its stderr."""
+        code = self.proc.wait() if self.proc is not None else None
+        self.kill()
+        tail = [line for line in self.stderr if line.strip()]
+        # faulthandler's first line names a native crash ("Fatal Python error: Segmentation fault").
+        said = [line for line in tail if line.startswith("Fatal Python error")] or tail
+        last = f"; stderr: {said[-1].strip()[:200]}" if said else ""
+        return Execution(
+            outputs=None,
+            error=f"WorkerDied: the worker process {how_it_died(code)} while running {spec}{last}",
+            traceback="\n".join(tail) or None,
+            seconds=time.perf_counter() - start,
+        )
 
     def close(self) -> None:
         """Ask the worker to finish, then make sure it has."""
@@ -120,23 +203,25 @@ class Worker:
                 return Execution(outputs=None, error=f"WorkerDied: {e}")
             start = time.perf_counter()
         self.outbox.send((spec, case.to_json(), grads, interpret.to_json()))
-        if not self.inbox.poll(time_limit):
+        # Importing the implementation's module and building the inputs are not the kernel's time.
+        if not self.inbox.poll(STARTUP_LIMIT_S):
             self.kill()
-            return Execution(
-                outputs=None,
-                error=f"TimeoutError: no result within the per-case time limit of {time_limit:g} s; worker killed",
-                seconds=time.perf_counter() - start,
-            )
+            return Execution(outputs=None, error=f"WorkerDied: {spec} was not loaded within {STARTUP_LIMIT_S:g} s")
         try:
             reply = self.inbox.recv()
+            if reply == STARTED:
+                start = time.perf_counter()
+                if not self.inbox.poll(time_limit):
+                    self.kill()
+                    return Execution(
+                        outputs=None,
+                        error=f"TimeoutError: no result within the per-case time limit of {time_limit:g} s; "
+                        "worker killed",
+                        seconds=time.perf_counter() - start,
+                    )
+                reply = self.inbox.recv()
         except (EOFError, OSError):
-            code = self.proc.wait() if self.proc is not None else None
-            self.kill()
-            return Execution(
-                outputs=None,
-                error=f"WorkerDied: the worker process exited with status {code} while running {spec}",
-                seconds=time.perf_counter() - start,
-            )
+            return self._died(spec, start)
         if reply == INTERRUPTED:
             raise KeyboardInterrupt(f"interrupted inside {spec} in the worker")
         return reply
@@ -166,15 +251,46 @@ def shutdown() -> None:
     _worker.close()
 
 
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this process when the harness dies, even by SIGKILL mid-hang."""
+def _keep_tail(pipe: Any, tail: collections.deque[str]) -> None:
+    """Read a worker's stderr to its end, keeping the last lines (the pipe never fills and blocks it)."""
+    try:
+        for raw in pipe:
+            tail.append(raw.decode(errors="replace").rstrip("\n"))
+    except (OSError, ValueError):
+        pass
+
+
+def die_with_parent(sig: int, parent: int | None) -> None:
+    """Linux: this process gets `sig` when its parent dies, even by SIGKILL mid-hang.
+
+    parent: the pid it was started by; if that parent is already gone (it died before the
+    request took effect: the process was adopted), this process exits now.
+    """
     try:
         import ctypes
 
         pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, sig)
     except (OSError, AttributeError):
         pass
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
+
+
+def checked(ex: Execution) -> Execution:
+    """`ex`, or a failed Execution when the implementation returned something other than Outputs
+    of numpy arrays (a tuple, a list, a jax array): its contract's error, not the harness's crash."""
+    got = ex.outputs
+    if got is None:
+        return ex
+    if not isinstance(got, Outputs):
+        return Execution(outputs=None, error=f"TypeError: run() returned {type(got).__name__}, not Outputs")
+    for field in dataclasses.fields(got):
+        value = getattr(got, field.name)
+        if value is not None and not isinstance(value, np.ndarray):
+            error = f"TypeError: run() returned Outputs.{field.name} of type {type(value).__name__}, not a numpy array"
+            return Execution(outputs=None, error=error, seconds=ex.seconds)
+    return ex
 
 
 def _serve(inbox: Connection, outbox: Connection) -> None:
@@ -185,7 +301,6 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
     from harness.core.inputs import make_inputs
     from harness.running.execute import execute
 
-    contract.registry()
     outbox.send("ready")
     impls: dict[str, Implementation] = {}
     while True:
@@ -201,7 +316,9 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
                 impls[spec] = contract.resolve(spec)
             interpret = compat.InterpretOptions.from_json(options)
             case = Case.from_json(case_json)
-            result = execute(impls[spec], case, make_inputs(case), grads=grads, interpret=interpret)
+            inputs = make_inputs(case)
+            outbox.send(STARTED)
+            result = checked(execute(impls[spec], case, inputs, grads=grads, interpret=interpret))
         except KeyboardInterrupt:
             # execute saw an interrupt inside a host callback: the harness stops, the
             # kernel is not blamed (this process ignores SIGINT, so it came from the callback).
@@ -214,5 +331,7 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
 if __name__ == "__main__":
     # Ctrl-C reaches the whole process group; the harness decides, and kills this worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    die_with_parent(signal.SIGKILL, int(sys.argv[3]))
+    # A native crash (abort, segfault) writes its Python stack to stderr, which the harness keeps.
+    faulthandler.enable()
     _serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import signal
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,10 @@ def resolve(specs: list[str], role: str) -> list[contract.Implementation]:
 # code that ignores exceptions (a garbage-collection callback of XLA's or Hypothesis's, measured):
 # the run's next finished case then raises it again (harness.cli.commands.run), and nothing is printed.
 SIGNALLED: list[int] = []
+# A stop often comes twice: Ctrl-C reaches a `run --jobs` worker from the terminal and again as
+# its parent's forwarded SIGTERM. A signal this soon after the last raised one is recorded, not raised,
+# so the second cannot land in the first one's clean-up (later ones still interrupt a lost first).
+REPEAT_S = 2.0
 
 
 @contextlib.contextmanager
@@ -83,8 +88,12 @@ def interrupt_signals() -> Iterator[None]:
     """
 
     def handler(signum: int, frame: object) -> None:
+        now = time.monotonic()
+        again = bool(SIGNALLED) and now - last[0] < REPEAT_S
         SIGNALLED.append(signum)
-        raise KeyboardInterrupt(f"signal {signum}")
+        if not again:
+            last[0] = now
+            raise KeyboardInterrupt(f"signal {signum}")
 
     def unraisable(args: Any) -> None:
         # The handler's KeyboardInterrupt raised inside a garbage-collection callback (Hypothesis
@@ -94,6 +103,7 @@ def interrupt_signals() -> Iterator[None]:
             previous_hook(args)
 
     SIGNALLED.clear()
+    last = [0.0]
     previous = {}
     previous_hook = sys.unraisablehook
     try:
@@ -109,13 +119,17 @@ def interrupt_signals() -> Iterator[None]:
         if previous:
             sys.unraisablehook = previous_hook
         if SIGNALLED and previous:
-            # The run has stopped: what is left is its summary, run.json and the exit. A second
-            # Ctrl-C from here on would only cut that short (a KeyboardInterrupt traceback from
+            # The run has stopped: what is left is its summary, run.json and the exit. A later
+            # signal from here on would only cut that short (a KeyboardInterrupt traceback from
             # an exit handler: tests/test_run_interrupted.py fails without this block and passes
-            # with it). Blocked in this thread; a thread that does not block it may still take it.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+            # with it), so it is recorded and nothing more. Not blocked: a signal sent to the
+            # process lands in any thread that does not block it, where the default action
+            # would kill the run (a `run --jobs` worker whose parent died gets one per thread).
+            for sig in previous:
+                signal.signal(sig, lambda signum, frame: SIGNALLED.append(signum))
+        else:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
 
 def create_store(out: Path, meta: dict, implementations: Iterable[str] | None = None) -> RunStore:

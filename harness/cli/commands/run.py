@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,7 +27,7 @@ from harness.running import runner, shards, worker
 from harness.running.failures import divergence_line, write_divergence, write_failure
 from harness.running.search import search
 from harness.store.derive import repro_command
-from harness.store.files import RunStore
+from harness.store.files import RunStore, atomic_write_json
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import crosscheck
 
@@ -59,8 +61,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--case-timeout",
         type=float,
         metavar="S",
-        help="per-case time limit for each implementation: it runs in a worker process, killed on overrun "
-        "(a hang or crash fails that case, and the run goes on); default: no limit, in-process",
+        help="per-case time limit of each kernel call: kernels run in a worker process, killed on overrun "
+        "(a hang, crash or exit fails that case, and the run goes on with a fresh worker); "
+        f"default ${worker.TIME_LIMIT_ENV}, else {worker.DEFAULT_TIME_LIMIT_S:g}",
+    )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="print each case whole (block sizes and all) on its line"
+    )
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the kernels in this process, with no time limit (for a debugger); "
+        "a kernel that crashes or exits then ends the run",
     )
     p.add_argument("--max-shrinks", type=int, metavar="N", help="cases run while shrinking (default: the profile's)")
     p.add_argument(
@@ -156,6 +168,8 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
         "--detect-races": args.detect_races,
         "--no-smoke": args.no_smoke,
         "--no-pool": args.no_pool,
+        "--in-process": args.in_process,
+        "--verbose": args.verbose,
     }
     return argv + [flag for flag, on in flags.items() if on]
 
@@ -163,7 +177,9 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
 def _run_jobs(args: argparse.Namespace, jobs: int) -> int:
     """`jobs` worker processes, shard i of `jobs` each, into one store; then the merged summary."""
     print(f"{jobs} worker processes, one shard each, into {args.out}", flush=True)
-    code, token = shards.run_workers(_worker_argv(args), jobs)
+    done = shards.run_workers(_worker_argv(args), jobs)
+    token = done.token
+    _mark_unfinished(args.out, token, list(done.codes), interrupted=done.interrupted)
     runs = shards.worker_runs(args.out, token)
     rows = shards.merge_rows(runs)
     print(f"\n== merged summary of {len(runs)} of {jobs} shards: {', '.join(m['run_id'] for m in runs)}")
@@ -172,7 +188,31 @@ def _run_jobs(args: argparse.Namespace, jobs: int) -> int:
     for kernel in resolve(kernel_specs(args), "kernel"):
         cases = shards.worker_cases(args.out, ids, kernel.name)
         print(f"{kernel.name}: {features.coverage(kernel, cases).line()}")
-    return code
+    for i, code in enumerate(done.codes):
+        if code < 0:  # killed before it could say why: its run.json says "failed" (or "interrupted")
+            print(f"shard {i}/{jobs}: the worker process {worker.how_it_died(code)}")
+    if done.interrupted:
+        print("\nrun interrupted: every case finished so far is in", args.out)
+    return done.code
+
+
+def _mark_unfinished(store: Path, token: str, codes: list[int], *, interrupted: bool) -> None:
+    """A worker's run.json still "running" after it ended (killed before it could write more)
+    ends "interrupted" after a stop, else "failed" with how the worker ended."""
+    for path in store.glob("records/*/run.json"):
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("jobs_parent") != token or meta.get("status") != RunStatus.RUNNING:
+            continue
+        index = shards.Shard.parse(meta.get("shard", "0/1")).index
+        code = codes[index] if index < len(codes) else None
+        if interrupted:
+            meta["status"] = RunStatus.INTERRUPTED
+        else:
+            meta |= {"status": RunStatus.FAILED, "error": f"the worker process ended with exit status {code}"}
+        atomic_write_json(path, meta)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -180,6 +220,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--examples={args.examples} must be at least 1")
     if args.case_timeout is not None and not (math.isfinite(args.case_timeout) and args.case_timeout > 0):
         raise UsageError(f"--case-timeout={args.case_timeout} must be a positive number of seconds")
+    if args.case_timeout is not None and args.in_process:
+        raise UsageError("--in-process runs kernels with no time limit; drop --case-timeout")
     if args.max_shrinks is not None and args.max_shrinks < 0:
         raise UsageError(f"--max-shrinks={args.max_shrinks} must be at least 0")
     if args.grid_order_seed is not None and args.grid_order_seed < 0:
@@ -187,6 +229,7 @@ def main(args: argparse.Namespace) -> int:
     options = _interpret_options(args)
     try:
         profile = profiles.profile_name(args.profile)
+        time_limit = _time_limit(args)
         jobs = shards.default_jobs() if args.jobs is None else args.jobs
         shard = shards.Shard.parse(args.shard) if args.shard is not None else shards.Shard(0, 1)
     except ValueError as e:
@@ -204,6 +247,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--cross-interpret needs a kernel running natively on a TPU; here none does")
     if args.cross_interpret and args.case_timeout is not None:
         raise UsageError("--cross-interpret runs its interpreted twins in-process; drop --case-timeout")
+    if os.environ.get(shards.PARENT_PID_ENV):
+        # A worker of `run --jobs`: stop (as interrupted) when the parent dies, never run on as an orphan.
+        worker.die_with_parent(signal.SIGTERM, int(os.environ[shards.PARENT_PID_ENV]))
     oracles = resolve(args.oracle or [n for n in contract.names("oracle") if n != RULER], "oracle")
     grads = not args.no_grads
     meta = {"command": sys.argv, "profile": profile, "kernels": [k.name for k in kernels]}
@@ -211,7 +257,7 @@ def main(args: argparse.Namespace) -> int:
         meta["shard"] = str(shard)
     if os.environ.get(shards.PARENT_ENV):
         meta["jobs_parent"] = os.environ[shards.PARENT_ENV]
-    meta |= {"interpret": options.to_json(), "case_timeout": args.case_timeout}
+    meta |= {"interpret": options.to_json(), "case_timeout": time_limit}
     # The report renders conventions from records, never from live objects.
     meta["conventions"] = {i.name: i.conventions.to_json() for i in (*kernels, *oracles)}
     # Where each side computed: kernels on the accelerator, the references on the CPU (harness.core.placement).
@@ -225,15 +271,26 @@ def main(args: argparse.Namespace) -> int:
     interrupted = False
     try:
         with interrupt_signals():
-            interrupted = _run_kernels(args, kernels, oracles, profile, grads, options, store, rows, failures, shard)
+            interrupted = _run_kernels(
+                args, kernels, oracles, profile, grads, options, store, rows, failures, shard, time_limit
+            )
     except KeyboardInterrupt:
         interrupted = True
-    except BaseException as e:
-        # The harness failed (exit 3 in harness.cli): run.json must not stay "running".
+    except SystemExit as e:
+        # Only kernel code run in this process (--in-process) exits mid-run: never a pass (exit 3).
+        error = f"SystemExit({e.code!r}) inside the run: a kernel run with --in-process exited"
         with contextlib.suppress(OSError):
-            store.write_meta(
-                {**meta, "status": RunStatus.FAILED, "error": f"{type(e).__name__}: {e}"[:500], "summary": rows}
-            )
+            store.write_meta({**meta, "status": RunStatus.FAILED, "error": error, "summary": rows})
+        raise RuntimeError(f"{error}; run it without --in-process to see that kernel's failure recorded") from None
+    except Exception as e:
+        if not SIGNALLED:
+            _record_failure(store, meta, rows, e)
+            raise
+        # A stop that landed inside a library which turned its KeyboardInterrupt into an error of
+        # its own (Hypothesis's wrapped_test asserts on its state): the run was interrupted, not broken.
+        interrupted = True
+    except BaseException as e:
+        _record_failure(store, meta, rows, e)
         raise
     finally:
         worker.shutdown()
@@ -305,6 +362,26 @@ def _divergence_row(kernel: str, results: list) -> dict | None:
     }
 
 
+def _record_failure(store: RunStore, meta: dict, rows: list[dict], e: BaseException) -> None:
+    """run.json says "failed" with the error (exit 3 in harness.cli): it must not stay "running"."""
+    with contextlib.suppress(OSError):
+        store.write_meta(
+            {**meta, "status": RunStatus.FAILED, "error": f"{type(e).__name__}: {e}"[:500], "summary": rows}
+        )
+
+
+def _time_limit(args: argparse.Namespace) -> float | None:
+    """The per-case time limit of kernel calls: --case-timeout, else the default; None in-process.
+
+    --cross-interpret runs its interpreted twins in this process, so it keeps the kernels here too.
+    """
+    if args.case_timeout is not None:
+        return args.case_timeout
+    if args.in_process or args.cross_interpret:
+        return None
+    return worker.default_time_limit()
+
+
 def _oracle_rows(results: list, oracles: list[contract.Implementation]) -> list[dict]:
     """One summary row per oracle: an oracle outside its own tolerance is a finding about the
     oracle, shown apart with status ORACLE FINDING; it never fails a kernel or the run."""
@@ -350,6 +427,7 @@ def _run_kernels(
     rows: list[dict],
     failures: list,
     shard: shards.Shard,
+    time_limit: float | None,
 ) -> bool:
     """Search each kernel in turn, appending summary rows and failures; True if interrupted."""
     all_grads = grads
@@ -387,11 +465,11 @@ def _run_kernels(
                     oracles=oracles,
                     grads=grads,
                     interpret=options,
-                    time_limit=args.case_timeout,
+                    time_limit=time_limit,
                 )
                 print(f"   interpreter divergence: {divergence_line(subject)}\n   replay: {repro_command(str(path))}")
             store.write_case(result)
-            print(console.progress_line(counter["i"], n, result), flush=True)
+            print(console.progress_line(counter["i"], n, result, verbose=args.verbose), flush=True)
             if SIGNALLED:
                 raise KeyboardInterrupt(f"signal {SIGNALLED[0]}")
 
@@ -404,7 +482,7 @@ def _run_kernels(
             profile=profile,
             database=None if args.no_database else args.out / ".hypothesis",
             grads=grads,
-            time_limit=args.case_timeout,
+            time_limit=time_limit,
             interpret=options,
             interpreters=args.interpreter,
             shrink_runs=args.max_shrinks,
@@ -458,7 +536,7 @@ def _run_kernels(
                 kernel=kernel,
                 oracles=oracles,
                 grads=grads,
-                time_limit=args.case_timeout,
+                time_limit=time_limit,
                 interpret=options,
                 search=search_info,
             )
