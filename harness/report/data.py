@@ -454,7 +454,8 @@ def verdict(current: Records, gate: GateResult | None) -> Verdict:
         details.append(f"memory grows with calls (leak): {', '.join(leaking)}")
     # Unreadable records, or a run that did not finish (interrupted, killed, still running,
     # failed): the records are not all the run was asked to do, so the verdict is never PASS.
-    incomplete = current.incomplete()
+    # With a baseline, a kernel that cannot run is the gate's to judge (not compared, or lost).
+    incomplete = current.incomplete(cannot_run=gate is None)
     details += incomplete
     if gate is not None:
         if not gate.rows:
