@@ -405,6 +405,8 @@ class Verdict:
     headline: str
     details: list[str]
     baseline: str | None
+    # An upgrade's verdict: (group, lines) for regressions, improvements, new, not compared, within noise.
+    groups: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(kw_only=True)
