@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from html import escape as html_escape
 from pathlib import Path
 
@@ -396,3 +397,19 @@ def test_a_step_that_crashed_in_the_baseline_is_not_compared(tmp_path, capsys, m
     code, out, _ = _upgrade(tmp_path, capsys)
     assert code == 0, out
     assert "compile: compile step: compile: did not run in the baseline: the baseline's compile did not run" in out
+
+
+@pytest.mark.slow
+def test_the_control_for_real_in_this_environment(tmp_path, capsys, monkeypatch) -> None:
+    """The control with real steps: both sides are this interpreter, one kernel, one case each (a minute or two)."""
+
+    def environments(args, changes):  # noqa: ANN001, ANN202
+        spec = envs.EnvSpec(python=sys.executable, requirements=(), index=envs.IndexOptions(), label="this")
+        return envs.Env(Path(sys.prefix), spec), envs.Env(Path(sys.prefix), spec)
+
+    monkeypatch.setattr(upgrade_cmd, "_environments", environments)
+    argv = ["--kernel", "jax_xla", "--kernel", "pallas_ragged_paged", "--examples", "1", "--no-compile", "--no-bench"]
+    code, out, html = _upgrade(tmp_path, capsys, *argv)
+    assert code == 0, out
+    assert "SAFE: torch==2.13.0 (no version changed: the control) (no regression;" in out
+    assert "<h1>SAFE: torch==2.13.0" in html
