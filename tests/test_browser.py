@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.commands import upgrade as upgrade_cmd
-from harness.environments import upgrade
-from harness.gate import thresholds
+from harness.gate import thresholds, verdict
 from harness.report import compose, render
 from harness.store.read import load
 from tests import record_builders as rb
@@ -190,7 +189,7 @@ def upgrade_report(tmp_path: Path) -> Path:
     stores = {"baseline": rb.write_store(out / "baseline", base), "candidate": rb.write_store(out / "candidate", cand)}
     th = thresholds.load()
     result, recs = upgrade_cmd._judge(stores, th, set())
-    v = upgrade.verdict(change="jax 0.10.2 -> 0.9.2, jaxlib 0.10.2 -> 0.9.2", result=result)
+    v = verdict.verdict(change="jax 0.10.2 -> 0.9.2, jaxlib 0.10.2 -> 0.9.2", result=result)
     return render.write(upgrade_cmd._report(v, result, recs, th), out / "index.html")
 
 

@@ -20,6 +20,7 @@ from harness import gate
 from harness.cli import build_parser, main
 from harness.cli.commands import upgrade as upgrade_cmd
 from harness.environments import envs, matrix, upgrade
+from harness.gate import verdict
 from tests import record_builders as rb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +117,7 @@ def test_a_step_that_did_not_run_is_one_finding_with_its_log(
         _result(RUN_K, "candidate", c_code, tmp_path, runs=("c1",)),
         _result(COMPILE, "candidate", 0, tmp_path, runs=("c2",)),
     ]
-    (row,), drop = upgrade.step_rows(results)
+    (row,), drop = verdict.step_rows(results)
     assert (row.category, row.subject, row.status, row.change, row.fails) == ("correctness", "k", status, change, fails)
     assert drop == {"b1", "c1"}  # both sides' runs of that check: compared by neither, counted once
     crashed = [r for r in results if not r.ran]
@@ -125,7 +126,7 @@ def test_a_step_that_did_not_run_is_one_finding_with_its_log(
         assert why in row.detail
     # Exit 4 (a kernel that cannot run here) and 1 (recorded failures) are results: the gate judges them.
     ran = [_result(RUN_K, side, code, tmp_path) for side, code in (("baseline", 4), ("candidate", 1))]
-    assert upgrade.step_rows(ran) == ([], set())
+    assert verdict.step_rows(ran) == ([], set())
 
 
 def _row(
@@ -143,9 +144,9 @@ def _row(
     )
 
 
-def _verdict(*rows: gate.Row) -> upgrade.Verdict:
+def _verdict(*rows: gate.Row) -> verdict.Verdict:
     result = gate.GateResult(baseline="b", candidate="c", thresholds="t", rows=list(rows))
-    return upgrade.verdict(change="jax 0.10.2 -> 0.9.2", result=result)
+    return verdict.verdict(change="jax 0.10.2 -> 0.9.2", result=result)
 
 
 def test_the_verdict_separates_regressions_from_what_is_not_compared() -> None:

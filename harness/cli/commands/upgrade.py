@@ -16,7 +16,7 @@ from harness.cli import UsageError
 from harness.cli.commands._shared import add_out
 from harness.cli.commands.bisect import ROOT, add_index_arguments, index_options, read_constraints
 from harness.environments import envs, upgrade
-from harness.gate import drift
+from harness.gate import drift, verdict
 from harness.gate.thresholds import Thresholds, load
 from harness.report import compose, data
 from harness.store import read as records
@@ -159,14 +159,14 @@ def main(args: argparse.Namespace) -> int:
     plans["candidate"] = upgrade.steps(budget, cand_run, stores["candidate"])
     sides = {"baseline": (base_env, stores["baseline"]), "candidate": (cand_env, stores["candidate"])}
     results = upgrade.run_all(sides, plans, cwd=ROOT, logs=out / "logs")
-    rows, drop = upgrade.step_rows(results)
-    rows += upgrade.registration_rows(base_kernels, cand_kernels, wanted)
+    rows, drop = verdict.step_rows(results)
+    rows += verdict.registration_rows(base_kernels, cand_kernels, wanted)
     result, recs = _judge(stores, th, drop)
     if result is None:  # neither side recorded anything: only the step rows say why
         labels = {"baseline": str(stores["baseline"]), "candidate": str(stores["candidate"])}
         result = gate.GateResult(**labels, thresholds=th.source, rows=[])
     result.rows = rows + result.rows
-    v = upgrade.verdict(change=change, result=result)
+    v = verdict.verdict(change=change, result=result)
     print("\n".join(v.lines()))
     print(gate.format_table(result))
     if recs is not None:
@@ -176,7 +176,7 @@ def main(args: argparse.Namespace) -> int:
     return v.code
 
 
-def _report(v: upgrade.Verdict, result: gate.GateResult, recs: tuple[Any, Any], th: Thresholds) -> Any:
+def _report(v: verdict.Verdict, result: gate.GateResult, recs: tuple[Any, Any], th: Thresholds) -> Any:
     """The report of both sides, with the upgrade's verdict as its headline and groups (the same as printed)."""
     report = compose.of_sides(*recs, result, thresholds=th, title=v.headline)
     status = "pass" if v.safe else "regression" if v.reasons else "fail"
