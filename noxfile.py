@@ -263,7 +263,8 @@ def gate(session: nox.Session) -> None:
 def upgrade(session: nox.Session) -> None:
     """Should we take this release: `-- --to jax==X [--to torch==Y]` runs both sides, gates, writes one report."""
     install(session, "test")  # uv builds the baseline and candidate environments
-    # Not safe (1) fails the session, so that CI fails; the report is written all the same.
+    # Not safe (1) and cannot tell (4: nothing compared) fail the session, so that CI fails; the
+    # report is written all the same. `-- --to torch==2.13.0` (the baseline's own pin) is the control.
     session.run("python", "-m", "harness", "upgrade", *session.posargs)
 
 

@@ -7,15 +7,19 @@ at reports/screenshots/report.png.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from harness.gate import thresholds
+from harness.cli.commands import upgrade as upgrade_cmd
+from harness.gate import thresholds, verdict
 from harness.report import compose, render
 from harness.store.read import load
 from tests import record_builders as rb
@@ -137,3 +141,90 @@ def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch: pytest.M
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="CI=true makes this a failure"):
         _chromium()
+
+
+# --- the upgrade report: its verdict groups, and a drift table that fits one screen width ---
+
+# A splash case's block sizes: the longest case text the drift table shows (hundreds of characters).
+SPLASH_BLOCKS = {
+    "block_q": 128,
+    "block_kv": 128,
+    "block_kv_compute": 128,
+    "block_q_dkv": 128,
+    "block_kv_dkv": 128,
+    "block_kv_dkv_compute": 128,
+    "block_q_dq": 128,
+    "block_kv_dq": 128,
+    "block_b": 1,
+    "block_k_major": 512,
+    "block_k_major_dkv": 512,
+    "block_q_major_dkv": 512,
+}
+SCREEN = (1280, 900)  # a laptop's browser window
+UPGRADE_SHOT = ROOT / "reports" / "screenshots" / "upgrade-drift.png"
+# Run in a copy of the report (its Content-Security-Policy, which forbids scripts, taken out): the
+# browser's own layout, measured. A drift row is one case: its height says whether its cells wrap.
+MEASURE = """<script>
+const t = document.querySelector('table.drift');
+const heights = [...t.querySelectorAll('tbody tr')].map(r => r.getBoundingClientRect().height);
+document.body.setAttribute('data-measured', JSON.stringify({
+  page: document.documentElement.scrollWidth, view: window.innerWidth,
+  right: t.getBoundingClientRect().right, rows: heights.length, tallest: Math.max(...heights)}));
+</script>"""
+
+
+@pytest.fixture
+def upgrade_report(tmp_path: Path) -> Path:
+    """An upgrade's report as `python -m harness upgrade` writes it: drift in 20 splash cases, with replays."""
+    base_id, cand_id = "20261129T100000Z-ci-aaaaaa", "20261129T110000Z-ci-bbbbbb"
+    base = [rb.run_record(base_id)]
+    cand = [rb.run_record(cand_id, versions={"jax": "0.9.2", "jaxlib": "0.9.2"})]
+    for s in range(20):
+        c = rb.case(s, blocks=SPLASH_BLOCKS, q_len=256 + s)
+        base.append(rb.case_record(base_id, c, implementation="pallas_splash", used=0.1))
+        cand.append(rb.case_record(cand_id, c, implementation="pallas_splash", used=0.1 * (1 + s / 10)))
+    base += rb.environment(base_id)[1:]
+    cand += rb.environment(cand_id)[1:]
+    # A deep output directory, as CI's checkouts have: the replay commands name absolute paths.
+    out = tmp_path / "home" / "runner" / "work" / "attention-harness" / "reports" / "upgrade"
+    stores = {"baseline": rb.write_store(out / "baseline", base), "candidate": rb.write_store(out / "candidate", cand)}
+    th = thresholds.load()
+    result, recs = upgrade_cmd._judge(stores, th, set())
+    v = verdict.verdict(change="jax 0.10.2 -> 0.9.2, jaxlib 0.10.2 -> 0.9.2", result=result)
+    return render.write(upgrade_cmd._report(v, result, recs, th), out / "index.html")
+
+
+def test_the_upgrade_report_says_the_verdict_in_groups_and_its_drift_table_fits_the_screen(
+    upgrade_report: Path, tmp_path: Path
+) -> None:
+    browser = _chromium()
+    html = upgrade_report.read_text()
+    proc = _run(browser, tmp_path, "--dump-dom", upgrade_report.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = _Dom()
+    dom.feed(proc.stdout)
+    verdict = " ".join(dom.text_by_id["verdict"].split())
+    assert verdict.startswith("NOT SAFE: jax 0.10.2 -> 0.9.2, jaxlib 0.10.2 -> 0.9.2 (1 regression: drift 1;")
+    assert "Regressions (1):" in verdict and "drift: pallas_splash paired cases: 14 drifted" in verdict
+    for group in ("Improvements (0): none", "New (0): none", "Not compared (0): none"):
+        assert group in verdict
+    assert "Within noise (compared, nothing beyond its limit):" in verdict
+    assert dom.tags.get("details", 0) >= 20  # each case's block sizes folded away
+    measured = tmp_path / "measured.html"
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy"[^>]*>', html)
+    assert csp, "the report no longer sets its Content-Security-Policy"
+    measured.write_text(html.replace(csp.group(0), "").replace("</body>", MEASURE + "</body>"))
+    proc = _run(browser, tmp_path, f"--window-size={SCREEN[0]},{SCREEN[1]}", "--dump-dom", measured.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = json.loads(unescape(re.search(r'data-measured="([^"]*)"', proc.stdout).group(1)))
+    assert m["rows"] == 19  # case 0 did not move (bit-identical): not listed
+    assert m["page"] <= m["view"] == SCREEN[0], m  # no horizontal scroll
+    assert m["right"] <= m["view"], m
+    # A row of text that wraps to at most a few lines; unwrapped splash cases made cells hundreds of px tall.
+    assert m["tallest"] <= 120, m
+    shot = tmp_path / "drift.png"
+    proc = _run(browser, tmp_path, f"--screenshot={shot}", f"--window-size={SCREEN[0]},2600", upgrade_report.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    UPGRADE_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, UPGRADE_SHOT)

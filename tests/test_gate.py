@@ -351,7 +351,8 @@ def test_the_summary_line_counts_rows_by_status_and_failures_by_category() -> No
     assert result([]).summary() == "NOTHING COMPARED: neither side has case, bench or compile records"
     rows = [_row("better"), _row("unchanged"), _row("unchanged"), _row("new")]
     assert result(rows).count("unchanged") == 2
-    assert result(rows).summary() == "GATE PASSED: no regression (1 better, 2 unchanged)"
+    # Not a regression: each group counted (harness.gate.Group), "unchanged" as within noise.
+    assert result(rows).summary() == "GATE PASSED: no regression (1 improvement, 1 new, 0 not compared, 2 within noise)"
     rows += [_row("worse", fails=True), _row("missing", fails=True, category="compile")]
     assert result(rows).summary() == "GATE FAILED: 2 regressions (compile 1, speed 1)"
     assert result(rows[:5]).summary() == "GATE FAILED: 1 regression (speed 1)"
@@ -574,3 +575,56 @@ def test_incomplete_records_fail_on_either_side_once_anything_is_compared() -> N
     empty = _records()
     empty.problems.append("z.json")
     assert gate.compare(empty, empty, _th()).rows == []  # nothing compared: bad input, never a verdict
+
+
+RAGGED = "'ReshapeTransform' object has no attribute 'indices'"
+
+
+def _cannot(run_id: str, kernel: str = "ragged", why: str = RAGGED) -> dict:
+    return rb.run_record(run_id, status="cannot run here", cannot_run={kernel: why})
+
+
+@pytest.mark.parametrize(
+    ("base", "cand", "status", "change", "fails"),
+    [
+        pytest.param("cannot", "cannot", "not compared", "ran on neither side", False, id="neither"),
+        pytest.param("ran", "cannot", "worse", "lost: cannot run in the candidate", True, id="lost"),
+        pytest.param("cannot", "ran", "new", "runs only in the candidate", False, id="new"),
+        pytest.param("cannot", "absent", "not compared", "ran on neither side", False, id="not-asked"),
+    ],
+)
+def test_a_kernel_that_cannot_run_is_judged_by_where_it_ran(
+    base: str, cand: str, status: str, change: str, fails: bool
+) -> None:
+    def side(run_id: str, how: str) -> list[dict]:
+        passing = [rb.case_record(run_id, rb.case(1), implementation="a")]  # another kernel, fine on both sides
+        if how == "cannot":
+            return [_cannot(run_id), *passing]
+        ran = [rb.case_record(run_id, rb.case(s), implementation="ragged") for s in (1, 2)]
+        return [rb.run_record(run_id), *passing, *(ran if how == "ran" else [])]
+
+    b, c = _records(*side(BASE, base)), _records(*side(CAND, cand))
+    result = gate.compare(b, c, _th())
+    (row,) = [r for r in result.rows if r.subject == "ragged" and r.category == "correctness"]
+    assert (row.status, row.change, row.fails) == (status, change, fails)
+    assert RAGGED in row.detail  # the reason, as the interpreter gave it
+    assert result.failed == fails  # nothing else fails: a kernel that cannot run is not incomplete data
+    assert not [r for r in result.rows if r.category == "records"]
+    group = {"not compared": gate.Group.NOT_COMPARED, "worse": gate.Group.REGRESSIONS, "new": gate.Group.NEW}
+    assert row.group == group[status]
+
+
+def test_a_new_kernel_failing_in_the_candidate_is_a_new_failure() -> None:
+    b = _records(_cannot(BASE))
+    c = _records(rb.run_record(CAND), rb.case_record(CAND, rb.case(1), implementation="ragged", fail_quantity="out"))
+    (row,) = gate.correctness_rows(b, c, _th())
+    assert (row.status, row.change, row.fails) == ("worse", "+1 new failing", True)
+
+
+def test_a_different_reason_on_each_side_names_both() -> None:
+    b, c = _records(_cannot(BASE, why="old error")), _records(_cannot(CAND, why="new error"))
+    (row,) = gate.correctness_rows(b, c, _th())
+    assert row.detail == "baseline cannot run it: old error; candidate cannot run it: new error"
+    b2 = _records(_cannot(BASE, why="same"))
+    c2 = _records(_cannot(CAND, why="same"))
+    assert gate.correctness_rows(b2, c2, _th())[0].detail == "cannot run on either side: same"

@@ -9,13 +9,19 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
 import yaml
 
+from harness import gate
 from harness.cli import build_parser, main
-from harness.environments import upgrade
+from harness.cli.commands import upgrade as upgrade_cmd
+from harness.environments import envs, matrix, upgrade
+from harness.gate import verdict
+from tests import record_builders as rb
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "upgrade-gate.yml"
@@ -30,7 +36,6 @@ SMALL = "--examples 1 --kernel jax_xla --compile-shape mha_f32_256 --no-bench"
         pytest.param([], "give at least one --to NAME==VERSION", id="none"),
         pytest.param(["jax>=0.9"], "expected NAME==VERSION", id="not-a-pin"),
         pytest.param(["jaxx==1.0"], "jaxx is not pinned in the constraints", id="unknown"),
-        pytest.param(["jax==0.10.2"], "the baseline already pins jax==0.10.2", id="same"),
         pytest.param(["jax==0.9.2", "JAX==0.9.1"], "jax is given twice", id="twice"),
     ],
 )
@@ -41,35 +46,132 @@ def test_bad_targets(specs: list[str], message: str) -> None:
 
 def test_both_sides_run_the_same_plan() -> None:
     assert upgrade.targets(["jax==0.9.2", "torch==2.14.1"], DEFAULT) == {"jax": "0.9.2", "torch": "2.14.1"}
+    # The baseline's own pin is the control, not an error: it must come out SAFE.
+    assert upgrade.targets(["torch==2.13.0"], DEFAULT) == {"torch": "2.13.0"}
     budget = upgrade.Budget(kernels=("jax_xla",), examples=2, seed=7, bench=False)
-    base, cand = (upgrade.steps(budget, ["jax_xla"], Path(side)) for side in ("b", "c"))
+    base, cand = (upgrade.steps(budget, ["jax_xla", "pallas_flash"], Path(side)) for side in ("b", "c"))
     strip = lambda plan: [[a for a in s.argv if a not in ("b", "c")] for s in plan]  # noqa: E731
     assert strip(base) == strip(cand)  # only the store differs
-    assert [s.name for s in base] == ["run", "compile"]
+    # One run per kernel: a kernel that cannot run, or crashes its process, stops no other.
+    assert [s.label for s in base] == ["run jax_xla", "run pallas_flash", "compile"]
     assert base[0].argv[:7] == ("run", "--profile", "ci", "--seed", "7", "--examples", "2")
+    assert base[1].argv[-2:] == ("--kernel", "pallas_flash")
     with pytest.raises(upgrade.UpgradeError, match="--examples=0 must be at least 1"):
         upgrade.Budget(examples=0)
 
 
-def test_verdict_names_what_and_why(tmp_path: Path) -> None:
-    ok = upgrade.StepResult(side="baseline", name="run", code=1, seconds=1.0, log=tmp_path / "a", command="x")
-    crashed = upgrade.StepResult(side="candidate", name="run", code=3, seconds=1.0, log=tmp_path / "b", command="x")
-    safe = upgrade.verdict(
-        change="jax 0.10.2 -> 0.9.2", gate_failed=False, gate_reasons=[], steps=[ok], only_baseline=[]
+def test_the_default_budget_is_each_kernels_smoke_set_and_drawn_cases() -> None:
+    budget = upgrade.Budget()
+    for kernel, n in matrix.EXAMPLES.items():
+        # matrix.EXAMPLES holds each kernel's whole smoke set and a drawn case (tests/test_matrix.py).
+        assert budget.examples_for(kernel) == n + upgrade.EXTRA_DRAWN
+    assert upgrade.Budget(examples=3).examples_for("pallas_splash") == 3  # --examples overrides
+    with pytest.raises(upgrade.UpgradeError, match="no default case budget: add it to"):
+        budget.examples_for("my_module:KERNEL")
+    (run,) = [s for s in upgrade.steps(budget, ["pallas_splash"], Path("s")) if s.name == "run"]
+    assert run.argv[run.argv.index("--examples") + 1] == str(matrix.EXAMPLES["pallas_splash"] + 2)
+
+
+def test_benchmarks_alternate_between_the_sides_after_the_checks() -> None:
+    budget = upgrade.Budget(examples=1, bench_rounds=2)
+    plans = {side: upgrade.steps(budget, ["a", "b"], Path(side)) for side in ("baseline", "candidate")}
+    order = [(side, s.label) for side, s in upgrade.schedule(plans)]
+    assert order == [
+        ("baseline", "run a"),
+        ("baseline", "run b"),
+        ("baseline", "compile"),
+        ("candidate", "run a"),
+        ("candidate", "run b"),
+        ("candidate", "compile"),
+        ("baseline", "bench"),
+        ("candidate", "bench"),
+        ("baseline", "bench #2"),
+        ("candidate", "bench #2"),
+    ]
+
+
+def _result(step: upgrade.Step, side: str, code: int, tmp_path: Path, *, runs: tuple[str, ...] = ()):
+    log = tmp_path / f"{side}-{step.label}.log"
+    log.write_text(f"$ python -m harness {step.name}\nTraceback ...\nRuntimeError: boom in {side}\n")
+    return upgrade.StepResult(side=side, step=step, code=code, seconds=1.0, log=log, command="x", runs=runs)
+
+
+RUN_K = upgrade.Step(name="run", argv=(), kernel="k")
+COMPILE = upgrade.Step(name="compile", argv=())
+
+
+@pytest.mark.parametrize(
+    ("b_code", "c_code", "status", "change", "fails"),
+    [
+        pytest.param(0, 3, "worse", "run: lost in the candidate", True, id="candidate-crashed"),
+        pytest.param(3, 1, "not compared", "run: did not run in the baseline", False, id="baseline-crashed"),
+        pytest.param(2, 3, "not compared", "run: did not run on either side", False, id="both"),
+    ],
+)
+def test_a_step_that_did_not_run_is_one_finding_with_its_log(
+    tmp_path: Path, b_code: int, c_code: int, status: str, change: str, fails: bool
+) -> None:
+    results = [
+        _result(RUN_K, "baseline", b_code, tmp_path, runs=("b1",)),
+        _result(COMPILE, "baseline", 0, tmp_path, runs=("b2",)),
+        _result(RUN_K, "candidate", c_code, tmp_path, runs=("c1",)),
+        _result(COMPILE, "candidate", 0, tmp_path, runs=("c2",)),
+    ]
+    (row,), drop = verdict.step_rows(results)
+    assert (row.category, row.subject, row.status, row.change, row.fails) == ("correctness", "k", status, change, fails)
+    assert drop == {"b1", "c1"}  # both sides' runs of that check: compared by neither, counted once
+    crashed = [r for r in results if not r.ran]
+    for r in crashed:
+        why = f"the {r.side}'s run k did not run (exit {r.code}): RuntimeError: boom in {r.side}; log {r.log}"
+        assert why in row.detail
+    # Exit 4 (a kernel that cannot run here) and 1 (recorded failures) are results: the gate judges them.
+    ran = [_result(RUN_K, side, code, tmp_path) for side, code in (("baseline", 4), ("candidate", 1))]
+    assert verdict.step_rows(ran) == ([], set())
+
+
+def _row(
+    status: str, *, fails: bool = False, category: str = "speed", subject: str = "s", detail: str = ""
+) -> gate.Row:
+    return gate.Row(
+        category=category,
+        subject=subject,
+        status=gate.Status(status),
+        baseline="",
+        candidate="",
+        change=status,
+        detail=detail,
+        fails=fails,
     )
-    assert safe.safe and safe.headline.startswith("SAFE: jax 0.10.2 -> 0.9.2")
-    bad = upgrade.verdict(
-        change="jax 0.10.2 -> 0.9.2",
-        gate_failed=False,
-        gate_reasons=[],
-        steps=[ok, crashed],
-        only_baseline=["pallas_gpu"],
+
+
+def _verdict(*rows: gate.Row) -> verdict.Verdict:
+    result = gate.GateResult(baseline="b", candidate="c", thresholds="t", rows=list(rows))
+    return verdict.verdict(change="jax 0.10.2 -> 0.9.2", result=result)
+
+
+def test_the_verdict_separates_regressions_from_what_is_not_compared() -> None:
+    ragged = _row("not compared", category="correctness", subject="ragged", detail="cannot run on either side: E")
+    same = [_row("unchanged"), _row("unchanged", category="drift"), _row("unchanged")]
+    safe = _verdict(ragged, _row("better", category="memory"), *same)
+    assert (safe.safe, safe.code) == (True, 0)
+    assert safe.headline == (
+        "SAFE: jax 0.10.2 -> 0.9.2 (no regression; 1 improvement, 0 new, 1 not compared, 3 within noise)"
     )
-    assert not bad.safe and bad.headline == "NOT SAFE: jax 0.10.2 -> 0.9.2 (2 findings)"
-    assert bad.reasons == (
-        f"candidate run did not run (exit 3): see {tmp_path / 'b'}",
-        "kernel pallas_gpu is registered in the baseline and not in the candidate",
+    assert safe.groups[gate.Group.NOT_COMPARED] == ("correctness: ragged: not compared: cannot run on either side: E",)
+    assert safe.groups[gate.Group.WITHIN_NOISE] == ("speed 2, drift 1",)
+    assert safe.reasons == ()
+    lost = _row("worse", fails=True, category="correctness", subject="k", detail="evidence")
+    bad = _verdict(ragged, lost, _row("worse", fails=True), *same)
+    assert (bad.safe, bad.code) == (False, 1)
+    assert bad.headline == (
+        "NOT SAFE: jax 0.10.2 -> 0.9.2 (2 regressions: correctness 1, speed 1; "
+        "0 improvements, 0 new, 1 not compared, 3 within noise)"
     )
+    assert bad.reasons == ("correctness: k: worse: evidence", "speed: s: worse")
+    assert bad.lines()[:3] == [bad.headline, "  - correctness: k: worse: evidence", "  - speed: s: worse"]
+    # Nothing compared at all (every kernel cannot run on either side): no verdict either way.
+    none = _verdict(ragged)
+    assert (none.safe, none.code, none.headline.split(":")[0]) == (False, 4, "CANNOT TELL")
 
 
 def test_an_environment_that_cannot_be_built_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
@@ -134,7 +236,7 @@ def test_workflow_commands_parse_and_name_real_sessions(tmp_path: Path) -> None:
         assert argv[0] == "-s" and argv[1] in sessions, argv
         assert argv[1] == "upgrade" and argv[2] == "--"
         args = parser.parse_args(["upgrade", *argv[3:]])  # raises (exit 2) on anything the harness rejects
-        assert args.to == ["jax==0.9.2"] and args.examples == 3 and args.out == Path("reports/upgrade")
+        assert args.to == ["jax==0.9.2"] and args.examples is None and args.out == Path("reports/upgrade")
     assert [c[1:4] for c in calls if c[0] == "python"] == [["-m", "pip", "install"]]
 
 
@@ -156,3 +258,159 @@ def test_workflow_runs_from_a_clean_clone(tmp_path: Path) -> None:
     assert f"<h1>{verdict}: jax 0.10.2 -&gt; 0.9.2" in html or f"<h1>{verdict}: jax 0.10.2 -> 0.9.2" in html
     assert verdict in (tmp_path / "summary.md").read_text()
     json.loads(next((clone / "reports" / "upgrade" / "candidate" / "records").glob("*/run.json")).read_text())
+
+
+# --- end to end, with each side's steps faked by copies of real records ---
+
+
+@pytest.fixture(scope="module")
+def real_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Records written by the real run, compile and bench commands (tests.record_builders.WRITERS)."""
+    return rb.real_store(tmp_path_factory)
+
+
+def _copy_run(src: Path, store: Path, run_id: str) -> None:
+    """One real run's records under a new run id, as another process would have written them."""
+    dest = store / "records" / run_id
+    dest.mkdir(parents=True)
+    for f in src.glob("*.json"):
+        doc = json.loads(f.read_text())
+        doc["run_id"] = run_id
+        (dest / f.name).write_text(json.dumps(doc))
+
+
+def _real_runs(store: Path) -> dict[str, Path]:
+    """step name -> the real store's run directory for it."""
+    out = {}
+    for d in (store / "records").iterdir():
+        mode = json.loads((d / "run.json").read_text()).get("mode", "run")
+        out[mode] = d
+    return out
+
+
+RAGGED_ERROR = "AttributeError: 'ReshapeTransform' object has no attribute 'indices'"
+
+
+def _fake_steps(monkeypatch: pytest.MonkeyPatch, real: Path, *, crash: set[tuple[str, str]] = frozenset()) -> list:
+    """Environments and steps faked: each step copies the real records of its kind into its side's store.
+
+    Kernels: "tests._fakes:CORRECT" (the real run's records), "ragged" (cannot run here on either
+    side, as pallas_ragged_paged under the interpreter). crash: (side, step label) that exit 3.
+    """
+    runs, calls = _real_runs(real), []
+
+    def run_step(side, env, step, *, store, cwd, logs):  # noqa: ANN001, ANN202 - upgrade.run_step's
+        calls.append((side, step.label))
+        logs.mkdir(parents=True, exist_ok=True)
+        log = logs / f"{side}-{step.label.replace(' ', '-')}.log"
+        run_id = f"20261201T0000{len(calls):02d}Z-{side}"
+        code = 0
+        if (side, step.label) in crash:
+            log.write_text("$ python -m harness ...\nImportError: cannot import name 'x' from 'jax'\n")
+            code = 3
+        elif step.kernel == "ragged":
+            store.joinpath("records", run_id).mkdir(parents=True)
+            doc = rb.run_record(run_id, status="cannot run here", cannot_run={"ragged": RAGGED_ERROR})
+            (store / "records" / run_id / "run.json").write_text(json.dumps(doc))
+            code = 4
+        else:
+            _copy_run(runs[step.name], store, run_id)
+            code = 1 if step.name == "run" else 0  # the real run records BROKEN's failure: in both, not new
+        if code != 3:
+            log.write_text(f"$ python -m harness {step.name}\nok\n")
+        new = (run_id,) if code != 3 else ()
+        return upgrade.StepResult(side=side, step=step, code=code, seconds=0.1, log=log, command="x", runs=new)
+
+    def environments(args, changes):  # noqa: ANN001, ANN202
+        spec = envs.EnvSpec(python="python", requirements=(), index=envs.IndexOptions())
+        return envs.Env(Path("base"), spec), envs.Env(Path("cand"), spec)
+
+    def query(env, code, *, cwd):  # noqa: ANN001, ANN202
+        if code == upgrade.KERNELS:
+            return ["tests._fakes:CORRECT", "ragged"]
+        return {"jax": "0.10.2", "torch": "2.13.0"}
+
+    monkeypatch.setattr(upgrade, "run_step", run_step)
+    monkeypatch.setattr(upgrade, "query", query)
+    monkeypatch.setattr(upgrade_cmd, "_environments", environments)
+    monkeypatch.setattr(upgrade, "default_examples", lambda kernel: 2)
+    return calls
+
+
+def _upgrade(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    code = main(["upgrade", "--to", "torch==2.13.0", "--out", str(tmp_path / "out"), *extra])
+    out = capsys.readouterr().out
+    html = (tmp_path / "out" / "index.html").read_text()
+    return code, out, html
+
+
+def test_the_control_an_upgrade_to_the_baselines_own_versions_is_safe(tmp_path, capsys, monkeypatch, real_store):
+    calls = _fake_steps(monkeypatch, real_store)
+    code, out, html = _upgrade(tmp_path, capsys)
+    first = out.splitlines()[out.splitlines().index("  kernel ragged: registered on both sides, 2 cases") + 1 :]
+    verdict = next(line for line in first if line.startswith(("SAFE", "NOT SAFE", "CANNOT TELL")))
+    assert code == 0, out
+    assert verdict.startswith("SAFE: torch==2.13.0 (no version changed: the control) (no regression; 0 improvements")
+    # Every step ran on both sides, though a kernel cannot run: run per kernel, compile, bench rounds alternating.
+    assert calls == [
+        ("baseline", "run tests._fakes:CORRECT"),
+        ("baseline", "run ragged"),
+        ("baseline", "compile"),
+        ("candidate", "run tests._fakes:CORRECT"),
+        ("candidate", "run ragged"),
+        ("candidate", "compile"),
+        ("baseline", "bench"),
+        ("candidate", "bench"),
+        ("baseline", "bench #2"),
+        ("candidate", "bench #2"),
+    ]
+    assert f"correctness: ragged: ran on neither side: cannot run on either side: {RAGGED_ERROR}" in out
+    # The report says what the terminal said, and holds compile and bench records of both sides.
+    assert f"<h1>{html_escape(verdict)}</h1>" in html
+    for group in ("regressions", "improvements", "new", "not-compared", "within-noise"):
+        assert f'id="verdict-{group}"' in html
+    counts = re.search(r"(\d+) runs, (\d+) case records, (\d+) bench records, (\d+) compile records", html)
+    assert counts and int(counts.group(3)) > 0 and int(counts.group(4)) > 0, counts
+    real = _real_runs(real_store)
+    n_compile = len(list(real["compile"].glob("compile-*.json")))
+    n_bench = len([f for f in real["bench"].glob("*.json") if f.name != "run.json"])
+    assert (int(counts.group(3)), int(counts.group(4))) == (4 * n_bench, 2 * n_compile)  # 2 bench rounds a side
+
+
+def test_a_kernel_lost_in_the_candidate_is_the_one_regression_and_stops_nothing(
+    tmp_path, capsys, monkeypatch, real_store
+):
+    calls = _fake_steps(monkeypatch, real_store, crash={("candidate", "run tests._fakes:CORRECT")})
+    code, out, html = _upgrade(tmp_path, capsys)
+    assert code == 1, out
+    assert "NOT SAFE: torch==2.13.0 (no version changed: the control) (1 regression: correctness 1;" in out
+    log = tmp_path / "out" / "logs" / "candidate-run-tests._fakes:CORRECT.log"
+    assert (
+        "  - correctness: tests._fakes:CORRECT: run: lost in the candidate: the candidate's run tests._fakes:CORRECT "
+        f"did not run (exit 3): ImportError: cannot import name 'x' from 'jax'; log {log}"
+    ) in out
+    assert len(calls) == 10  # the crash stopped no other step
+    assert "cannot import name" in html
+
+
+def test_a_step_that_crashed_in_the_baseline_is_not_compared(tmp_path, capsys, monkeypatch, real_store):
+    _fake_steps(monkeypatch, real_store, crash={("baseline", "compile")})
+    code, out, _ = _upgrade(tmp_path, capsys)
+    assert code == 0, out
+    assert "compile: compile step: compile: did not run in the baseline: the baseline's compile did not run" in out
+
+
+@pytest.mark.slow
+def test_the_control_for_real_in_this_environment(tmp_path, capsys, monkeypatch) -> None:
+    """The control with real steps: both sides are this interpreter, one kernel, one case each (a minute or two)."""
+
+    def environments(args, changes):  # noqa: ANN001, ANN202
+        spec = envs.EnvSpec(python=sys.executable, requirements=(), index=envs.IndexOptions(), label="this")
+        return envs.Env(Path(sys.prefix), spec), envs.Env(Path(sys.prefix), spec)
+
+    monkeypatch.setattr(upgrade_cmd, "_environments", environments)
+    argv = ["--kernel", "jax_xla", "--kernel", "pallas_ragged_paged", "--examples", "1", "--no-compile", "--no-bench"]
+    code, out, html = _upgrade(tmp_path, capsys, *argv)
+    assert code == 0, out
+    assert "SAFE: torch==2.13.0 (no version changed: the control) (no regression;" in out
+    assert "<h1>SAFE: torch==2.13.0" in html

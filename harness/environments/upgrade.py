@@ -3,12 +3,16 @@
 The baseline environment is constraints/default.txt; the candidate is the same with the
 packages of `--to NAME==VERSION` changed (companions resolved by the installer, see
 harness.environments.envs). In each, through that environment's own interpreter and the checkout's
-harness: the differential suite on the same derandomized cases (ci profile, fixed seed and
-budget) for every kernel registered on both sides, the TPU compile checks and the
-benchmarks, each into that side's store. Then the gate (correctness, paired numerics drift,
-compile, memory, speed), one HTML report, and a verdict: SAFE or NOT SAFE, with what and why.
+harness: the differential suite on the same derandomized cases (ci profile, fixed seed, each
+kernel's smoke set and drawn cases), one process per kernel, the TPU compile checks and the
+benchmarks (rounds alternating between the sides), each into that side's store. Every step
+runs on both sides whatever another step did. Then the gate (correctness, paired numerics
+drift, compile, memory, speed), one HTML report, and a verdict: SAFE, NOT SAFE (the
+regressions, each with its evidence) or CANNOT TELL (nothing compared), listing apart the
+improvements, what is new, what was not compared and why, and what moved within noise.
 
-Pure planning (`targets`, `Plan.steps`, `verdict`) is separate from running (`run_side`).
+Pure planning (`targets`, `steps`, `schedule`) is separate from running (`run_all`); judging what
+ran is harness.gate.verdict's (the gate is a layer above).
 """
 
 from __future__ import annotations
@@ -24,17 +28,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.errors import InputError
-from harness.core.exit_codes import ENTRY
-from harness.environments import envs
+from harness.core.exit_codes import ENTRY, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
+from harness.environments import envs, matrix
 
-# The step command exits 0 (all pass) or 1 (a recorded discrepancy or failed compile):
-# both leave a complete store. Anything else (2 bad usage, 3 or a crash) means the step
-# did not run its checks. As in the noxfile's matrix, a crash is turned into 3 so that it
-# never reads as a recorded discrepancy (Python exits 1 on an uncaught exception too).
-RECORDED = (0, 1)
+# A step command exits 0 (all pass), 1 (a recorded discrepancy or failed compile) or 4 (`run`: a
+# kernel the interpreter cannot run here, recorded with its error in run.json): each leaves a
+# complete store, judged by the gate. Anything else (2 bad usage, 3 or a crash) means the step did
+# not run its checks. As in the noxfile's matrix, a crash is turned into 3 so that it never reads
+# as a recorded discrepancy (Python exits 1 on an uncaught exception too).
+RECORDED = (EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN)
 HARNESS = ENTRY
 KERNELS = "import json; from harness.core import contract; print(json.dumps(contract.names('kernel')))"
 VERSIONS = "import json; from harness.core import compat; print(json.dumps(compat.library_versions()))"
+# Cases per kernel by default: the matrix's budget (the kernel's whole smoke set and at least one
+# drawn case, harness.environments.matrix.EXAMPLES) and this many drawn cases more, so that an
+# upgrade sees what the kernel's smoke set would and a few larger drawn cases besides, where
+# numerics drift shows first. 2: 18 cases a side more than the matrix's 87 on a CPU host; the
+# README ("Should we take this release?") gives the cases per kernel and the measured wall time.
+EXTRA_DRAWN = 2
 
 
 class UpgradeError(InputError):
@@ -42,7 +53,10 @@ class UpgradeError(InputError):
 
 
 def targets(specs: list[str], constraints_text: str) -> dict[str, str]:
-    """`--to NAME==VERSION` strings as name -> version; each NAME must change a pin of the constraints."""
+    """`--to NAME==VERSION` strings as name -> version; each NAME must be pinned in the constraints.
+
+    The baseline's own version is allowed: that "upgrade" is the control, and must come out SAFE.
+    """
     if not specs:
         raise UpgradeError("give at least one --to NAME==VERSION, e.g. --to jax==0.9.2")
     pins = envs.pinned(constraints_text)
@@ -56,8 +70,6 @@ def targets(specs: list[str], constraints_text: str) -> dict[str, str]:
             raise UpgradeError(f"--to {spec!r}: {name} is not pinned in the constraints; pinned: {', '.join(pins)}")
         if name in out:
             raise UpgradeError(f"--to {spec!r}: {name} is given twice")
-        if pins[name] == f"{m.group(1)}=={version}" or pins[name].split("==")[-1] == version:
-            raise UpgradeError(f"--to {spec!r}: the baseline already pins {pins[name]}; give another version")
         out[name] = version
     return out
 
@@ -66,38 +78,65 @@ def targets(specs: list[str], constraints_text: str) -> dict[str, str]:
 class Budget:
     """How much each side runs: the same on both sides, so that they draw the same cases."""
 
-    kernels: tuple[str, ...] = ()  # empty: every kernel registered on both sides
-    examples: int = 3
+    kernels: tuple[str, ...] = ()  # empty: every kernel registered on either side
+    examples: int | None = None  # cases per kernel; None: default_examples(kernel)
     seed: int = 0
     compile: bool = True
     compile_shapes: tuple[str, ...] = ()  # empty: the compile command's default shapes
     bench: bool = True
     bench_shapes: tuple[str, ...] = ()  # empty: the bench command's default shapes
+    bench_rounds: int = 2  # bench processes per side, interleaved with the other side's
     case_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if self.examples < 1:
+        if self.examples is not None and self.examples < 1:
             raise UpgradeError(f"--examples={self.examples} must be at least 1")
         if self.case_timeout is not None and self.case_timeout <= 0:
             raise UpgradeError(f"--case-timeout={self.case_timeout} must be positive")
+        if self.bench_rounds < 1:
+            raise UpgradeError(f"--bench-rounds={self.bench_rounds} must be at least 1")
+
+    def examples_for(self, kernel: str) -> int:
+        return self.examples if self.examples is not None else default_examples(kernel)
+
+
+def default_examples(kernel: str) -> int:
+    """The default cases of `kernel`: its smoke set and drawn cases (matrix.EXAMPLES, plus EXTRA_DRAWN)."""
+    if kernel not in matrix.EXAMPLES:
+        raise UpgradeError(
+            f"kernel {kernel} has no default case budget: add it to harness.environments.matrix.EXAMPLES "
+            "or give --examples N"
+        )
+    return matrix.EXAMPLES[kernel] + EXTRA_DRAWN
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Step:
     name: str  # "run", "compile", "bench"
     argv: tuple[str, ...]  # harness arguments
+    kernel: str | None = None  # the kernel a run step checks (one process each: one cannot stop another)
+    round: int = 0  # which bench round (bench steps are repeated, interleaved between the sides)
+
+    @property
+    def label(self) -> str:
+        return self.name + (f" {self.kernel}" if self.kernel else "") + (f" #{self.round + 1}" if self.round else "")
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """What the step checks: its result is compared with the other side's step of the same key."""
+        return (self.name, self.kernel)
 
 
 def steps(budget: Budget, kernels: list[str], store: Path) -> list[Step]:
-    """The harness commands one side runs, all recording into `store`."""
-    run = ["run", "--profile", "ci", "--seed", str(budget.seed), "--examples", str(budget.examples)]
-    # One process per side: one run directory whose run.json names the side's versions.
-    run += ["--no-database", "--jobs", "1", "--out", str(store)]
+    """The harness commands one side runs, all recording into `store`: a run per kernel, compile, bench."""
+    out = []
     for k in kernels:
-        run += ["--kernel", k]
-    if budget.case_timeout is not None:
-        run += ["--case-timeout", str(budget.case_timeout)]
-    out = [Step(name="run", argv=tuple(run))]
+        argv = ["run", "--profile", "ci", "--seed", str(budget.seed), "--examples", str(budget.examples_for(k))]
+        # One worker: one run directory per kernel, whose run.json names the side's versions.
+        argv += ["--no-database", "--jobs", "1", "--out", str(store), "--kernel", k]
+        if budget.case_timeout is not None:
+            argv += ["--case-timeout", str(budget.case_timeout)]
+        out.append(Step(name="run", argv=tuple(argv), kernel=k))
     if budget.compile:
         argv = ["compile", "--out", str(store)]
         for s in budget.compile_shapes:
@@ -107,26 +146,48 @@ def steps(budget: Budget, kernels: list[str], store: Path) -> list[Step]:
         argv = ["bench", "--out", str(store)]
         for s in budget.bench_shapes:
             argv += ["--shape", s]
-        out.append(Step(name="bench", argv=tuple(argv)))
+        out += [Step(name="bench", argv=tuple(argv), round=i) for i in range(budget.bench_rounds)]
     return out
+
+
+def schedule(plans: dict[str, list[Step]]) -> list[tuple[str, Step]]:
+    """The order the steps run in: each side's checks in turn, then the benchmarks alternating sides.
+
+    Timings taken one side after the other would differ by whatever else the machine did in
+    between; alternating rounds (baseline, candidate, baseline, ...) spreads that over both sides.
+    """
+    first = [(side, s) for side, plan in plans.items() for s in plan if s.name != "bench"]
+    benches = {side: [s for s in plan if s.name == "bench"] for side, plan in plans.items()}
+    rounds = max((len(b) for b in benches.values()), default=0)
+    return first + [(side, b[i]) for i in range(rounds) for side, b in benches.items() if i < len(b)]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepResult:
     side: str
-    name: str
+    step: Step
     code: int
     seconds: float
     log: Path
     command: str
+    runs: tuple[str, ...] = ()  # the run directories it wrote (store/records/<run_id>)
 
     @property
     def ran(self) -> bool:
         return self.code in RECORDED
 
     def line(self) -> str:
-        state = {0: "ok", 1: "ok (recorded failures)"}.get(self.code, f"DID NOT RUN (exit {self.code})")
-        return f"  {self.side:<9} {self.name:<8} {state:<24} {self.seconds:7.1f} s  log {self.log}"
+        state = {0: "ok", 1: "ok (recorded failures)", EXIT_CANNOT_RUN: "ok (cannot run here, recorded)"}
+        shown = state.get(self.code, f"DID NOT RUN (exit {self.code})")
+        return f"  {self.side:<9} {self.step.label:<28} {shown:<30} {self.seconds:7.1f} s  log {self.log}"
+
+    def last_line(self) -> str:
+        """The log's last line: for a step that did not run, usually the error."""
+        try:
+            lines = [ln.strip() for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return "no log"
+        return lines[-1][:300] if lines[1:] else "no output"
 
 
 def query(env: envs.Env, code: str, *, cwd: Path) -> object:
@@ -139,61 +200,42 @@ def query(env: envs.Env, code: str, *, cwd: Path) -> object:
     return json.loads(lines[-1])
 
 
-def run_side(
-    side: str, env: envs.Env, plan: list[Step], *, cwd: Path, logs: Path, log: Callable[[str], None] = print
-) -> list[StepResult]:
-    """Run each step in the environment, output to LOGS/<side>-<step>.log; a step that did not run stops the side."""
+def _run_dirs(store: Path) -> set[str]:
+    records = store / "records"
+    return {p.name for p in records.iterdir() if p.is_dir()} if records.is_dir() else set()
+
+
+def run_step(side: str, env: envs.Env, step: Step, *, store: Path, cwd: Path, logs: Path) -> StepResult:
+    """Run one step in the environment, its output to LOGS/<side>-<step>.log."""
     logs.mkdir(parents=True, exist_ok=True)
-    out = []
-    for step in plan:
+    command = shlex.join([str(env.python), "-m", "harness", *step.argv])
+    path = logs / f"{side}-{step.label.replace(' #', '-').replace(' ', '-')}.log"
+    before = _run_dirs(store)
+    start = time.perf_counter()
+    with open(path, "w") as f:
+        f.write(f"$ {command}\n")
+        f.flush()
         cmd = [str(env.python), "-c", HARNESS, *step.argv]
-        path = logs / f"{side}-{step.name}.log"
-        start = time.perf_counter()
-        with open(path, "w") as f:
-            f.write(f"$ {shlex.join([str(env.python), '-m', 'harness', *step.argv])}\n")
-            f.flush()
-            code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=dict(os.environ)).returncode
-        result = StepResult(
-            side=side,
-            name=step.name,
-            code=code,
-            seconds=time.perf_counter() - start,
-            log=path,
-            command=shlex.join([str(env.python), "-m", "harness", *step.argv]),
-        )
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=dict(os.environ)).returncode
+    runs = tuple(sorted(_run_dirs(store) - before))
+    return StepResult(
+        side=side, step=step, code=code, seconds=time.perf_counter() - start, log=path, command=command, runs=runs
+    )
+
+
+def run_all(
+    sides: dict[str, tuple[envs.Env, Path]],
+    plans: dict[str, list[Step]],
+    *,
+    cwd: Path,
+    logs: Path,
+    log: Callable[[str], None] = print,
+) -> list[StepResult]:
+    """Every step of every side, in `schedule` order; a step that did not run stops nothing."""
+    out = []
+    for side, step in schedule(plans):
+        env, store = sides[side]
+        result = run_step(side, env, step, store=store, cwd=cwd, logs=logs)
         log(result.line())
         out.append(result)
-        if not result.ran:
-            break
     return out
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Verdict:
-    safe: bool
-    headline: str  # the first line of the output and of the report
-    reasons: tuple[str, ...]  # what and why, one line each
-
-
-def verdict(
-    *,
-    change: str,
-    gate_failed: bool,
-    gate_reasons: list[str],
-    steps: list[StepResult],
-    only_baseline: list[str],
-) -> Verdict:
-    """SAFE only when every step ran on both sides, no kernel was lost, and the gate passed."""
-    reasons = []
-    for s in steps:
-        if not s.ran:
-            reasons.append(f"{s.side} {s.name} did not run (exit {s.code}): see {s.log}")
-    for k in only_baseline:
-        reasons.append(f"kernel {k} is registered in the baseline and not in the candidate")
-    reasons += gate_reasons
-    if reasons or gate_failed:
-        n = len(reasons)
-        return Verdict(
-            safe=False, headline=f"NOT SAFE: {change} ({n} finding{'s' if n != 1 else ''})", reasons=tuple(reasons)
-        )
-    return Verdict(safe=True, headline=f"SAFE: {change} (no regression, no drift beyond the limits)", reasons=())

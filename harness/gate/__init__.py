@@ -1,11 +1,15 @@
 """The upgrade gate: a candidate environment's records against a baseline's. Pure: records in, rows out.
 
 A row is one thing compared (an implementation's cases, one compile check, one compiled
-figure, one benchmark) with a status: "worse" fails the gate; "better", "unchanged" and
-"new" do not; "insufficient" (too few timing samples) and "missing" (in the baseline,
-absent from the candidate) fail only as harness/gate/gate_thresholds.toml says; "incomparable"
-(timed on different backends) never does; "incomplete" (a side's records are unreadable, or
-one of its runs did not finish) always does. `format_table` prints the rows.
+figure, one benchmark) with a status: "worse" fails the gate (a kernel the baseline ran and
+the candidate cannot run is "worse": lost); "better", "unchanged" and "new" do not;
+"insufficient" (too few timing samples) and "missing" (in the baseline, absent from the
+candidate) fail only as harness/gate/gate_thresholds.toml says; "incomparable" (timed on
+different backends) and "not compared" (a kernel the interpreter cannot run on either side,
+with the reason) never do; "incomplete" (a side's records are unreadable, or one of its runs
+did not finish) always does. Each row falls in one `Group` (regressions, improvements, new,
+not compared, within noise), which the summary line and the report count alike.
+`format_table` prints the rows.
 """
 
 from __future__ import annotations
@@ -44,12 +48,26 @@ class Status(enum.StrEnum):
     INSUFFICIENT = "insufficient"
     BETTER = "better"
     NEW = "new"
+    NOT_COMPARED = "not compared"
     INCOMPARABLE = "incomparable"
     CHANGED = "changed"  # informational: the kernel lowered to other code (fails only with a worse figure)
     UNCHANGED = "unchanged"
 
 
 STATUSES = tuple(Status)
+
+
+class Group(enum.StrEnum):
+    """What a row means for the verdict, in the order a verdict lists them."""
+
+    REGRESSIONS = "regressions"  # the rows that fail
+    IMPROVEMENTS = "improvements"
+    NEW = "new"  # measured or runnable only in the candidate
+    NOT_COMPARED = "not compared"  # no verdict either way, with the reason
+    WITHIN_NOISE = "within noise"  # compared, and no move beyond its limit
+
+
+GROUPS = tuple(Group)
 CATEGORIES = ("correctness", "drift", "compile", "codegen", "compile time", "memory", "speed", "leak", "records")
 
 
@@ -63,6 +81,18 @@ class Row:
     change: str  # the movement, in words and numbers
     detail: str = ""  # why, with the limit it was held to; for a failure, its case and repro command
     fails: bool = False
+
+    @property
+    def group(self) -> Group:
+        if self.fails:
+            return Group.REGRESSIONS
+        return {
+            Status.BETTER: Group.IMPROVEMENTS,
+            Status.NEW: Group.NEW,
+            Status.UNCHANGED: Group.WITHIN_NOISE,
+            # Other kernel code with no figure worse for it: compared, and within every limit.
+            Status.CHANGED: Group.WITHIN_NOISE,
+        }.get(self.status, Group.NOT_COMPARED)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -91,11 +121,26 @@ class GateResult:
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.rows)
 
+    def groups(self) -> dict[Group, list[Row]]:
+        """Every row in its group (GROUPS order; an empty group is there, empty)."""
+        out: dict[Group, list[Row]] = {g: [] for g in GROUPS}
+        for r in self.rows:
+            out[r.group].append(r)
+        return out
+
+    def counts(self) -> str:
+        """ "1 improvement, 0 new, 2 not compared, 40 within noise": the groups that are not regressions."""
+        groups = self.groups()
+        n = len(groups[Group.IMPROVEMENTS])
+        parts = [f"{n} improvement{'s' if n != 1 else ''}"]
+        parts += [f"{len(groups[g])} {g}" for g in (Group.NEW, Group.NOT_COMPARED, Group.WITHIN_NOISE)]
+        return ", ".join(parts)
+
     def summary(self) -> str:
         if not self.rows:
             return "NOTHING COMPARED: neither side has case, bench or compile records"
         if not self.failed:
-            return f"GATE PASSED: no regression ({self.count('better')} better, {self.count('unchanged')} unchanged)"
+            return f"GATE PASSED: no regression ({self.counts()})"
         by_cat = defaultdict(int)
         for r in self.failures:
             by_cat[r.category] += 1
@@ -133,11 +178,49 @@ def _example(recs: list[CaseRecord], roots: list[Path]) -> str:
     return text + (f"; repro: {cmd}" if cmd else "; no repro file recorded")  # pragma: no mutate
 
 
+def _reasons(b: str | None, c: str | None) -> str:
+    if b is not None and b == c:
+        return f"cannot run on either side: {b}"  # pragma: no mutate
+    return "; ".join(f"{side} cannot run it: {why}" for side, why in (("baseline", b), ("candidate", c)) if why)
+
+
+def cannot_run_row(impl: str, b_ran: bool, c_ran: bool, b_why: str | None, c_why: str | None) -> Row | None:
+    """The row of a kernel the interpreter cannot run on a side (run.json cannot_run), None if it ran on both.
+
+    Lost (ran in the baseline, cannot in the candidate) fails; cannot on both sides, or not asked
+    on one, is not compared and fails nothing; runnable only in the candidate is new (its cases are
+    then judged as any new kernel's, by `correctness_rows`).
+    """
+    b_cannot, c_cannot = b_why is not None and not b_ran, c_why is not None and not c_ran
+    if not (b_cannot or c_cannot):
+        return None
+    row = functools.partial(
+        Row,
+        category="correctness",
+        subject=impl,
+        baseline="ran" if b_ran else "cannot run" if b_why else "not run",  # pragma: no mutate
+        candidate="ran" if c_ran else "cannot run" if c_why else "not run",  # pragma: no mutate
+        detail=_reasons(b_why, c_why),
+    )
+    if b_ran and c_cannot:
+        return row(status=Status.WORSE, change="lost: cannot run in the candidate", fails=True)  # pragma: no mutate
+    if b_cannot and c_ran:
+        return row(status=Status.NEW, change="runs only in the candidate")  # pragma: no mutate
+    return row(status=Status.NOT_COMPARED, change="ran on neither side")  # pragma: no mutate
+
+
 def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
     rows = []
     b_all, c_all = _by_subject(base.cases), _by_subject(cand.cases)
-    for impl in sorted(set(b_all) | set(c_all)):
+    b_cannot, c_cannot = base.cannot_run(), cand.cannot_run()
+    for impl in sorted(set(b_all) | set(c_all) | set(b_cannot) | set(c_cannot)):
         b, c = b_all.get(impl, {}), c_all.get(impl, {})
+        special = cannot_run_row(impl, bool(b), bool(c), b_cannot.get(impl), c_cannot.get(impl))
+        if special is not None and (special.status != Status.NEW or all(_passed(v) for v in c.values())):
+            rows.append(special)
+            continue
+        if special is not None:
+            b = {}  # runnable only in the candidate, and failing there: judged below as new failures
         b_fail = sum(not _passed(v) for v in b.values())
         c_fail = sum(not _passed(v) for v in c.values())
         b_fig = f"{len(b)} cases, {b_fail} failing" if b else "not run"  # pragma: no mutate
@@ -624,7 +707,7 @@ def incomplete_rows(base: Records, cand: Records) -> list[Row]:
     """A side whose records are not the whole of its runs is never a pass (harness.store.read)."""
     rows = []
     for side, recs in (("baseline", base), ("candidate", cand)):
-        for why in recs.incomplete():
+        for why in recs.incomplete(cannot_run=False):  # a kernel that cannot run is judged by correctness_rows
             rows.append(
                 Row(
                     category="records",
@@ -675,7 +758,7 @@ def format_table(result: GateResult, *, verbose: bool = False) -> str:  # pragma
             status = r.status.upper() if r.fails else r.status
             subject = r.subject if len(r.subject) <= w else r.subject[: w - 3] + "..."
             lines.append(f"{r.category:<12} {status:<12} {subject:<{w}} {r.baseline:>22} {r.candidate:>22}  {r.change}")
-            if r.detail and (r.fails or verbose or r.status in (Status.INSUFFICIENT, Status.INCOMPARABLE)):
+            if r.detail and (r.fails or verbose or r.group == Group.NOT_COMPARED):
                 lines.append(f"{'':<12} -> {r.detail}")
     unchanged = defaultdict(int)
     for r in result.rows:

@@ -122,11 +122,22 @@ class CaseDrift:
         return None if self.replay is None else shlex.join(["python", "-m", "harness", "repro", self.replay])
 
     @property
+    def replay_name(self) -> str | None:
+        """The replay file's name (its directory is `<out>/candidate/drift/`), None when none was written."""
+        return None if self.replay is None else Path(self.replay).name
+
+    @property
     def case_text(self) -> str:
         try:
             return str(Case.from_json(self.case))
         except (CaseError, TypeError, ValueError):
             return str(self.case)
+
+    @property
+    def case_parts(self) -> tuple[str, str]:
+        """(the case without its block sizes, the block sizes or ""): the report folds the long second part away."""
+        head, _, blocks = self.case_text.partition(" blocks=")
+        return head, blocks
 
     @property
     def replay_id(self) -> str:

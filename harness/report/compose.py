@@ -45,9 +45,22 @@ def make(
         return data.build(pool, thresholds=thresholds, conventions=conventions.collect(pool), title=title), None
     base, base_label, cand, cand_label = sides(pool, baseline, candidate)
     result = gate_mod.compare(base, cand, thresholds, labels=(base_label, cand_label))
-    everything = pool.merged(base).merged(cand)
+    return of_sides(base, cand, result, pool=pool, thresholds=thresholds, title=title), result
+
+
+def of_sides(
+    base: Records,
+    cand: Records,
+    result: gate_mod.GateResult,
+    *,
+    pool: Records | None = None,
+    thresholds: Thresholds,
+    title: str,
+) -> data.Report:
+    """The report of a baseline and a candidate already compared (`result`), with `pool`'s other records."""
+    everything = (pool or Records()).merged(base).merged(cand)
     side = {**{r: "baseline" for r in base.run_ids}, **{r: "candidate" for r in cand.run_ids}}
-    report = data.build(
+    return data.build(
         everything,
         current=cand,
         gate=result,
@@ -56,7 +69,6 @@ def make(
         thresholds=thresholds,
         title=title,
     )
-    return report, result
 
 
 def write(report: data.Report, out: Path | str) -> Path:

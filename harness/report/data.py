@@ -436,6 +436,8 @@ class Verdict:
     headline: str
     details: list[str]
     baseline: str | None
+    # An upgrade's verdict: (group, lines) for regressions, improvements, new, not compared, within noise.
+    groups: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -495,7 +497,8 @@ def verdict(current: Records, gate: GateResult | None) -> Verdict:
         details.append(f"memory grows with calls (leak): {', '.join(leaking)}")
     # Unreadable records, or a run that did not finish (interrupted, killed, still running,
     # failed): the records are not all the run was asked to do, so the verdict is never PASS.
-    incomplete = current.incomplete()
+    # With a baseline, a kernel that cannot run is the gate's to judge (not compared, or lost).
+    incomplete = current.incomplete(cannot_run=gate is None)
     details += incomplete
     if gate is not None:
         if not gate.rows:

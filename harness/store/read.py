@@ -75,14 +75,18 @@ class Records:
             roots=list(self.roots),
         )
 
-    def incomplete(self) -> list[str]:
+    def incomplete(self, *, cannot_run: bool = True) -> list[str]:
         """Why these records may not be the whole story: unreadable files, runs that did not finish.
 
         A verdict over them is never PASS (a killed run's run.json still says "running").
+        cannot_run=False leaves out the kernels the interpreter cannot run (`cannot_run()`), for a
+        caller that judges them itself (the gate: not compared, or lost).
         """
         out = [f"unreadable or invalid record: {p}" for p in self.problems]
         for run_id, run in sorted(self.runs.items()):
             status = run.status
+            if status == RunStatus.CANNOT_RUN and not cannot_run:
+                continue
             if status == RunStatus.CANNOT_RUN:
                 # A kernel the interpreter cannot run (Implementation.cannot_run): a result, never a pass.
                 for kernel, error in sorted((run.cannot_run or {}).items()):
@@ -90,6 +94,14 @@ class Records:
             elif status is not None and status != RunStatus.FINISHED:
                 why = run.error or "its records are only what it finished"
                 out.append(f"run {run_id} is {status!r}, not finished: {why}")
+        return out
+
+    def cannot_run(self) -> dict[str, str]:
+        """kernel -> the interpreter's error, for every kernel a run here said it cannot run (run.json)."""
+        out: dict[str, str] = {}
+        for _, run in sorted(self.runs.items()):
+            if run.status == RunStatus.CANNOT_RUN:
+                out.update(run.cannot_run or {})
         return out
 
     def merged(self, other: Records) -> Records:

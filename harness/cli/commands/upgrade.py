@@ -1,4 +1,7 @@
-"""`upgrade --to NAME==VERSION ...`: should we take this release? Exit 0 safe, 1 not safe, 2 bad usage."""
+"""`upgrade --to NAME==VERSION ...`: should we take this release?
+
+Exit 0 safe, 1 not safe, 2 bad usage, 4 nothing could be compared here (every check not compared).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import gate
-from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
+from harness.cli import UsageError
 from harness.cli.commands._shared import add_out
 from harness.cli.commands.bisect import ROOT, add_index_arguments, index_options, read_constraints
 from harness.environments import envs, upgrade
-from harness.gate import drift
+from harness.gate import drift, verdict
 from harness.gate.thresholds import Thresholds, load
-from harness.report import compose
+from harness.report import compose, data
 from harness.store import read as records
 
 NAME = "upgrade"
@@ -34,15 +37,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     b = p.add_argument_group("budget (the same on both sides)")
     b.add_argument(
-        "--kernel", action="append", default=[], metavar="K", help="only these kernels (default: all on both)"
+        "--kernel", action="append", default=[], metavar="K", help="only these kernels (default: all, either side)"
     )
-    b.add_argument("--examples", type=int, default=3, metavar="N", help="cases per kernel, ci profile (default 3)")
+    b.add_argument(
+        "--examples",
+        type=int,
+        metavar="N",
+        help="cases per kernel, ci profile (default: its smoke set and drawn cases, "
+        f"harness.environments.matrix.EXAMPLES + {upgrade.EXTRA_DRAWN})",
+    )
     b.add_argument("--seed", type=int, default=0, metavar="S", help="Hypothesis seed (default 0)")
     b.add_argument("--case-timeout", type=float, metavar="S", help="per-case time limit (see `run`)")
     b.add_argument("--no-compile", action="store_true", help="skip the TPU compile checks")
     b.add_argument("--compile-shape", action="append", default=[], metavar="S", help="compile only these shapes")
     b.add_argument("--no-bench", action="store_true", help="skip the benchmarks")
     b.add_argument("--bench-shape", action="append", default=[], metavar="S", help="benchmark only these shapes")
+    b.add_argument(
+        "--bench-rounds",
+        type=int,
+        default=2,
+        metavar="N",
+        help="benchmark processes per side, alternating with the other side's (default 2)",
+    )
     add_out(p, default=DEFAULT_OUT, what="stores, logs and report")
     p.add_argument("--thresholds", type=Path, metavar="FILE", help="gate thresholds TOML (default: the built-in file)")
     add_index_arguments(p)
@@ -61,26 +77,32 @@ def _environments(args: argparse.Namespace, changes: dict[str, str]) -> tuple[en
     return base, cand
 
 
-def _judge(stores: dict[str, Path], th: Thresholds) -> tuple[Any, gate.GateResult | None]:
-    """The report and the gate's result, with drift replay files written first; (None, None) if a side has no store."""
-    if not all((s / "records").is_dir() for s in stores.values()):
+def _side(store: Path, drop: set[str]) -> records.Records:
+    """The store's records, the runs in `drop` left out (a check that did not run on a side: step_rows)."""
+    everything = records.load([store]) if (store / "records").is_dir() else records.Records()
+    kept = everything.subset(everything.run_ids - drop)
+    kept.roots, kept.problems = [store], list(everything.problems)
+    return kept
+
+
+def _judge(
+    stores: dict[str, Path], th: Thresholds, drop: set[str]
+) -> tuple[gate.GateResult, tuple[records.Records, records.Records]] | tuple[None, None]:
+    """The gate's result over both stores and the records it compared, drift replay files written
+    first; (None, None) when neither side recorded anything."""
+    if not any((s / "records").is_dir() for s in stores.values()):
         return None, None
-    base, cand = records.load([stores["baseline"]]), records.load([stores["candidate"]])
+    base, cand = _side(stores["baseline"], drop), _side(stores["candidate"], drop)
     pairs = drift.pair(base.cases, cand.cases)
     drift.write_replays(
         pairs, cand.cases, cand.runs, stores["candidate"], factor=th.drift_factor, min_used=th.drift_min_used
     )
-    # Both sides name their own directories: no store to select from.
-    return compose.make(
-        records.Records(), thresholds=th, baseline=str(stores["baseline"]), candidate=str(stores["candidate"])
-    )
+    result = gate.compare(base, cand, th, labels=(str(stores["baseline"]), str(stores["candidate"])))
+    return result, (base, cand)
 
 
-def main(args: argparse.Namespace) -> int:
-    start = time.perf_counter()
-    th = load(args.thresholds)
-    changes = upgrade.targets(args.to, read_constraints(args.constraints))
-    budget = upgrade.Budget(
+def _budget(args: argparse.Namespace) -> upgrade.Budget:
+    return upgrade.Budget(
         kernels=tuple(args.kernel),
         examples=args.examples,
         seed=args.seed,
@@ -88,51 +110,81 @@ def main(args: argparse.Namespace) -> int:
         compile_shapes=tuple(args.compile_shape),
         bench=not args.no_bench,
         bench_shapes=tuple(args.bench_shape),
+        bench_rounds=args.bench_rounds,
         case_timeout=args.case_timeout,
     )
+
+
+def _change(base_versions: dict, cand_versions: dict, changes: dict[str, str]) -> str:
+    moved = [f"{k} {base_versions.get(k)} -> {cand_versions.get(k)}" for k in base_versions]
+    moved = [m for k, m in zip(base_versions, moved, strict=True) if base_versions.get(k) != cand_versions.get(k)]
+    if moved:
+        return ", ".join(moved)
+    pins = " ".join(f"{k}=={v}" for k, v in changes.items())
+    return f"{pins} (no version changed: the control)"
+
+
+def _kernels(budget: upgrade.Budget, base: list[str], cand: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """The kernels each side runs (those registered there), and every kernel asked for."""
+    either = base + [k for k in cand if k not in base]
+    unknown = [k for k in budget.kernels if k not in either]
+    if unknown:
+        raise UsageError(f"--kernel {unknown[0]} is registered on neither side; registered: {', '.join(either)}")
+    wanted = list(budget.kernels) or either
+    # A kernel registered in the baseline only is lost (registration_rows): no need to run it there.
+    return [k for k in wanted if k in base and k in cand], [k for k in wanted if k in cand], wanted
+
+
+def main(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    th = load(args.thresholds)
+    changes = upgrade.targets(args.to, read_constraints(args.constraints))
+    budget = _budget(args)
     base_env, cand_env = _environments(args, changes)
     base_kernels = upgrade.query(base_env, upgrade.KERNELS, cwd=ROOT)
     cand_kernels = upgrade.query(cand_env, upgrade.KERNELS, cwd=ROOT)
-    base_versions = upgrade.query(base_env, upgrade.VERSIONS, cwd=ROOT)
-    cand_versions = upgrade.query(cand_env, upgrade.VERSIONS, cwd=ROOT)
-    change = ", ".join(
-        f"{k} {base_versions.get(k)} -> {cand_versions.get(k)}"
-        for k in base_versions
-        if base_versions.get(k) != cand_versions.get(k)
-    )
-    both = [k for k in base_kernels if k in cand_kernels]
-    wanted = list(budget.kernels) or both
-    missing = [k for k in wanted if k not in both]
-    if budget.kernels and missing:
-        raise UsageError(f"--kernel {missing[0]} is not registered on both sides; on both: {', '.join(both)}")
-    print(f"upgrade: {change}; kernels on both sides: {', '.join(wanted)}")
-    for k in sorted(set(base_kernels) ^ set(cand_kernels)):
-        print(f"  kernel {k} only in the {'baseline' if k in base_kernels else 'candidate'}: not compared")
+    versions = [upgrade.query(env, upgrade.VERSIONS, cwd=ROOT) for env in (base_env, cand_env)]
+    change = _change(*versions, changes)
+    base_run, cand_run, wanted = _kernels(budget, base_kernels, cand_kernels)
+    print(f"upgrade: {change}")
+    for k in wanted:
+        where = "both sides" if k in base_run else "the candidate only" if k in cand_run else "the baseline only"
+        print(f"  kernel {k}: registered on {where}, {budget.examples_for(k)} cases")
     out = args.out.resolve()
     stores = {"baseline": out / "baseline", "candidate": out / "candidate"}
     for store in stores.values():
         if (store / "records").exists():
             raise UsageError(f"{store} already holds records; give another --out or remove it")
-    results = []
-    for side, env in (("baseline", base_env), ("candidate", cand_env)):
-        plan = upgrade.steps(budget, wanted, stores[side])
-        results += upgrade.run_side(side, env, plan, cwd=ROOT, logs=out / "logs")
-    report, result = _judge(stores, th)
-    gate_failed = result is not None and result.failed
-    gate_reasons = [f"{r.category}: {r.subject}: {r.change}: {r.detail}" for r in result.failures] if result else []
-    report_path = out / "index.html"
-    lost = [k for k in base_kernels if k not in cand_kernels and (not budget.kernels or k in budget.kernels)]
-    v = upgrade.verdict(
-        change=change, gate_failed=gate_failed, gate_reasons=gate_reasons, steps=results, only_baseline=lost
-    )
-    if result is not None:
-        report.title = v.headline
-        compose.write(report, report_path)
-    print(v.headline)
-    for r in v.reasons:
-        print(f"  - {r}")
-    if result is not None:
-        print(gate.format_table(result))
+    plans = {"baseline": upgrade.steps(budget, base_run, stores["baseline"])}
+    plans["candidate"] = upgrade.steps(budget, cand_run, stores["candidate"])
+    sides = {"baseline": (base_env, stores["baseline"]), "candidate": (cand_env, stores["candidate"])}
+    results = upgrade.run_all(sides, plans, cwd=ROOT, logs=out / "logs")
+    rows, drop = verdict.step_rows(results)
+    rows += verdict.registration_rows(base_kernels, cand_kernels, wanted)
+    result, recs = _judge(stores, th, drop)
+    if result is None:  # neither side recorded anything: only the step rows say why
+        labels = {"baseline": str(stores["baseline"]), "candidate": str(stores["candidate"])}
+        result = gate.GateResult(**labels, thresholds=th.source, rows=[])
+    result.rows = rows + result.rows
+    v = verdict.verdict(change=change, result=result)
+    print("\n".join(v.lines()))
+    print(gate.format_table(result))
+    if recs is not None:
+        report_path = compose.write(_report(v, result, recs, th), out / "index.html")
         print(f"report -> {report_path}")
     print(f"upgrade took {time.perf_counter() - start:.0f} s")
-    return EXIT_OK if v.safe else EXIT_FAIL
+    return v.code
+
+
+def _report(v: verdict.Verdict, result: gate.GateResult, recs: tuple[Any, Any], th: Thresholds) -> Any:
+    """The report of both sides, with the upgrade's verdict as its headline and groups (the same as printed)."""
+    report = compose.of_sides(*recs, result, thresholds=th, title=v.headline)
+    status = "pass" if v.safe else "regression" if v.reasons else "fail"
+    report.verdict = data.Verdict(
+        status=status,
+        headline=v.headline,
+        details=[],
+        baseline=result.baseline,
+        groups=[(str(g), list(lines)) for g, lines in v.groups.items()],
+    )
+    return report
