@@ -102,7 +102,9 @@ class ShrinkStats:
 
     runs: int = 0  # cases run while shrinking it
     exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
-    shrunk: bool = True  # False: reported as found (past MAX_SHRUNK, or met while shrinking another)
+    # False: reported as found (past MAX_SHRUNK, or met while shrinking another). A smoke case is
+    # shrunk already: it is the smallest case with its features.
+    shrunk: bool = True
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -469,7 +471,7 @@ def search(
             check_case(case)
         except CaseFailed:
             # Reported as it is: a smoke case is already the smallest case with its features.
-            failures.add(state["shrink"].best, ShrinkStats(shrunk=False))
+            failures.add(state["shrink"].best, ShrinkStats())
             state["shrink"] = None
             return not first_failure
         return True

@@ -21,7 +21,7 @@ from harness.cli.commands._shared import (
     resolve,
 )
 from harness.core import compat, contract, features, placement, profiles, strips
-from harness.running import shards, worker
+from harness.running import shards, signatures, worker
 from harness.running.failures import write_failure
 from harness.running.search import search
 from harness.store.derive import repro_command
@@ -62,7 +62,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="per-case time limit for each implementation: it runs in a worker process, killed on overrun "
         "(a hang or crash fails that case, and the run goes on); default: no limit, in-process",
     )
-    p.add_argument("--max-shrinks", type=int, metavar="N", help="cases run while shrinking (default: the profile's)")
+    p.add_argument(
+        "--max-shrinks", type=int, metavar="N", help="cases run while shrinking each failure (default: the profile's)"
+    )
+    p.add_argument(
+        "--first-failure",
+        action="store_true",
+        help="stop each kernel's search at its first failure (default: search on, and report every distinct "
+        "failure, each shrunk, with its own failure file)",
+    )
     p.add_argument(
         "--jobs",
         type=int,
@@ -147,6 +155,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
         "--detect-races": args.detect_races,
         "--no-smoke": args.no_smoke,
         "--no-pool": args.no_pool,
+        "--first-failure": args.first_failure,
     }
     return argv + [flag for flag, on in flags.items() if on]
 
@@ -350,6 +359,7 @@ def _run_kernels(
             smoke=not args.no_smoke,
             reuse=not args.no_pool,
             owns=shard.owns if shard.count > 1 else None,
+            first_failure=args.first_failure,
             on_result=on_result,
         )
         elapsed = time.perf_counter() - start
@@ -382,16 +392,20 @@ def _run_kernels(
         rows.extend(_oracle_rows(outcome.results, oracles))
         if outcome.error:
             print(f"   {outcome.error}")
-        if outcome.shrunk is not None:
+        # Every distinct failure of the search, each with its own failure file and replay line.
+        for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
             search_info = {
                 "profile": profile,
                 "cases": len(outcome.results),
-                "shrink_runs": outcome.shrink_runs,
-                "shrink_exhausted": outcome.shrink_exhausted,
+                "failure": f"{n} of {len(outcome.failures)}",
+                "signature": str(signatures.signature(failure, kernel)),
+                "shrunk": shrink.shrunk,
+                "shrink_runs": shrink.runs,
+                "shrink_exhausted": shrink.exhausted,
             }
             path = write_failure(
                 args.out,
-                outcome.shrunk,
+                failure,
                 kernel=kernel,
                 oracles=oracles,
                 grads=grads,
@@ -399,8 +413,8 @@ def _run_kernels(
                 interpret=options,
                 search=search_info,
             )
-            store.write_case(outcome.shrunk, shrunk=True, failure_file=str(path))
-            failures.append((kernel.name, outcome.shrunk, path))
+            store.write_case(failure, shrunk=True, failure_file=str(path))
+            failures.append((kernel.name, failure, path))
         if outcome.interrupted:
             return True
     return False
