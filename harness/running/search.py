@@ -12,6 +12,7 @@ from `search` as it was: it is the harness's failure, never a flaky kernel.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import dataclasses
 import functools
@@ -53,8 +54,9 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL("libc.so.6")
 
 
-# Compiled kernel programs kept at once (see _run_case), at least: a run's pool is its smoke
-# cases (5 for pallas_flash) plus harness.core.pool.extra_entries, 2 for a 20-case ci run.
+# Compiled kernel programs kept at once (see _run_case), at least; a kernel with more smoke
+# cases (splash's 12) keeps those. The pool's entries take turns (_spent), so a program comes
+# back only after every other entry has had its case: keeping more would hold memory for nothing.
 LIVE_PROGRAMS = 8
 
 
@@ -85,6 +87,10 @@ class _Enough(BaseException):
 
 
 DRAWS_PER_CASE = 2
+# Draws per case from the pool, where a draw whose program has had its turn is passed over (_spent):
+# Hypothesis's draws repeat entries, and the last unused entries of a large pool take many draws to
+# meet (a draw costs milliseconds, a case a CPU second).
+POOL_DRAWS_PER_CASE = 16
 
 # With a pool (search's reuse), one in FRESH_ONE_IN drawn cases is drawn whole, the last ones, after
 # those from the pool, so that new programs keep coming; a failure among them shrinks as a whole case.
@@ -344,7 +350,8 @@ def search(
     # minimal one at the end; a case's result is deterministic, so each runs once.
     seen: dict[Case, CaseResult] = {}
     generated: set[Case] = set()  # the cases in outcome.results
-    state: dict = {"shrink": None, "programs": set()}
+    # uses: cases checked per program; entries: the programs of the pool being drawn from (or None).
+    state: dict = {"shrink": None, "programs": set(), "uses": collections.Counter(), "entries": None}
     started = time.perf_counter()
     on_result = _harness_errors(on_result)
 
@@ -360,16 +367,24 @@ def search(
         result = seen[case] = _run_case(case, subjects, state, grads=grads, time_limit=time_limit, interpret=interpret)
         return result
 
+    def spent(case: Case) -> bool:
+        """Whether the case's program has had more cases than some pool entry: programs take turns."""
+        entries, uses = state["entries"], state["uses"]
+        return entries is not None and uses[pool.program_key(case)] > min(uses[e] for e in entries)
+
     def check_case(case: Case) -> None:
         shrink: _Shrink | None = state["shrink"]
         new = shrink is None and case not in generated  # a case of the search, not a shrink candidate
         if new and len(outcome.results) >= state["budget"]:
             raise _Enough  # a new case past the budget: the search is done
+        if new and spent(case):
+            return  # passed over, not run: counts as passing
         result = seen.get(case) or run_new(case)
         if result is None:
             return
         if new:
             generated.add(case)
+            state["uses"][pool.program_key(case)] += 1
             outcome.results.append(result)
             if not result.passed and outcome.first_failure_s is None:
                 outcome.first_failure_s = time.perf_counter() - started
@@ -401,9 +416,10 @@ def search(
     def drawn_test(
         drawn: st.SearchStrategy[Case], digest: bytes, examples: int, *, restarted: bool
     ) -> Callable[[], None]:
+        draws = DRAWS_PER_CASE if state["entries"] is None else POOL_DRAWS_PER_CASE
         # Quiet: the harness reports failures itself, and Hypothesis would tell a run that _Enough
         # ended how to reproduce "this failure".
-        overrides: dict = {"max_examples": max(examples, 1) * DRAWS_PER_CASE, "verbosity": Verbosity.quiet}
+        overrides: dict = {"max_examples": max(examples, 1) * draws, "verbosity": Verbosity.quiet}
         if seed is not None:
             overrides["derandomize"] = False
         derandomized = base.derandomize and seed is None
@@ -423,11 +439,12 @@ def search(
             test = hypothesis.seed(seed)(test)
         return test
 
-    def drawn_phases() -> Iterator[tuple[st.SearchStrategy[Case], bytes, int]]:
-        """(strategy, digest, the run's case count when it is done) for each phase after the smoke cases."""
+    def drawn_phases() -> Iterator[tuple[st.SearchStrategy[Case], bytes, int, frozenset[Case] | None]]:
+        """(strategy, digest, the run's case count when it is done, the pool's programs or None) for
+        each phase after the smoke cases."""
         name = kernel.name.encode()
         if not reuse:
-            yield strategies.cases(kernel), name, budget_cases
+            yield strategies.cases(kernel), name, budget_cases, None
             return
         # Drawn after the smoke cases, with every shard's smoke cases: their programs are the run's
         # most common ones. From the seed and the budget alone, so a shard draws the same pool every time.
@@ -436,17 +453,18 @@ def search(
         # them a pool of a few extra entries can miss a whole feature (a tiling class) that 20 whole
         # draws would meet (tests/test_planted.py, fwd_v_offset_minor_blocks without smoke cases).
         skeletons_of = all_smoke if smoke else list(iter_smoke_cases(kernel))
-        skeletons = pool.draw_pool(kernel, extra=extra, seed=pool.pool_seed(kernel, seed), smoke=skeletons_of)
-        # A shard owns whole programs (harness.running.shards): its own entries, if any.
-        skeletons = tuple(e for e in skeletons if owns is None or owns(e))
+        # A shard owns whole programs (harness.running.shards): its pool is drawn from them alone.
+        pool_seed = pool.pool_seed(kernel, seed)
+        skeletons = pool.draw_pool(kernel, extra=extra, seed=pool_seed, smoke=skeletons_of, owns=owns)
         left = budget_cases - len(outcome.results)
         if skeletons:
-            yield strategies.cases(kernel, pool=skeletons), name, budget_cases - left // FRESH_ONE_IN
-        yield strategies.cases(kernel), name + b"/fresh", budget_cases
+            programs = frozenset(pool.program_key(e) for e in skeletons)
+            yield strategies.cases(kernel, pool=skeletons), name, budget_cases - left // FRESH_ONE_IN, programs
+        yield strategies.cases(kernel), name + b"/fresh", budget_cases, None
 
-    def run_phase(drawn: st.SearchStrategy[Case], digest: bytes, until: int) -> bool:
+    def run_phase(drawn: st.SearchStrategy[Case], digest: bytes, until: int, entries: frozenset[Case] | None) -> bool:
         """Draw cases until the run has `until`; after each failure shrunk, draw on. False: stop the search."""
-        state["budget"] = until
+        state["budget"], state["entries"] = until, entries
         examples = until - len(outcome.results)
         restarted = False
         while until > len(outcome.results):
@@ -486,15 +504,15 @@ def search(
                 break
             all_smoke.append(case)
             # The run's pool: its smoke cases' programs and the extra entries (pool.draw_pool).
-            state["live_programs"] = max(LIVE_PROGRAMS, len(all_smoke) + pool.extra_entries(budget_cases) + 1)
+            state["live_programs"] = max(LIVE_PROGRAMS, len(all_smoke) + 1)
             if owns is None or owns(case):
                 smoke_set.append(case)
                 going = check_smoke(case)
                 if not going:
                     break
         if going and budget_cases > len(smoke_set):
-            for drawn, digest, until in drawn_phases():
-                if until > len(outcome.results) and not run_phase(drawn, digest, until):
+            for drawn, digest, until, entries in drawn_phases():
+                if until > len(outcome.results) and not run_phase(drawn, digest, until, entries):
                     break
     except _HarnessError as e:
         raise e.error from None
