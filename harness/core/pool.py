@@ -18,6 +18,7 @@ the same pool. A case from the pool is a complete Case: its repro file stands al
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import itertools
@@ -114,9 +115,13 @@ def _values(case: Case) -> set[tuple[str, object]]:
     return {(name, getattr(case, name)) for name in SPREAD}
 
 
+def _tiles(case: Case, impl: Implementation) -> frozenset[str]:
+    """The tiling classes a case has beyond one tile (several query tiles, major blocks, inner key steps ...)."""
+    return frozenset(t for t in impl.tiling(case) if t != "one_tile")
+
+
 def _tilings(case: Case, impl: Implementation) -> int:
-    """How many tiling classes a case has (several query tiles, major blocks, inner key steps ...)."""
-    return len({t for t in impl.tiling(case) if t != "one_tile"})
+    return len(_tiles(case, impl))
 
 
 def _owned_candidates(
@@ -153,8 +158,8 @@ def draw_pool(
     owns: Callable[[Case], bool] | None = None,
 ) -> tuple[Case, ...]:
     """The smoke cases' skeletons and `extra` drawn skeletons that add the most uncovered feature
-    pairs, then the most tiling classes, then the most field values (SPREAD) no entry has yet;
-    smallest first.
+    pairs, then the tiling classes fewest entries have, then the most field values (SPREAD) no
+    entry has yet; smallest first.
 
     owns: only skeletons it is true of (a shard's programs, harness.running.shards), picked for
     what they add to this shard's own entries, so that each shard's pool spans the whole space.
@@ -183,15 +188,24 @@ def draw_pool(
     # longer sequences, and a cap over all candidates would leave few of them (inner key steps per
     # major block: 5 of 176 in the cheaper half, 30 of 300 candidates, measured).
     candidates = _cheaper_half(candidates, impl)
-    offers = {k: (_pairs(c, impl, declared), _values(c), _tilings(c, impl)) for k, c in candidates.items()}
+    offers = {k: (_pairs(c, impl, declared), _values(c), _tiles(c, impl)) for k, c in candidates.items()}
+    # Entries per tiling class so far: once the pairs are covered, the classes fewest entries have
+    # come first, so that each class (inner key steps per major block too) fills its share of the pool.
+    tiled = collections.Counter(t for c in pool.values() for t in _tiles(c, impl))
+
+    def offer(k: Case) -> tuple[int, float, int]:
+        pairs, values, tiles = offers[k]
+        return len(pairs - covered), sum(1 / (1 + tiled[t]) for t in tiles), len(values - seen)
+
     for _ in range(extra):
         if not offers:
             break
-        key = max(offers, key=lambda k: (len(offers[k][0] - covered), offers[k][2], len(offers[k][1] - seen)))
-        pairs, values, _ = offers.pop(key)
+        key = max(offers, key=offer)
+        pairs, values, tiles = offers.pop(key)
         pool[key] = candidates[key]
         covered |= pairs
         seen |= values
+        tiled.update(tiles)
     # Smallest first: shrinking moves towards the first entry, so an earlier entry must be a smaller case.
     return tuple(sorted(pool.values(), key=size))
 
