@@ -1,9 +1,13 @@
-"""Step one of the pipeline: Hypothesis draws cases for one kernel and shrinks any failure.
+"""Step one of the pipeline: Hypothesis draws cases for one kernel and shrinks each distinct failure.
 
 Every generated case is handed to `on_result` as it finishes. Cases tried while
-shrinking are not; the minimal failing case is returned separately. Shrinking runs
-within the profile's shrink budget (harness.core.profiles): past it, candidates are not run
-and count as passing, so Hypothesis stops at the smallest failure found so far.
+shrinking are not; the failures, one per signature (harness.running.signatures), each
+shrunk, are returned separately. Hypothesis stops a test at its first failure, so a search
+shrinks a new failure at once (candidates that fail another way count as passing), then draws
+again from the start: the cases checked already are free, the failure is explained now, and
+the draw goes on past it. Each shrink runs within the profile's shrink budget
+(harness.core.profiles): past it, candidates are not run and count as passing, so Hypothesis
+stops at the smallest failure found so far.
 
 Only a kernel's verdict steers Hypothesis. Any other exception inside a case (the store
 cannot be written, the truth cannot be computed) stops the search at once and is raised
