@@ -459,7 +459,13 @@ def search(
         skeletons_of = all_smoke if smoke else list(iter_smoke_cases(kernel))
         # A shard owns whole programs (harness.running.shards): its pool is drawn from them alone.
         pool_seed = pool.pool_seed(kernel, seed)
-        skeletons = pool.draw_pool(kernel, extra=extra, seed=pool_seed, smoke=skeletons_of, owns=owns)
+        try:
+            skeletons = pool.draw_pool(kernel, extra=extra, seed=pool_seed, smoke=skeletons_of, owns=owns)
+        except Exception as e:
+            # Ctrl-C inside the pool's own Hypothesis draws comes out of Hypothesis's clean-up as an AssertionError.
+            if is_interrupt(e):
+                raise KeyboardInterrupt(str(e)) from e
+            raise
         left = budget_cases - len(outcome.results)
         if skeletons:
             programs = frozenset(pool.program_key(e) for e in skeletons)
