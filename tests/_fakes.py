@@ -67,11 +67,21 @@ class FakeKernel(Implementation):
         return got
 
 
+class TwoBugs(FakeKernel):
+    """BROKEN's bug (wrong values), and causal masks at head_dim 32 raise: two distinct failures."""
+
+    def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        if case.head_dim == 32 and case.mask.causal is not None:
+            raise ValueError(f"planted causal failure on {case}")
+        return super().run(case, inputs, grads=grads)
+
+
 CORRECT = FakeKernel("tests._fakes:CORRECT")
 # Fails on head_dim 64 with at least 32 keys: the smallest failing case is easy to name.
 BROKEN = FakeKernel("tests._fakes:BROKEN", broken=lambda c: c.head_dim == 64 and c.kv_len >= 32)
 RAISES = FakeKernel("tests._fakes:RAISES", broken=lambda c: True, effect="raise", backend="tpu_interpret")
 NAN = FakeKernel("tests._fakes:NAN", broken=lambda c: True, effect="nan")
+TWO_BUGS = TwoBugs("tests._fakes:TWO_BUGS", broken=lambda c: c.head_dim == 64 and c.kv_len >= 32)
 INTERRUPTED_IN_EXEC = FakeKernel("tests._fakes:INTERRUPTED_IN_EXEC", broken=lambda c: True, effect="interrupt_in_exec")
 
 

@@ -39,9 +39,13 @@ def measure(name: str) -> dict:
     oracles = [contract.resolve("torch_sdpa")]
     first: dict = {}
 
+    seen = {"cases": 0}
+
     def on_result(result) -> None:
+        seen["cases"] += 1
         if not result.passed and not first:
-            first.update(cpu_s=time.process_time(), wall_s=time.perf_counter() - WALL0)
+            # The search goes on past it (every distinct failure): the figures are taken here.
+            first.update(cpu_s=time.process_time(), wall_s=time.perf_counter() - WALL0, cases=seen["cases"])
 
     outcome = search(kernel, oracles, profile="ci", interpret=options, smoke=SMOKE, reuse=REUSE, on_result=on_result)
     return {
@@ -51,7 +55,9 @@ def measure(name: str) -> dict:
         "smoke": SMOKE,
         "reuse": REUSE,
         "detected": outcome.shrunk is not None,
-        "cases_to_detect": len(outcome.results),
+        "cases_to_detect": first.get("cases"),
+        "cases": len(outcome.results),
+        "distinct_failures": len(outcome.failures),
         "detect_cpu_s": first.get("cpu_s"),
         "detect_wall_s": first.get("wall_s"),
         "shrink_runs": outcome.shrink_runs,
@@ -97,7 +103,7 @@ def main() -> int:
             cpu, wall = r["detect_cpu_s"], r["detect_wall_s"]
             verdict = "no detection" if cpu is None else ("ok" if cpu <= TARGET_CPU_S else "OVER TARGET")
             print(
-                f"{name:<28} {r['kind']:<30} cases {r['cases_to_detect']:>2}  detect cpu "
+                f"{name:<28} {r['kind']:<30} cases {r['cases_to_detect'] or '-'!s:>2}  detect cpu "
                 f"{cpu if cpu is None else round(cpu, 1)} s wall {wall if wall is None else round(wall, 1)} s"
                 f"  total cpu {r['total_cpu_s']:.1f} s  {verdict}",
                 flush=True,

@@ -85,6 +85,25 @@ def test_run_writes_a_failure_file_and_prints_the_command_that_replays_it(tmp_pa
     assert shrunk["failure_file"] == str(path)
 
 
+@pytest.mark.parametrize("first", [False, True], ids=["every-failure", "first-failure"])
+def test_run_writes_a_failure_file_and_a_replay_line_for_each_distinct_failure(tmp_path, capsys, first):
+    out = tmp_path / "store"
+    argv = ["run", "--kernel", "tests._fakes:TWO_BUGS", "--examples", "12", "--seed", "1", "--no-grads"]
+    argv += ["--profile", "dev", "--max-shrinks", "10", "--out", str(out)] + ["--first-failure"] * first
+    assert cli.main(argv) == cli.EXIT_FAIL
+    stdout = capsys.readouterr().out
+    paths = sorted((out / "failures").glob("*.json"))
+    docs = [json.loads(p.read_text()) for p in paths]
+    kinds = sorted("raised ValueError" in d["search"]["signature"] for d in docs)
+    assert kinds == ([True] if first else [False, True])  # the causal bug raises, BROKEN's gives wrong values
+    assert sorted(d["search"]["failure"] for d in docs) == [f"{i} of {len(docs)}" for i in range(1, len(docs) + 1)]
+    for path in paths:
+        assert f"replay: python -m harness repro {path}" in stdout
+    records = [json.loads(p.read_text()) for p in out.glob("records/*/*.json")]
+    shrunk = {r["failure_file"] for r in records if r.get("shrunk") and r["implementation"] == "tests._fakes:TWO_BUGS"}
+    assert shrunk == {str(p) for p in paths}
+
+
 def test_pin_adds_a_fixed_case_to_the_corpus_and_refuses_a_failing_one(tmp_path, capsys):
     path = write_failure(tmp_path, _failed(), kernel=_fakes.BROKEN, oracles=[], grads=False)
     corpus = tmp_path / "corpus"

@@ -384,6 +384,21 @@ def test_a_new_failure_row_shows_the_shrunk_failure_with_a_repro_file(tmp_path: 
     assert (row.status, row.baseline) == ("worse", "not run")
 
 
+def test_a_new_failure_row_lists_every_distinct_failure_with_its_repro_file(tmp_path: Path) -> None:
+    # A run that found two distinct failures wrote a failure file for each: the row names both.
+    files = [tmp_path / "failures" / f"{n}.json" for n in ("a", "b")]
+    recs = [
+        rb.case_record(CAND, rb.case(1, q_len=8), fail_quantity="out"),
+        rb.case_record(CAND, rb.case(2, q_len=16), fail_quantity="out", shrunk=True, failure_file=str(files[0])),
+        rb.case_record(CAND, rb.case(3, q_len=64), fail_quantity="dq", shrunk=True, failure_file=str(files[1])),
+    ]
+    (row,) = gate.correctness_rows(_records(), _records(*recs), _th())
+    assert row.change == "+3 new failing (2 distinct failures)" and row.fails
+    assert row.detail.startswith(f"new failures: {rb.case(2, q_len=16)}:")
+    for path in files:
+        assert f"repro: python -m harness repro {path}" in row.detail
+
+
 def test_a_compile_figure_missing_on_a_side_is_not_compared() -> None:
     b = _records(rb.compile_record(BASE))
     c = _records(rb.compile_record(CAND))

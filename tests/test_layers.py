@@ -72,6 +72,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.runner",
                 "harness.running.worker",
                 "harness.running.search",
+                "harness.running.signatures",
                 "harness.running.failures",
                 "harness.running.leak",
             ),

@@ -91,7 +91,7 @@ def test_pool_entries_are_picked_for_the_feature_pairs_they_add():
     # Among the same candidates, the picked entries cover more declared pairs than the first drawn ones.
     picked = pool.draw_pool(FLASH, extra=3, seed=1)
     first = []
-    for case in pool._candidates(cases(FLASH), 3 * pool.CANDIDATES_PER_ENTRY, 1):
+    for case in pool._candidates(cases(FLASH), pool.candidate_count(3), 1):
         if pool.program_key(case) not in {pool.program_key(c) for c in first}:
             first.append(case)
     declared = pool.features.declared_pairs(FLASH)
@@ -143,10 +143,37 @@ def test_a_negative_number_of_extra_entries_is_refused():
         pool.draw_pool(FLASH, extra=-1, seed=0)
 
 
-def test_pool_entries_come_from_the_cheaper_half_of_the_candidates():
-    # A pool entry runs many times: under the interpreter a case costs about its score tiles.
-    candidates = {pool.program_key(c): c for c in pool._candidates(cases(FLASH), 3 * pool.CANDIDATES_PER_ENTRY, 1)}
-    costs = sorted(pool.cost(c) for c in candidates.values())
+def test_pool_entries_come_from_the_cheaper_half_of_their_tiling_class():
+    # Under the interpreter a case costs about its score tiles; several tiles per axis need long
+    # sequences, so each tiling class keeps its own cheaper half.
+    candidates = {pool.program_key(c): c for c in pool._candidates(cases(FLASH), pool.candidate_count(3), 1)}
+    classes = {pool._tilings(c, FLASH) for c in candidates.values()}
+    caps = {}
+    for n in classes:
+        costs = sorted(pool.cost(c) for c in candidates.values() if pool._tilings(c, FLASH) == n)
+        caps[n] = costs[(len(costs) - 1) // 2]
     drawn = pool.draw_pool(FLASH, extra=3, seed=1)
-    assert len(drawn) == 3 and all(pool.cost(c) <= costs[(len(costs) - 1) // 2] for c in drawn)
-    assert costs[-1] > costs[(len(costs) - 1) // 2]  # so the filter had something to leave out
+    assert len(drawn) == 3 and all(pool.cost(c) <= caps[pool._tilings(c, FLASH)] for c in drawn)
+    assert len(classes) > 1 and any(pool.cost(c) > caps[pool._tilings(c, FLASH)] for c in candidates.values())
+
+
+def test_pool_entries_with_more_tiling_classes_come_first_once_the_pairs_are_covered():
+    drawn = pool.draw_pool(FLASH, extra=12, seed=1)
+    late = [pool._tilings(c, FLASH) for c in drawn]
+    candidates = pool._cheaper_half({pool.program_key(c): c for c in pool._candidates(cases(FLASH), 160, 1)}, FLASH)
+    share = sum(pool._tilings(c, FLASH) >= 2 for c in candidates.values()) / len(candidates)
+    assert sum(n >= 2 for n in late) / len(late) > share  # picked for their tiles, not as drawn
+
+
+def test_a_shards_pool_is_drawn_from_its_own_programs_and_covers_the_space_alone():
+    owns = lambda c: int(pool.program_key(c).case_id, 16) % 2 == 0  # noqa: E731 - shard 0 of 2
+    mine = pool.draw_pool(FLASH, extra=12, seed=1, smoke=SMOKE, owns=owns)
+    assert len(mine) >= 12 and all(owns(c) for c in mine)
+    declared = pool.features.declared_pairs(FLASH)
+    whole = pool.draw_pool(FLASH, extra=12, seed=1, smoke=SMOKE)
+
+    def covered(entries):
+        return len(set().union(*(pool._pairs(c, FLASH, declared) for c in entries)))
+
+    # The whole pool's entries that shard 0 owns cover less than shard 0's own pool.
+    assert covered(mine) > covered([c for c in whole if owns(c)])

@@ -90,11 +90,12 @@ def test_api_cases_follow_the_feature_cases_and_exercise_what_they_left_unexerci
 
 def test_a_search_that_stops_at_a_feature_case_never_looks_for_the_api_cases(monkeypatch):
     # Looking for them costs a few CPU seconds (the greedy cover's draws and finds): a planted bug
-    # that a feature case catches is caught without paying for them.
+    # that a feature case catches is caught without paying for them, by a search that stops at its
+    # first failure (one that goes on looks for every distinct failure, so for them too).
     kernel = _WithApi("tests.test_smoke:api_causal_broken", broken=lambda c: c.mask.causal is not None)
     looked: list[str] = []
     monkeypatch.setattr(smoke, "_api_cases", lambda impl: looked.append(impl.name) or ())
-    outcome = search(kernel, [], examples=10, profile="ci", grads=False, smoke=True)
+    outcome = search(kernel, [], examples=10, profile="ci", grads=False, smoke=True, first_failure=True)
     assert outcome.shrunk is not None and outcome.shrunk.case == smoke.feature_cases(kernel)[0]
     assert looked == []
     passing = _WithApi("tests.test_smoke:api_passing")

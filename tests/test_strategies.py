@@ -7,7 +7,7 @@ from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 from harness.core.contract import resolve
 from harness.core.inputs import make_inputs
 from harness.core.masks import LENGTHS_Q_LE_KV, Mask, dense_mask, empty_rows
-from harness.core.strategies import cases, lengths, segment_runs, segments, valid_lengths, windows
+from harness.core.strategies import cases, lengths, segment_runs, segments, tile_edges, valid_lengths, windows
 from harness.running.runner import run_case
 
 FLASH = resolve("pallas_flash")
@@ -58,6 +58,26 @@ def test_hard_corners_are_reachable(condition):
 def test_segment_runs_cover_the_length(length, max_segments, data):
     runs = data.draw(segment_runs(length=length, max_segments=max_segments))
     assert sum(runs) == length and all(r > 0 for r in runs) and len(runs) <= max_segments
+
+
+def test_tile_edges_are_where_tiles_meet_one_either_side_and_inside_a_tile():
+    assert tile_edges(length=256, tiles=(128,)) == (64, 127, 128, 129, 192)
+    assert tile_edges(length=128, tiles=(64, 128)) == (32, 63, 64, 65, 96)
+    assert tile_edges(length=1) == ()
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        pytest.param(lambda runs: runs[0] == 128, id="at-the-tile-edge"),
+        pytest.param(lambda runs: runs[0] == 127, id="one-before"),
+        pytest.param(lambda runs: runs[0] == 129, id="one-past"),
+        pytest.param(lambda runs: runs[0] == 32, id="inside-an-inner-step"),
+    ],
+)
+def test_segments_change_where_the_tiles_meet(condition):
+    # 64-wide inner key steps in 128-wide tiles: edges at 64, 128, 192 and inside a step at 32.
+    find(segment_runs(length=256, tiles=(64, 128)), condition, settings=settings(max_examples=300, database=None))
 
 
 @settings(max_examples=100, database=None)

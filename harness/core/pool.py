@@ -18,10 +18,11 @@ the same pool. A case from the pool is a complete Case: its repro file stands al
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -32,19 +33,22 @@ from harness.core.case import REGIMES, Case
 from harness.core.contract import Implementation
 from harness.core.masks import Lengths, Segments
 
-__all__ = ["cost", "draw_pool", "extra_entries", "pool_seed", "program_key", "size"]
+__all__ = ["candidate_count", "cost", "draw_pool", "extra_entries", "pool_seed", "program_key", "size"]
 
-# One extra pool entry per this many cases of a run: each compiled program then serves about
-# this many cases (a new program costs ~3 CPU s, a reused one ~0.3 s), and a 500-case
-# nightly run still sees ~40 pool shapes besides its smoke cases and the cases drawn whole
-# (harness.running.search.FRESH_ONE_IN). Measured with benchmarks/pairwise.py (pallas_flash, ci,
-# first 60 cases, with smoke cases): 12 cases a program and 40 candidates an entry cover 92% of
-# the declared feature pairs; 8 and 40, 94%; 8 and 10, 93%; 12 and 10, 85%; 16 and 60, 83%.
-CASES_PER_PROGRAM = 12
+# Extra pool entries per case of a run: with a program's reuse nearly free (the fast interpreter:
+# 0.03 CPU s against 0.6-1.3 s for a new program, issue 24) a run buys breadth with programs, not
+# repeats; a case drawn from a pool of E entries meets a new program about as often as E allows.
+# Measured with benchmarks/breadth.py (pallas_flash, 60 cases, seed 1, the draw alone): README
+# "Breadth of a run".
+ENTRIES_PER_CASE = 0.6
 MIN_EXTRA = 2
-# Candidates drawn per extra entry, from which the entries adding most feature pairs are picked
-# (drawing 160 of them takes ~0.4 CPU s).
-CANDIDATES_PER_ENTRY = 40
+# Candidates drawn per extra entry (at least MIN_CANDIDATES), from which the entries adding most
+# feature pairs are picked (drawing 160 of them takes ~0.4 CPU s); once the pairs are covered the
+# picks go by the field values they add (SPREAD), where a few candidates each suffice.
+CANDIDATES_PER_ENTRY = 6
+MIN_CANDIDATES = 160
+# Rounds of candidates a shard draws (harness.running.shards) until it owns enough of them.
+OWNED_ROUNDS = 4
 _COLLECT = settings(
     database=None,
     derandomize=False,
@@ -71,7 +75,12 @@ def program_key(case: Case) -> Case:
 
 def extra_entries(examples: int) -> int:
     """Pool entries besides the smoke cases' for a run of `examples` cases."""
-    return max(MIN_EXTRA, examples // CASES_PER_PROGRAM)
+    return max(MIN_EXTRA, int(examples * ENTRIES_PER_CASE))
+
+
+def candidate_count(extra: int) -> int:
+    """Candidates drawn to pick `extra` entries from."""
+    return max(MIN_CANDIDATES, extra * CANDIDATES_PER_ENTRY)
 
 
 def pool_seed(impl: Implementation, seed: int | None) -> int:
@@ -106,6 +115,38 @@ def _values(case: Case) -> set[tuple[str, object]]:
     return {(name, getattr(case, name)) for name in SPREAD}
 
 
+def _tiles(case: Case, impl: Implementation) -> frozenset[str]:
+    """The tiling classes a case has beyond one tile (several query tiles, major blocks, inner key steps ...)."""
+    return frozenset(t for t in impl.tiling(case) if t != "one_tile")
+
+
+def _tilings(case: Case, impl: Implementation) -> int:
+    return len(_tiles(case, impl))
+
+
+def _owned_candidates(
+    impl: Implementation, strategy: st.SearchStrategy[Case], n: int, seed: int, owns: Callable[[Case], bool] | None
+) -> list[Case]:
+    """`n` candidates (distinct by program), the ones `owns` is true of, drawn in up to OWNED_ROUNDS rounds."""
+    found: dict[Case, Case] = {}
+    for round_ in range(1 if owns is None else OWNED_ROUNDS):
+        for case in _candidates(strategy, n, seed + round_):
+            if owns is None or owns(case):
+                found.setdefault(program_key(case), case)
+        if len(found) >= n:
+            break
+    return list(found.values())
+
+
+def _cheaper_half(candidates: dict[Case, Case], impl: Implementation) -> dict[Case, Case]:
+    """The candidates at or below the median cost of those with as many tiling classes."""
+    by_class: dict[int, list[int]] = {}
+    for c in candidates.values():
+        by_class.setdefault(_tilings(c, impl), []).append(cost(c))
+    caps = {n: sorted(costs)[(len(costs) - 1) // 2] for n, costs in by_class.items()}
+    return {k: c for k, c in candidates.items() if cost(c) <= caps[_tilings(c, impl)]}
+
+
 def draw_pool(
     impl: Implementation,
     *,
@@ -114,10 +155,14 @@ def draw_pool(
     smoke: Sequence[Case] = (),
     dtypes: tuple[str, ...] | None = None,
     regimes: tuple[str, ...] = REGIMES,
+    owns: Callable[[Case], bool] | None = None,
 ) -> tuple[Case, ...]:
     """The smoke cases' skeletons and `extra` drawn skeletons that add the most uncovered feature
-    pairs, and among those the most field values (SPREAD) no entry has yet; smallest first.
+    pairs, then the tiling classes fewest entries have, then the most field values (SPREAD) no
+    entry has yet; smallest first.
 
+    owns: only skeletons it is true of (a shard's programs, harness.running.shards), picked for
+    what they add to this shard's own entries, so that each shard's pool spans the whole space.
     Skeletons are distinct by program_key; fewer than asked come back when the contract has
     fewer distinct programs than that.
     """
@@ -128,31 +173,39 @@ def draw_pool(
     covered: set[frozenset[str]] = set()
     seen: set[tuple[str, object]] = set()
     for case in smoke:
-        if program_key(case) not in pool:
+        if program_key(case) not in pool and (owns is None or owns(case)):
             pool[program_key(case)] = case
             covered |= _pairs(case, impl, declared)
             seen |= _values(case)
-    candidates: dict[Case, Case] = {}
-    for case in _candidates(strategies.cases(impl, dtypes=dtypes, regimes=regimes), extra * CANDIDATES_PER_ENTRY, seed):
-        candidates.setdefault(program_key(case), case)
+    strategy = strategies.cases(impl, dtypes=dtypes, regimes=regimes)
+    candidates = {program_key(c): c for c in _owned_candidates(impl, strategy, candidate_count(extra), seed, owns)}
     for key in pool:
         candidates.pop(key, None)
-    # From the cheaper half: a pool entry runs many times, and under the interpreter a case
-    # costs about its grid steps (measured, pallas_flash, all steps of a reused program: 0.2-0.3
-    # CPU s at B=1, H=1, L<=256; 3.2-3.8 s at B=2, 8 heads, L=384). The cases drawn whole
-    # (harness.running.search.FRESH_ONE_IN) bring the large ones.
-    if candidates:
-        cap = sorted(cost(c) for c in candidates.values())[(len(candidates) - 1) // 2]
-        candidates = {k: c for k, c in candidates.items() if cost(c) <= cap}
-    offers = {k: (_pairs(c, impl, declared), _values(c)) for k, c in candidates.items()}
+    # From the cheaper half of each tiling class: under the interpreter a case costs about its grid
+    # steps (measured, pallas_flash, all steps of a reused program: 0.2-0.3 CPU s at B=1, H=1,
+    # L<=256; 3.2-3.8 s at B=2, 8 heads, L=384), and the cases drawn whole
+    # (harness.running.search.FRESH_ONE_IN) bring the large ones; but several tiles per axis need
+    # longer sequences, and a cap over all candidates would leave few of them (inner key steps per
+    # major block: 5 of 176 in the cheaper half, 30 of 300 candidates, measured).
+    candidates = _cheaper_half(candidates, impl)
+    offers = {k: (_pairs(c, impl, declared), _values(c), _tiles(c, impl)) for k, c in candidates.items()}
+    # Entries per tiling class so far: once the pairs are covered, the classes fewest entries have
+    # come first, so that each class (inner key steps per major block too) fills its share of the pool.
+    tiled = collections.Counter(t for c in pool.values() for t in _tiles(c, impl))
+
+    def offer(k: Case) -> tuple[int, float, int]:
+        pairs, values, tiles = offers[k]
+        return len(pairs - covered), sum(1 / (1 + tiled[t]) for t in tiles), len(values - seen)
+
     for _ in range(extra):
         if not offers:
             break
-        key = max(offers, key=lambda k: (len(offers[k][0] - covered), len(offers[k][1] - seen)))
-        pairs, values = offers.pop(key)
+        key = max(offers, key=offer)
+        pairs, values, tiles = offers.pop(key)
         pool[key] = candidates[key]
         covered |= pairs
         seen |= values
+        tiled.update(tiles)
     # Smallest first: shrinking moves towards the first entry, so an earlier entry must be a smaller case.
     return tuple(sorted(pool.values(), key=size))
 

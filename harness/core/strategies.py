@@ -43,6 +43,7 @@ __all__ = [
     "masks",
     "segment_runs",
     "segments",
+    "tile_edges",
     "valid_lengths",
     "windows",
 ]
@@ -58,18 +59,45 @@ SCALES = (1.0, 0.25, 0.03)
 SOFT_CAPS = (50.0, 5.0, 1.0)
 
 
-def segment_runs(*, length: int, max_segments: int = 3) -> st.SearchStrategy[tuple[int, ...]]:
-    """Run lengths that sum to `length`, cut at arbitrary (not tile-aligned) positions."""
+# Tile sizes whose edges mask boundaries are drawn at when a case's own tiles are not known yet
+# (the block sizes are drawn after the mask): the lane tile the Pallas TPU kernels cut sequences into.
+TILES = (128,)
+
+
+def tile_edges(*, length: int, tiles: Sequence[int] = TILES) -> tuple[int, ...]:
+    """Positions in [1, length - 1] where tiles of the given sizes meet, one before and one past
+    each, and the middle of each tile (inside an inner key step): where a boundary is most likely
+    handled apart."""
+    if length < 1 or any(t < 1 for t in tiles):
+        raise ValueError(f"length={length} and tiles={tuple(tiles)} must be >= 1")
+    edges = {m + d for t in tiles for m in range(t, length, t) for d in (-1, 0, 1)}
+    edges |= {m + t // 2 for t in tiles if t > 1 for m in range(0, length, t)}
+    return tuple(sorted(e for e in edges if 0 < e < length))
+
+
+def _position(length: int, tiles: Sequence[int]) -> st.SearchStrategy[int]:
+    """A position in [1, length - 1]: at a tile edge (tile_edges) or anywhere."""
+    edges = tile_edges(length=length, tiles=tiles)
+    anywhere = st.integers(1, length - 1)
+    return st.sampled_from(edges) | anywhere if edges else anywhere
+
+
+def segment_runs(
+    *, length: int, max_segments: int = 3, tiles: Sequence[int] = TILES
+) -> st.SearchStrategy[tuple[int, ...]]:
+    """Run lengths that sum to `length`, cut where tiles meet (tile_edges) or at arbitrary positions."""
     if length < 1 or max_segments < 1:
         raise ValueError(f"length={length} and max_segments={max_segments} must be >= 1")
-    cuts = st.lists(st.integers(1, length - 1), unique=True, max_size=max_segments - 1) if length > 1 else st.just([])
+    cuts = st.lists(_position(length, tiles), unique=True, max_size=max_segments - 1) if length > 1 else st.just([])
     return cuts.map(lambda cs: tuple(b - a for a, b in zip([0, *sorted(cs)], [*sorted(cs), length], strict=True)))
 
 
 @st.composite
-def _segment_row(draw: st.DrawFn, q_len: int, kv_len: int, max_segments: int, orphans: bool) -> tuple[tuple, tuple]:
-    q_runs = draw(segment_runs(length=q_len, max_segments=max_segments))
-    kv_runs = draw(segment_runs(length=kv_len, max_segments=max_segments))
+def _segment_row(
+    draw: st.DrawFn, q_len: int, kv_len: int, max_segments: int, orphans: bool, tiles: Sequence[int]
+) -> tuple[tuple, tuple]:
+    q_runs = draw(segment_runs(length=q_len, max_segments=max_segments, tiles=tiles))
+    kv_runs = draw(segment_runs(length=kv_len, max_segments=max_segments, tiles=tiles))
     q_ids = list(range(len(q_runs)))
     if orphans and draw(st.booleans()):
         # A query segment absent from the keys: rows that see no key (declared convention).
@@ -78,10 +106,11 @@ def _segment_row(draw: st.DrawFn, q_len: int, kv_len: int, max_segments: int, or
 
 
 def segments(
-    *, batch: int, q_len: int, kv_len: int, max_segments: int = 3, orphans: bool = True
+    *, batch: int, q_len: int, kv_len: int, max_segments: int = 3, orphans: bool = True, tiles: Sequence[int] = TILES
 ) -> st.SearchStrategy[Segments]:
-    """Packed-sequence segment ids; with orphans, some draws give query rows that see no key."""
-    rows = st.lists(_segment_row(q_len, kv_len, max_segments, orphans), min_size=batch, max_size=batch)
+    """Packed-sequence segment ids, changing where tiles meet or anywhere; with orphans, some draws
+    give query rows that see no key."""
+    rows = st.lists(_segment_row(q_len, kv_len, max_segments, orphans, tuple(tiles)), min_size=batch, max_size=batch)
     return rows.map(lambda rs: Segments(q=tuple(q for q, _ in rs), kv=tuple(kv for _, kv in rs)))
 
 
@@ -97,15 +126,20 @@ def _offsets(q_len: int, kv_len: int) -> st.SearchStrategy[int]:
     return st.sampled_from(sorted({0, kv_len - q_len, -q_len, kv_len})) | st.integers(-q_len, kv_len)
 
 
+# Window sides drawn outright: none, one, a few keys, and one short of, at and one past a lane tile
+# (a window edge where the kernels' tiles meet).
+_SIDES = (0, 1, 7, 127, 128, 129)
+
+
 def windows(*, q_len: int, kv_len: int, causal: bool = False, aligned: bool = False) -> st.SearchStrategy[Window]:
     """Sliding windows (left, right, offset); causal=True: causal masks with an offset;
     aligned=True: offset 0 and both sides bounded (see harness.core.masks.WINDOW_ALIGNED)."""
     if causal:
         return st.builds(Window, left=st.none(), right=st.just(0), offset=_offsets(q_len, kv_len))
     if aligned:
-        bounded = st.sampled_from((0, 1, 7)) | st.integers(0, kv_len)
+        bounded = st.sampled_from([n for n in _SIDES if n <= kv_len]) | st.integers(0, kv_len)
         return st.builds(Window, left=bounded, right=bounded, offset=st.just(0))
-    side = st.none() | st.sampled_from((0, 1, 7)) | st.integers(0, kv_len)
+    side = st.none() | st.sampled_from([n for n in _SIDES if n <= kv_len]) | st.integers(0, kv_len)
     both = st.tuples(side, side).filter(lambda lr: lr != (None, None) and lr != (None, 0))
     return st.builds(lambda lr, offset: Window(lr[0], lr[1], offset), both, _offsets(q_len, kv_len))
 
@@ -133,11 +167,13 @@ def block_sparse(draw: st.DrawFn, *, q_len: int, kv_len: int) -> BlockSparse:
 ALIGNMENTS = (8, 16, 32, 64, 128)
 
 
-def valid_lengths(*, length: int) -> st.SearchStrategy[int]:
-    """One row's valid length in [0, length]: 0, 1, aligned, one past aligned, the maximum, or any."""
+def valid_lengths(*, length: int, tiles: Sequence[int] = ()) -> st.SearchStrategy[int]:
+    """One row's valid length in [0, length]: 0, 1, aligned, one past aligned, the maximum, where
+    the case's `tiles` meet or inside one (tile_edges), or any."""
     if length < 1:
         raise ValueError(f"length={length} must be >= 1")
     aligned = {m + d for a in ALIGNMENTS for m in range(a, length + 1, a) for d in (0, 1)}
+    aligned |= set(tile_edges(length=length, tiles=tiles)) if tiles else set()
     special = sorted({0, 1, length} | {n for n in aligned if n <= length})
     return st.sampled_from(special) | st.integers(0, length)
 
@@ -151,14 +187,15 @@ def lengths(
     q_len: int,
     kv_len: int,
     restrictions: frozenset[str] = frozenset(),
+    tiles: Sequence[int] = (),
 ) -> Lengths:
     """Per-row valid lengths for the sides named in `components` (q_lengths, kv_lengths, kv_starts),
-    inside `restrictions` (harness.core.masks.RESTRICTIONS)."""
+    inside `restrictions` (harness.core.masks.RESTRICTIONS); `tiles`: the case's tile sizes (valid_lengths)."""
     kw = {}
     sides = (("q_lengths", "q", q_len), ("kv_lengths", "kv", kv_len), ("kv_starts", "kv_starts", kv_len))
     for name, side, length in sides:
         if name in components:
-            rows = st.lists(valid_lengths(length=length), min_size=batch, max_size=batch).map(tuple)
+            rows = st.lists(valid_lengths(length=length, tiles=tiles), min_size=batch, max_size=batch).map(tuple)
             kw[side] = draw(rows)
     if not kw:
         raise ValueError(f"components={sorted(components)} name none of {LENGTH_COMPONENTS}")
@@ -242,12 +279,14 @@ def masks(
     return mask
 
 
-def _segments_of(restrictions: frozenset[str], *, batch: int, q_len: int, kv_len: int) -> st.SearchStrategy[Segments]:
+def _segments_of(
+    restrictions: frozenset[str], *, batch: int, q_len: int, kv_len: int, tiles: Sequence[int] = TILES
+) -> st.SearchStrategy[Segments]:
     # SEGMENTS_SHARED: one set of ids for queries and keys (q_len == kv_len), no orphans.
     if SEGMENTS_SHARED in restrictions:
-        shared = segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False)
+        shared = segments(batch=batch, q_len=q_len, kv_len=q_len, orphans=False, tiles=tiles)
         return shared.map(lambda s: Segments(q=s.q, kv=s.q))
-    return segments(batch=batch, q_len=q_len, kv_len=kv_len)
+    return segments(batch=batch, q_len=q_len, kv_len=kv_len, tiles=tiles)
 
 
 def _kv_formats(caps: Capabilities, dtype: str) -> tuple[str | None, ...]:
@@ -295,11 +334,13 @@ def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tup
     blocks, scale and the other mask components, stays (harness.core.pool.program_key)."""
     caps = impl.capabilities
     mask, shape = skeleton.mask, {"batch": skeleton.batch, "q_len": skeleton.q_len, "kv_len": skeleton.kv_len}
+    # The skeleton's own tiles (its block sizes, inner key steps included): boundaries where they meet.
+    tiles = tuple(sorted({n for _, n in skeleton.blocks if n > 1} | set(TILES)))
     if mask.segments is not None:
-        mask = dataclasses.replace(mask, segments=draw(_segments_of(caps.restrictions, **shape)))
+        mask = dataclasses.replace(mask, segments=draw(_segments_of(caps.restrictions, **shape, tiles=tiles)))
     # A sliding window's query lengths follow from its key lengths (sliding_window): kept as drawn.
     if mask.lengths is not None and mask.window is None:
-        lens = lengths(components=caps.mask_components, restrictions=caps.restrictions, **shape)
+        lens = lengths(components=caps.mask_components, restrictions=caps.restrictions, **shape, tiles=tiles)
         mask = dataclasses.replace(mask, lengths=draw(lens))
     assume(SOME_KEY_VISIBLE not in caps.restrictions or shows_some_key(mask, **shape))
     return skeleton.replace(mask=mask, regime=draw(st.sampled_from(regimes)), seed=draw(st.integers(0, 2**16)))

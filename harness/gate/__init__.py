@@ -247,15 +247,15 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
         new = [cid for cid, recs in c.items() if not _passed(recs) and _passed(b.get(cid, []))]
         fixed = [cid for cid, recs in b.items() if not _passed(recs) and cid in c and _passed(c[cid])]
         if new:
-            example = _example([r for cid in new for r in c[cid] if not r.passed], cand.roots)
-            rows.append(
-                row(
-                    status=Status.WORSE,
-                    change=f"+{len(new)} new failing",  # pragma: no mutate
-                    detail=f"new failure: {example}",  # pragma: no mutate
-                    fails=True,
-                )
-            )
+            failing = [r for cid in new for r in c[cid] if not r.passed]
+            # A run reports each distinct failure with a failure file of its own: all are listed.
+            distinct = list({r.failure_file: r for r in failing if r.failure_file}.values())
+            example = _example(failing, cand.roots)
+            change, detail = f"+{len(new)} new failing", f"new failure: {example}"  # pragma: no mutate
+            if len(distinct) > 1:
+                change += f" ({len(distinct)} distinct failures)"  # pragma: no mutate
+                detail = "new failures: " + " | ".join(_example([r], cand.roots) for r in distinct)  # pragma: no mutate
+            rows.append(row(status=Status.WORSE, change=change, detail=detail, fails=True))
         elif fixed:
             rows.append(
                 row(

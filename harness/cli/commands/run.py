@@ -23,7 +23,7 @@ from harness.cli.commands._shared import (
     resolve,
 )
 from harness.core import compat, contract, features, placement, profiles, strips
-from harness.running import runner, shards, worker
+from harness.running import runner, shards, signatures, worker
 from harness.running.failures import divergence_line, write_divergence, write_failure
 from harness.running.search import search
 from harness.store.derive import repro_command
@@ -74,7 +74,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run the kernels in this process, with no time limit (for a debugger); "
         "a kernel that crashes or exits then ends the run",
     )
-    p.add_argument("--max-shrinks", type=int, metavar="N", help="cases run while shrinking (default: the profile's)")
+    p.add_argument(
+        "--max-shrinks", type=int, metavar="N", help="cases run while shrinking each failure (default: the profile's)"
+    )
+    p.add_argument(
+        "--first-failure",
+        action="store_true",
+        help="stop each kernel's search at its first failure (default: search on, and report every distinct "
+        "failure, each shrunk, with its own failure file)",
+    )
     p.add_argument(
         "--jobs",
         type=int,
@@ -170,6 +178,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
         "--no-pool": args.no_pool,
         "--in-process": args.in_process,
         "--verbose": args.verbose,
+        "--first-failure": args.first_failure,
     }
     return argv + [flag for flag, on in flags.items() if on]
 
@@ -489,6 +498,7 @@ def _run_kernels(
             smoke=not args.no_smoke,
             reuse=not args.no_pool,
             owns=shard.owns if shard.count > 1 else None,
+            first_failure=args.first_failure,
             on_result=on_result,
         )
         elapsed = time.perf_counter() - start
@@ -523,16 +533,20 @@ def _run_kernels(
         rows.extend(_oracle_rows(outcome.results, oracles))
         if outcome.error:
             print(f"   {outcome.error}")
-        if outcome.shrunk is not None:
+        # Every distinct failure of the search, each with its own failure file and replay line.
+        for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
             search_info = {
                 "profile": profile,
                 "cases": len(outcome.results),
-                "shrink_runs": outcome.shrink_runs,
-                "shrink_exhausted": outcome.shrink_exhausted,
+                "failure": f"{n} of {len(outcome.failures)}",
+                "signature": str(signatures.signature(failure, kernel)),
+                "shrunk": shrink.shrunk,
+                "shrink_runs": shrink.runs,
+                "shrink_exhausted": shrink.exhausted,
             }
             path = write_failure(
                 args.out,
-                outcome.shrunk,
+                failure,
                 kernel=kernel,
                 oracles=oracles,
                 grads=grads,
@@ -540,8 +554,8 @@ def _run_kernels(
                 interpret=options,
                 search=search_info,
             )
-            store.write_case(outcome.shrunk, shrunk=True, failure_file=str(path))
-            failures.append((kernel.name, outcome.shrunk, path))
+            store.write_case(failure, shrunk=True, failure_file=str(path))
+            failures.append((kernel.name, failure, path))
         if outcome.interrupted:
             return True
     return False

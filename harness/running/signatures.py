@@ -1,0 +1,84 @@
+"""What makes two failures the same bug: a signature, so that a search reports each distinct one once.
+
+A failure's signature: which implementations failed, how (the exception type raised; non-finite
+values where the truth is finite; wrong values) and in which quantities (out, dq, dk, dv, ...),
+and the features of its case (harness.core.features) that the plainest case lacks. A failing case
+is explained by a known failure when it fails the same implementations the same way, in at least
+the known failure's quantities, and has every one of its features: a bug shrunk to a plain case
+(mask none, one tile, the first dtype) explains every failure of its kind, one shrunk to causal
+with segments only those with both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.core import features
+from harness.core.case import REGIMES
+from harness.core.contract import Implementation
+from harness.running.runner import CaseResult, SubjectResult
+
+__all__ = ["Signature", "explains", "plain", "same_kind", "signature"]
+
+# A comparison note the harness writes where the kernel returned non-finite values (harness.core.compare).
+_NON_FINITE = "non-finite"
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """How a case failed (`how`: per failing implementation, its kind and failing quantities) and where
+    (`features`: the case's features beyond the plainest case's)."""
+
+    how: tuple[tuple[str, str, frozenset[str]], ...]
+    features: frozenset[str]
+
+    def __str__(self) -> str:
+        parts = [f"{impl} {kind} in {', '.join(sorted(q)) or '-'}" for impl, kind, q in self.how]
+        where = ", ".join(sorted(self.features)) or "the plainest case"
+        return f"{'; '.join(parts)} (at {where})"
+
+
+def _kind(subject: SubjectResult) -> str:
+    if subject.error is not None:
+        return "raised " + subject.error.partition(":")[0]
+    bad = [c for c in subject.comparisons if not c.passed]
+    if any(_NON_FINITE in (c.note or "") for c in bad):
+        return "non-finite"
+    return "wrong values"
+
+
+def _how(result: CaseResult) -> tuple[tuple[str, str, frozenset[str]], ...]:
+    judged = [s for s in result.subjects if s.role != "oracle"] or result.subjects
+    return tuple(
+        (s.implementation, _kind(s), frozenset(c.quantity for c in s.comparisons if not c.passed))
+        for s in judged
+        if not s.passed
+    )
+
+
+def plain(impl: Implementation) -> frozenset[str]:
+    """The features of the plainest case: what Hypothesis shrinks each group towards."""
+    caps = impl.capabilities
+    out = {"mask:none", "tiling:one_tile", f"regime:{REGIMES[0]}", "heads:mha", "lengths:equal"}
+    return frozenset(out | ({f"dtype:{caps.dtypes[0]}"} if caps.dtypes else set()))
+
+
+def signature(result: CaseResult, impl: Implementation) -> Signature:
+    """The signature of a failing `result` of `impl`'s search."""
+    return Signature(how=_how(result), features=features.of(result.case, impl) - plain(impl))
+
+
+def same_kind(a: CaseResult, b: CaseResult) -> bool:
+    """Whether two failures failed the same way: the same implementations, each with the same kind of failure."""
+    return [(impl, kind) for impl, kind, _ in _how(a)] == [(impl, kind) for impl, kind, _ in _how(b)]
+
+
+def explains(known: Signature, result: CaseResult, impl: Implementation, *, anywhere: bool = False) -> bool:
+    """Whether the failure `known` explains the failing `result`: the same kinds of failure, in at least its
+    quantities (a case with a bias fails in dbias too), in a case with its features (anywhere: in any case,
+    for a failure reported unshrunk, whose features are its draw's)."""
+    how = _how(result)
+    same = [(i, k) for i, k, _ in known.how] == [(i, k) for i, k, _ in how]
+    if not same or not all(q <= got for (_, _, q), (_, _, got) in zip(known.how, how, strict=True)):
+        return False
+    return anywhere or known.features <= features.of(result.case, impl)

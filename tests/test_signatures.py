@@ -1,0 +1,79 @@
+"""harness.running.signatures: when two failures are the same bug."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core.compare import Comparison
+from harness.core.masks import Mask
+from harness.running.runner import CaseResult, SubjectResult
+from harness.running.signatures import explains, plain, same_kind, signature
+from tests import _fakes
+
+KERNEL = _fakes.BROKEN
+
+
+def _result(case=None, *, bad=("out",), note="", error=None, oracle_fails=False) -> CaseResult:
+    comps = [
+        Comparison(
+            quantity=q, max_abs=1.0, max_rel=1.0, oracle_abs=1e-7, ratio=1e7, bound=1e-5, passed=False, note=note
+        )
+        for q in bad
+    ]
+    kernel = SubjectResult(
+        implementation=KERNEL.name,
+        role="kernel",
+        backend="cpu",
+        empty_rows="zeros",
+        passed=False,
+        comparisons=[] if error else comps,
+        error=error,
+    )
+    oracle = SubjectResult(
+        implementation="torch_sdpa",
+        role="oracle",
+        backend="cpu",
+        empty_rows="zeros",
+        passed=not oracle_fails,
+        comparisons=[],
+    )
+    return CaseResult(case or _fakes.small_case(q_len=32), [kernel, oracle])
+
+
+CAUSAL = _fakes.small_case(q_len=32, mask=Mask(causal="top_left"))
+
+
+def test_the_plainest_case_has_no_features_of_its_own():
+    assert plain(KERNEL) >= {"mask:none", "dtype:float32", "regime:normal", "heads:mha", "lengths:equal"}
+    assert signature(_result(), KERNEL).features == frozenset()
+    assert signature(_result(CAUSAL), KERNEL).features == {"mask:causal_top_left"}
+    assert "(at the plainest case)" in str(signature(_result(), KERNEL))
+
+
+@pytest.mark.parametrize(
+    ("known", "other", "explained"),
+    [
+        pytest.param(_result(), _result(CAUSAL), True, id="plain-explains-causal"),
+        pytest.param(_result(CAUSAL), _result(), False, id="causal-does-not-explain-plain"),
+        pytest.param(_result(bad=("out",)), _result(bad=("out", "dbias")), True, id="more-quantities"),
+        pytest.param(_result(bad=("out", "dq")), _result(bad=("out",)), False, id="fewer-quantities"),
+        pytest.param(_result(), _result(note="3 non-finite values where the truth is finite"), False, id="non-finite"),
+        pytest.param(_result(error="ValueError: x"), _result(error="ValueError: y"), True, id="same-error-type"),
+        pytest.param(_result(error="ValueError: x"), _result(error="IndexError: x"), False, id="other-error-type"),
+        pytest.param(_result(), _result(oracle_fails=True), True, id="oracles-not-judged"),
+    ],
+)
+def test_a_failure_explains_another_of_its_kind_quantities_and_features(known, other, explained):
+    assert explains(signature(known, KERNEL), other, KERNEL) is explained
+
+
+def test_a_failure_reported_unshrunk_explains_its_kind_anywhere():
+    sig = signature(_result(CAUSAL), KERNEL)
+    assert not explains(sig, _result(), KERNEL) and explains(sig, _result(), KERNEL, anywhere=True)
+    assert not explains(sig, _result(bad=("dq",)), KERNEL, anywhere=True)
+
+
+def test_the_shrink_target_is_the_kind_of_failure_whatever_its_quantities_and_features():
+    assert same_kind(_result(bad=("out", "dbias")), _result(CAUSAL, bad=("dq",)))
+    assert not same_kind(_result(), _result(error="ValueError: x"))
+    assert not same_kind(_result(), _result(note="non-finite values"))
