@@ -159,6 +159,33 @@ def _speed_movement(cmp: SpeedComparison, th: Thresholds) -> Movement:
     return Movement(f"{pct}noise ({p})", "same")
 
 
+def _timing_cells(
+    by_env: dict[str, list[float]], envs: list[Env], th: Thresholds, *, where: str = ""
+) -> tuple[list[SeriesCell], list[float | None], list[float | None]]:
+    """One cell per environment from its timing samples (median, quartiles), each moved against the
+    previous environment's samples by the gate's rule `th`; with the quartiles as the plot's band."""
+    cells: list[SeriesCell] = []
+    lows: list[float | None] = []
+    highs: list[float | None] = []
+    prev: list[float] | None = None
+    for env in envs:
+        xs = by_env.get(env.label)
+        if not xs:
+            cells.append(SeriesCell(value=None, text="-", detail="not timed", movement=None))
+            lows.append(None)
+            highs.append(None)
+            continue
+        s = stats.summarize(xs)
+        mv = None if prev is None else _speed_movement(compare_samples(prev, xs, th), th)
+        n = f"n={s.n}" + (f" ({where})" if where else "")
+        detail = f"{n}, quartiles {fmt_seconds(s.q1)} .. {fmt_seconds(s.q3)}, min {fmt_seconds(s.min)}"
+        cells.append(SeriesCell(value=s.median, text=fmt_seconds(s.median), detail=detail, movement=mv))
+        lows.append(s.q1)
+        highs.append(s.q3)
+        prev = xs
+    return cells, lows, highs
+
+
 def speed_by_version(
     benches: list[BenchRecord], envs: list[Env], run_env: dict[str, Env], th: Thresholds
 ) -> list[SeriesRow]:
@@ -168,24 +195,7 @@ def speed_by_version(
     rows = []
     for key in sorted(groups):
         impl, shape, pass_, where = key
-        cells, lows, highs = [], [], []
-        prev: list[float] | None = None
-        for env in envs:
-            xs = groups[key].get(env.label)
-            if not xs:
-                cells.append(SeriesCell(value=None, text="-", detail="not timed", movement=None))
-                lows.append(None)
-                highs.append(None)
-                continue
-            s = stats.summarize(xs)
-            mv = None
-            if prev is not None:
-                mv = _speed_movement(compare_samples(prev, xs, th), th)
-            detail = f"n={s.n}, quartiles {fmt_seconds(s.q1)} .. {fmt_seconds(s.q3)}, min {fmt_seconds(s.min)}"
-            cells.append(SeriesCell(value=s.median, text=fmt_seconds(s.median), detail=detail, movement=mv))
-            lows.append(s.q1)
-            highs.append(s.q3)
-            prev = xs
+        cells, lows, highs = _timing_cells(groups[key], envs, th)
         rows.append(
             SeriesRow(
                 label=f"{impl} {pass_} {shape}",
@@ -280,24 +290,7 @@ def compile_time_by_version(
     rows = []
     for key in sorted(groups, key=lambda k: (STAGES.index(k[0]) if k[0] in STAGES else len(STAGES), k)):
         stage, impl, pass_, shape = key
-        cells, lows, highs = [], [], []
-        prev: list[float] | None = None
-        for env in envs:
-            xs = groups[key].get(env.label)
-            if not xs:
-                cells.append(SeriesCell(value=None, text="-", detail="not timed", movement=None))
-                lows.append(None)
-                highs.append(None)
-                continue
-            s = stats.summarize(xs)
-            mv = None if prev is None else _speed_movement(compare_samples(prev, xs, judged), judged)
-            detail = (
-                f"n={s.n} (fresh processes, every generation), quartiles {fmt_seconds(s.q1)} .. {fmt_seconds(s.q3)}"
-            )
-            cells.append(SeriesCell(value=s.median, text=fmt_seconds(s.median), detail=detail, movement=mv))
-            lows.append(s.q1)
-            highs.append(s.q3)
-            prev = xs
+        cells, lows, highs = _timing_cells(groups[key], envs, judged, where="fresh processes, every generation")
         rows.append(
             SeriesRow(
                 label=f"{impl} {pass_} {shape}",
