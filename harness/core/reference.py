@@ -121,7 +121,8 @@ def _reference(q, k, v, *rest, bias: bool, soft_cap: bool, sinks: bool):
 # forward and backward by hand), from then on by the compiled program: compiling costs 0.25-0.95
 # CPU s per new shape, a reused program 0.003-0.1, numpy 0.003-0.5 per call, so numpy is the cheaper
 # for a shape met once and the program for one met often. Measured at 30 drawn pallas_flash cases
-# (23 shapes, benchmarks/references.py): 12.1 CPU s all compiled, 4.4 all numpy, 3.7 this way; the
+# (23 shapes, benchmarks/references.py): 12.1 CPU s all compiled, 4.4 all numpy, and about 3.7 this
+# way (estimated from the per-case timings of those two runs, not measured as a run of its own); the
 # two truths differed by at most 1.5e-13.
 _TRUTH_SEEN: set[tuple] = set()
 
