@@ -1,0 +1,47 @@
+"""The kernel worker's environment: XLA's CPU optimization level lowered on a CPU host only."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core import compat
+from harness.running import worker
+from tests._fakes import small_case
+from tests.fixtures import faults
+
+FLAG = f"{worker.CPU_OPT_FLAG}={worker.CPU_OPT_LEVEL}"
+
+
+@pytest.mark.parametrize(
+    ("environ", "platform", "expected"),
+    [
+        pytest.param({}, "cpu", FLAG, id="cpu-adds-the-level"),
+        pytest.param({"XLA_FLAGS": "--xla_foo=1"}, "cpu", f"--xla_foo=1 {FLAG}", id="cpu-keeps-other-flags"),
+        pytest.param(
+            {"XLA_FLAGS": f"{worker.CPU_OPT_FLAG}=3"}, "cpu", f"{worker.CPU_OPT_FLAG}=3", id="the-user's-level-wins"
+        ),
+        pytest.param({}, "tpu", None, id="tpu-untouched"),
+        pytest.param({"XLA_FLAGS": "--xla_foo=1"}, "gpu", "--xla_foo=1", id="gpu-untouched"),
+    ],
+)
+def test_worker_env(environ: dict[str, str], platform: str, expected: str | None) -> None:
+    env = worker.worker_env({"PATH": "/bin", **environ}, platform)
+    assert env.get("XLA_FLAGS") == expected
+    assert env["PATH"] == "/bin"
+
+
+def test_the_worker_process_runs_with_the_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: the flag reaches the worker process's environment, the parent's stays as it was."""
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert compat.jax_platform() == "cpu"
+    try:
+        got = worker.execute(
+            faults.TELLS_XLA_FLAGS,
+            small_case(),
+            grads=False,
+            time_limit=120,
+            interpret=compat.DEFAULT_INTERPRET,
+        )
+    finally:
+        worker.shutdown()
+    assert got.error is not None and got.error.endswith(f"XLA_FLAGS={FLAG}"), got.error
