@@ -21,6 +21,8 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MKDOCS = ROOT / "mkdocs.yml"
 PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+# The handwritten pages; a finding's note (docs/findings/, docs/divergences/) cites upstream's paths too.
+OWN_PAGES = [README, *sorted(DOCS.glob("*.md"))]
 # "One page": what a newcomer reads before the first command and the four workflows (issue 27).
 README_MAX_LINES = 200
 
@@ -102,3 +104,89 @@ def test_every_docs_page_is_in_the_site_nav() -> None:
     nav = set(_nav_files(yaml.safe_load(MKDOCS.read_text())["nav"]))
     pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
     assert not pages - nav, f"docs pages missing from the nav in mkdocs.yml: {sorted(pages - nav)}"
+
+
+# What the pages name, checked against the tree. A path in a code span (`harness/core/compare.py`),
+# optionally with a name in it (`harness/core/compare.py: TOLERANCES`); placeholders (<id>, DIR) skipped.
+TOP = ("harness", "kernels", "oracles", "tests", "benchmarks", "docs", "tools", "constraints", ".github", ".ci")
+PATH_SPAN = re.compile(rf"^(?P<path>(?:{'|'.join(re.escape(t) for t in TOP)})/[\w./-]*)(?::\s*(?P<name>[A-Za-z_]\w*))?")
+
+
+def _spans(page: Path) -> list[str]:
+    return [m[2].strip() for m in CODE_SPAN.finditer(FENCED.sub("", page.read_text()))]
+
+
+def _named_paths(page: Path) -> list[tuple[str, str | None]]:
+    out = []
+    for span in _spans(page):
+        m = PATH_SPAN.match(span)
+        if m and not re.search(r"[<>*{]", span):
+            out.append((m["path"].rstrip("/."), m["name"]))
+    return out
+
+
+@pytest.mark.parametrize("page", OWN_PAGES, ids=_rel)
+def test_every_file_a_page_names_exists_with_the_names_it_cites(page: Path) -> None:
+    stale = []
+    for path, name in _named_paths(page):
+        target = ROOT / path
+        if not target.exists():
+            stale.append(f"`{path}` does not exist")
+        elif name and target.is_file() and not re.search(rf"\b{name}\b", target.read_text()):
+            stale.append(f"`{path}: {name}`: {path} defines no {name}")
+    assert not stale, f"{_rel(page)} names what the tree does not hold: {stale}"
+
+
+def _sessions() -> set[str]:
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    return {
+        f.name
+        for f in tree.body
+        if isinstance(f, ast.FunctionDef) and any("session" in ast.unparse(d) for d in f.decorator_list)
+    }
+
+
+COMMANDS = {p.stem for p in (ROOT / "harness" / "cli" / "commands").glob("*.py") if not p.stem.startswith("_")}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_every_session_and_command_a_page_names_exists(page: Path) -> None:
+    text = page.read_text()
+    sessions = set(re.findall(r"\bnox -s \"?(\w+)", text))
+    commands = set(re.findall(r"\bpython -m harness (\w+)", text))
+    assert sessions <= _sessions(), f"{_rel(page)} names nox sessions noxfile.py lacks: {sessions - _sessions()}"
+    assert commands <= COMMANDS, f"{_rel(page)} names harness commands that do not exist: {commands - COMMANDS}"
+
+
+# The claim table (docs/tests.md): each claim and the tests that check it, by file and test name.
+CLAIMS = DOCS / "tests.md"
+TEST_FILE = re.compile(r"(?:tests/)?(test_\w+\.py)")
+
+
+def _tests_in(file: str) -> set[str]:
+    tree = ast.parse((ROOT / "tests" / file).read_text())
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
+
+
+def claim_rows() -> list[tuple[str, str]]:
+    """(claim, checked-by cell) of each row of the table in docs/tests.md."""
+    rows = [ln for ln in CLAIMS.read_text().splitlines() if ln.startswith("| ") and not ln.startswith("| claim")]
+    return [tuple(c.strip() for c in ln.strip().strip("|").split(" | ", 1)) for ln in rows]
+
+
+def test_the_claim_table_has_rows() -> None:
+    assert len(claim_rows()) >= 30, "docs/tests.md: the claim table was not found (a row is `| claim | tests |`)"
+
+
+@pytest.mark.parametrize(("claim", "cell"), claim_rows(), ids=[c[:60] for c, _ in claim_rows()])
+def test_each_claim_names_tests_that_exist(claim: str, cell: str) -> None:
+    """A test name belongs to the test file named last before it in the cell."""
+    missing, file = [], None
+    for token in re.findall(r"(?:tests/)?test_\w+\.py|(?<=::)test_\w+|`test_\w+`", cell):
+        if m := TEST_FILE.fullmatch(token):
+            file = m[1]
+            if not (ROOT / "tests" / file).exists():
+                missing.append(f"tests/{file}")
+        elif file is not None and token.strip("`") not in _tests_in(file):
+            missing.append(f"{file}::{token.strip('`')}")
+    assert not missing, f"docs/tests.md claim {claim!r} names tests that do not exist: {missing}"
