@@ -18,7 +18,7 @@ def front_matter_as_code(markdown: str) -> str:
     rest = lines[end + 1 :]
     title = next((i for i, line in enumerate(rest) if line.strip()), None)
     if title is not None and rest[title].startswith("# "):
-        return "\n".join([*rest[: title + 1], "", *block, *rest[title + 1 :]])
+        return "\n".join([rest[title], "", *block, *rest[title + 1 :]])
     return "\n".join([*block, *rest])
 
 

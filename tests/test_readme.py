@@ -190,3 +190,13 @@ def test_each_claim_names_tests_that_exist(claim: str, cell: str) -> None:
         elif file is not None and token.strip("`") not in _tests_in(file):
             missing.append(f"{file}::{token.strip('`')}")
     assert not missing, f"docs/tests.md claim {claim!r} names tests that do not exist: {missing}"
+
+
+def test_a_notes_toml_block_renders_as_toml_under_its_title() -> None:
+    from docs.hooks import front_matter_as_code
+
+    note = '+++\ntitle = "x"\nkind = "bug"\n+++\n\n# The title\n\nBody.\n'
+    assert front_matter_as_code(note) == '# The title\n\n```toml\ntitle = "x"\nkind = "bug"\n```\n\n\nBody.\n'
+    page = "# A page\n\n+++ not front matter\n"
+    assert front_matter_as_code(page) == page
+    assert front_matter_as_code("+++\nunclosed\n") == "+++\nunclosed\n"
