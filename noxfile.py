@@ -20,6 +20,7 @@ nox.options.download_python = "never"
 PYTHON = "3.11"
 ROOT = Path(__file__).parent
 DEFAULT_CONSTRAINTS = "constraints/default.txt"
+DOCS_CONSTRAINTS = "constraints/docs.txt"
 STORE = "reports/store"
 # Exit code of a harness command for a discrepancy or a failed compile: the matrix records it
 # and goes on. A crash must not pass for one (Python exits 1 on an uncaught exception too),
@@ -278,3 +279,14 @@ def findings(session: nox.Session) -> None:
     # The catalogue first: a note with malformed metadata fails here (exit 2), before any kernel runs.
     session.run("python", "-c", HARNESS, "findings", "--list", env=env)
     session.run("python", "-m", "docs.findings.fixes.prove", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site (docs/, mkdocs.yml) into site/: the kernel table regenerated, then warnings as errors."""
+    # The generator reads every kernel's declarations, so the kernels' libraries come too.
+    install(session, "tokamax")
+    session.install("-c", DEFAULT_CONSTRAINTS, "-c", DOCS_CONSTRAINTS, "mkdocs")
+    session.run("python", "-m", "docs.generate", env={"JAX_PLATFORMS": "cpu"})
+    # --strict: a broken link or anchor, or a page missing from the nav, fails (mkdocs.yml `validation`).
+    session.run("mkdocs", "build", "--strict", *session.posargs)

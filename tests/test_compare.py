@@ -38,7 +38,7 @@ def test_every_dtype_and_quantity_has_a_tolerance():
 # By name: the package attribute `harness.core.compare` may be rebound to the function of that name.
 compare_module = importlib.import_module("harness.core.compare")
 
-# The values the README documents ("The tolerance"): output factor 2, gradient factor 3,
+# The values docs/tolerance.md documents: output factor 2, gradient factor 3,
 # floors float32 1e-5, bfloat16 1e-3, float16 1e-4, float64 2e-14; the logsumexp as the output.
 DOCUMENTED_FACTORS = {"out": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dbias": 3.0, "lse": 2.0, "dsinks": 3.0}
 DOCUMENTED_FLOORS = {"float32": 1e-5, "bfloat16": 1e-3, "float16": 1e-4, "float64": 2e-14}
@@ -100,7 +100,7 @@ def test_tolerance_version_is_tied_to_the_table_contents():
         f"TOLERANCE_VERSION={TOLERANCE_VERSION} ({FINGERPRINTS.get(TOLERANCE_VERSION)}). A deliberate change "
         f"(new values, or a new entry such as a per-implementation tolerance) must bump TOLERANCE_VERSION "
         f"to {max(FINGERPRINTS) + 1}, add {{{max(FINGERPRINTS) + 1}: {got!r}}} to FINGERPRINTS here, "
-        f"and update the README's tolerance section and DOCUMENTED_* above."
+        f"and update docs/tolerance.md and DOCUMENTED_* above."
     )
 
 

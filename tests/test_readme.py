@@ -1,96 +1,202 @@
-"""The README's kernel table against the code: one row per implementation the code defines, and every
-column read from that implementation's declarations, so the two cannot drift."""
+"""The README and the docs/ pages against the code: the README stays one page, every relative link
+and anchor resolves, and what the pages name (files, a module's names, tests, nox sessions,
+`harness` commands) exists, so a rename that leaves a page stale fails here, not in a reader's hands.
+
+The kernel table (docs/kernels.md) is generated from the kernels' declarations and checked by its
+generator's own test. `nox -s docs` builds the site with `mkdocs build --strict` on top of these.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
+import yaml
 
-from harness.core import contract
-from harness.core.case import DTYPES, Case
-from harness.core.masks import MASK_COMPONENTS
-from tests.test_coverage import every_implementation
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MKDOCS = ROOT / "mkdocs.yml"
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+# The handwritten pages; a finding's note (docs/findings/, docs/divergences/) cites upstream's paths too.
+OWN_PAGES = [README, *sorted(DOCS.glob("*.md"))]
+# "One page": what a newcomer reads before the first command and the four workflows (issue 27).
+README_MAX_LINES = 200
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-SECTION = "## Kernels and oracles"
-COLUMNS = (
-    "implementation",
-    "role",
-    "dtypes",
-    "mask components",
-    "bias",
-    "GQA",
-    "block sizes searched",
-    "rows with no visible key",
-)
-SHORT_DTYPES = {"f64": "float64", "f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+FENCED = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)\)")
+EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # https:, mailto:, ...
 
 
-def kernel_table(text: str) -> dict[str, dict[str, str]]:
-    """The first table under SECTION: implementation name (its first `code` span) -> column -> cell."""
-    rows: list[list[str]] = []
-    for ln in text.split(SECTION, 1)[1].splitlines():
-        if ln.startswith("|"):
-            rows.append([c.strip() for c in ln.strip().strip("|").split("|")])
-        elif rows:
-            break  # the end of the first table
-    header, _, *data = rows
-    assert tuple(header) == COLUMNS, f"README kernel table columns {header}; this test reads {COLUMNS}"
-    table = {}
-    for cells in data:
-        name = re.match(r"`([^`]+)`", cells[0])
-        assert name, f"README kernel table row {cells[0]!r}: the first column must start with the `name`"
-        assert name[1] not in table, f"README kernel table lists {name[1]} twice"
-        table[name[1]] = dict(zip(COLUMNS, cells, strict=True))
-    return table
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
 
 
-TABLE = kernel_table(README.read_text())
-IMPLS = {impl.name: impl for impl in every_implementation()}
+def _prose(text: str) -> str:
+    """The text outside fenced code blocks (a finding's `+++` TOML block included) and code spans."""
+    text = re.sub(r"\A\+\+\+\n.*?^\+\+\+$", "", text, flags=re.S | re.M)
+    return CODE_SPAN.sub("", FENCED.sub("", text))
 
 
-def test_the_table_lists_every_implementation_the_code_defines_and_no_other() -> None:
-    assert sorted(TABLE) == sorted(IMPLS)
+def slug(heading: str) -> str:
+    """The anchor Python-Markdown's toc extension (MkDocs' default) gives a heading."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text only
+    text = re.sub(r"[`*_]", "", text)
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
 
 
-def _dtypes(cell: str) -> set[str]:
-    # The declared dtypes come first; a note after "(" or ";" qualifies them.
-    head = re.split(r"[(;]", cell, maxsplit=1)[0]
-    named = {SHORT_DTYPES[t] for t in re.findall(r"\b(?:f64|f32|bf16|f16)\b", head)}
-    return named | (set(DTYPES) if head.startswith("all") else set())
+def anchors(page: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", FENCED.sub("", page.read_text()), flags=re.M)
+    return {slug(h) for h in headings}
 
 
-def _components(cell: str) -> set[str]:
-    if cell.startswith("all"):
-        return set(MASK_COMPONENTS)
-    return {c for c in MASK_COMPONENTS if re.search(rf"(?<![\w]){c}(?![\w])", cell)}
+def links(page: Path) -> list[str]:
+    return [m["target"] for m in LINK.finditer(_prose(page.read_text()))]
 
 
-def _overrides_block_strategy(impl: contract.Implementation) -> bool:
-    """Whether the implementation searches tile sizes: its block strategy on its smallest declared shape."""
-    caps = impl.capabilities
-    q_len = caps.q_lens[0] if caps.q_lens else min(caps.seq_lens)
-    kv_len = max(q_len, min(caps.seq_lens))
-    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=q_len, kv_len=kv_len, head_dim=caps.head_dims[0])
-    return impl.block_strategy(case) is not None
+def test_the_readme_is_one_page() -> None:
+    lines = len(README.read_text().splitlines())
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines, at most {README_MAX_LINES}: it is the one-page start (what it is, "
+        f"the two commands, the four workflows, where to go next); move the detail to a docs/ page"
+    )
 
 
-@pytest.mark.parametrize("name", sorted(TABLE))
-def test_each_column_says_what_the_implementation_declares(name: str) -> None:
-    row, impl = TABLE[name], IMPLS.get(name)
-    if impl is None:
-        pytest.skip(f"{name} is not defined in this environment")
-    caps, conv = impl.capabilities, impl.conventions
-    assert row["role"].split(",")[0].split()[0] == impl.role
-    assert ("forward only" in row["role"]) == (not caps.grads), f"{name}: grads={caps.grads}"
-    assert _dtypes(row["dtypes"]) == set(caps.dtypes)
-    assert _components(row["mask components"]) == set(caps.mask_components) & MASK_COMPONENTS
-    has_bias = "bias" in caps.mask_components
-    assert row["bias"].startswith("none") == (not has_bias), f"{name}: bias {'is' if has_bias else 'is not'} declared"
-    if has_bias:
-        assert ("no dbias" in row["bias"]) == (not caps.dbias), f"{name}: dbias={caps.dbias}"
-    assert row["GQA"].startswith("native") == conv.gqa.startswith("native"), f"{name}: gqa {conv.gqa!r}"
-    assert (row["block sizes searched"] == "none") == (not _overrides_block_strategy(impl))
-    assert re.split(r"[\s;:,(]", row["rows with no visible key"])[0] == conv.empty_rows
+def test_the_readme_keeps_the_two_commands_ci_runs() -> None:
+    text = README.read_text()
+    assert "nox -s tpu" in text and "nox -s tests" in text
+    assert "nox -s tests" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
+    broken = []
+    for target in links(page):
+        if EXTERNAL.match(target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(f"{target} (no file {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest})")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target} (no heading with anchor #{anchor} in {_rel(dest)})")
+    assert not broken, f"{_rel(page)}: broken links: {broken}"
+
+
+def _nav_files(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [f for item in node for f in _nav_files(item)]
+    if isinstance(node, dict):
+        return [f for value in node.values() for f in _nav_files(value)]
+    return []
+
+
+def test_every_docs_page_is_in_the_site_nav() -> None:
+    # `mkdocs build --strict` fails on a page missing from the nav too; this says so in `nox -s tests`.
+    nav = set(_nav_files(yaml.safe_load(MKDOCS.read_text())["nav"]))
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert not pages - nav, f"docs pages missing from the nav in mkdocs.yml: {sorted(pages - nav)}"
+
+
+# What the pages name, checked against the tree. A path in a code span (`harness/core/compare.py`),
+# optionally with a name in it (`harness/core/compare.py: TOLERANCES`); placeholders (<id>, DIR) skipped.
+TOP = ("harness", "kernels", "oracles", "tests", "benchmarks", "docs", "tools", "constraints", ".github", ".ci")
+PATH_SPAN = re.compile(rf"^(?P<path>(?:{'|'.join(re.escape(t) for t in TOP)})/[\w./-]*)(?::\s*(?P<name>[A-Za-z_]\w*))?")
+
+
+def _spans(page: Path) -> list[str]:
+    return [m[2].strip() for m in CODE_SPAN.finditer(FENCED.sub("", page.read_text()))]
+
+
+def _named_paths(page: Path) -> list[tuple[str, str | None]]:
+    out = []
+    for span in _spans(page):
+        m = PATH_SPAN.match(span)
+        if m and not re.search(r"[<>*{]", span):
+            out.append((m["path"].rstrip("/."), m["name"]))
+    return out
+
+
+@pytest.mark.parametrize("page", OWN_PAGES, ids=_rel)
+def test_every_file_a_page_names_exists_with_the_names_it_cites(page: Path) -> None:
+    stale = []
+    for path, name in _named_paths(page):
+        target = ROOT / path
+        if not target.exists():
+            stale.append(f"`{path}` does not exist")
+        elif name and target.is_file() and not re.search(rf"\b{name}\b", target.read_text()):
+            stale.append(f"`{path}: {name}`: {path} defines no {name}")
+    assert not stale, f"{_rel(page)} names what the tree does not hold: {stale}"
+
+
+def _sessions() -> set[str]:
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    return {
+        f.name
+        for f in tree.body
+        if isinstance(f, ast.FunctionDef) and any("session" in ast.unparse(d) for d in f.decorator_list)
+    }
+
+
+COMMANDS = {p.stem for p in (ROOT / "harness" / "cli" / "commands").glob("*.py") if not p.stem.startswith("_")}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_every_session_and_command_a_page_names_exists(page: Path) -> None:
+    text = page.read_text()
+    sessions = set(re.findall(r"\bnox -s \"?(\w+)", text))
+    commands = set(re.findall(r"\bpython -m harness (\w+)", text))
+    assert sessions <= _sessions(), f"{_rel(page)} names nox sessions noxfile.py lacks: {sessions - _sessions()}"
+    assert commands <= COMMANDS, f"{_rel(page)} names harness commands that do not exist: {commands - COMMANDS}"
+
+
+# The claim table (docs/tests.md): each claim and the tests that check it, by file and test name.
+CLAIMS = DOCS / "tests.md"
+TEST_FILE = re.compile(r"(?:tests/)?(test_\w+\.py)")
+
+
+def _tests_in(file: str) -> set[str]:
+    tree = ast.parse((ROOT / "tests" / file).read_text())
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}
+
+
+def claim_rows() -> list[tuple[str, str]]:
+    """(claim, checked-by cell) of each row of the table in docs/tests.md."""
+    rows = [ln for ln in CLAIMS.read_text().splitlines() if ln.startswith("| ") and not ln.startswith("| claim")]
+    return [tuple(c.strip() for c in ln.strip().strip("|").split(" | ", 1)) for ln in rows]
+
+
+def test_the_claim_table_has_rows() -> None:
+    assert len(claim_rows()) >= 30, "docs/tests.md: the claim table was not found (a row is `| claim | tests |`)"
+
+
+@pytest.mark.parametrize(("claim", "cell"), claim_rows(), ids=[c[:60] for c, _ in claim_rows()])
+def test_each_claim_names_tests_that_exist(claim: str, cell: str) -> None:
+    """A test name belongs to the test file named last before it in the cell."""
+    missing, file = [], None
+    for token in re.findall(r"(?:tests/)?test_\w+\.py|(?<=::)test_\w+|`test_\w+`", cell):
+        if m := TEST_FILE.fullmatch(token):
+            file = m[1]
+            if not (ROOT / "tests" / file).exists():
+                missing.append(f"tests/{file}")
+        elif file is not None and token.strip("`") not in _tests_in(file):
+            missing.append(f"{file}::{token.strip('`')}")
+    assert not missing, f"docs/tests.md claim {claim!r} names tests that do not exist: {missing}"
+
+
+def test_a_notes_toml_block_renders_as_toml_under_its_title() -> None:
+    from docs.hooks import front_matter_as_code
+
+    note = '+++\ntitle = "x"\nkind = "bug"\n+++\n\n# The title\n\nBody.\n'
+    assert front_matter_as_code(note) == '# The title\n\n```toml\ntitle = "x"\nkind = "bug"\n```\n\n\nBody.\n'
+    page = "# A page\n\n+++ not front matter\n"
+    assert front_matter_as_code(page) == page
+    assert front_matter_as_code("+++\nunclosed\n") == "+++\nunclosed\n"

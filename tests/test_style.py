@@ -1,4 +1,4 @@
-"""House rules that a scan of the source can check (shared/STYLE.md, README "Layout").
+"""House rules that a scan of the source can check (shared/STYLE.md, docs/layout.md).
 
 A dataclass with more than three fields is `kw_only=True`: a wide positional constructor lets a
 reordered or inserted field shift every value after it silently (tokamax's backend configs are

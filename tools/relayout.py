@@ -3,7 +3,7 @@
     python tools/relayout.py           # move, rewrite, print what it did
     python tools/relayout.py --check   # print what it would do; change nothing
 
-The layers are the README's ("Layout") and tests/test_layers.py's: core, the store, tooling
+The layers are docs/layout.md's and tests/test_layers.py's: core, the store, tooling
 (TPU), running, environments, gate, report, CLI. Moves are `git mv`, so history follows the
 files; then every text file git tracks (Python, Markdown, TOML, templates) has its references
 rewritten: dotted module names (harness.case -> harness.core.case), file paths
