@@ -10,6 +10,7 @@ gradients that grow with the logits, or cancel to zero, are held to one standard
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,14 @@ class Comparison:
     bound: float
     passed: bool
     note: str = ""
+
+    @property
+    def used(self) -> float:
+        """max_abs / bound: the share of its tolerance it used (above 1 fails); nan without a bound."""
+        err, bound = float(self.max_abs), float(self.bound)
+        if not math.isfinite(bound) or bound <= 0:
+            return math.inf if math.isinf(err) else math.nan
+        return err / bound
 
     def to_json(self) -> dict[str, Any]:
         return {k: (_num(v) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}

@@ -31,7 +31,7 @@ from harness.core.compare import TOLERANCE_VERSION, Comparison
 from harness.core.errors import InputError
 from harness.core.locate import Located
 from harness.store.failures import failure_from_json
-from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, now
+from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, Shadow, now
 from harness.store.schema import RecordError, RunStatus
 
 
@@ -166,7 +166,7 @@ def subject_record(
         passed=subject.passed,
         error=subject.error,
         traceback=subject.traceback,
-        comparisons=[c.to_json() for c in subject.comparisons],
+        comparisons=list(subject.comparisons),
         seconds=subject.seconds,
         tolerance_version=TOLERANCE_VERSION,
         exercised=_exercised(subject.implementation, case),
@@ -178,16 +178,16 @@ def subject_record(
     )
 
 
-def _shadow(shadow: SubjectOutcome | None) -> dict[str, Any] | None:
+def _shadow(shadow: SubjectOutcome | None) -> Shadow | None:
     if shadow is None:
         return None
-    return {
-        "interpreter": shadow.interpreter,
-        "passed": shadow.passed,
-        "error": shadow.error,
-        "comparisons": [c.to_json() for c in shadow.comparisons],
-        "seconds": shadow.seconds,
-    }
+    return Shadow(
+        interpreter=shadow.interpreter,
+        passed=shadow.passed,
+        error=shadow.error,
+        comparisons=list(shadow.comparisons),
+        seconds=shadow.seconds,
+    )
 
 
 @dataclasses.dataclass
@@ -247,9 +247,9 @@ def record_name(rec: Record) -> str:
     if isinstance(rec, CaseRecord):
         name = f"{rec.case_id}--{rec.implementation}"
     elif isinstance(rec, BenchRecord):
-        name = f"bench--{rec.implementation}--{rec.shape.get('name')}--{rec.pass_}"
+        name = f"bench--{rec.implementation}--{rec.shape_name}--{rec.pass_}"
     elif isinstance(rec, CompileRecord):
-        name = f"compile--{rec.implementation}--{rec.topology}--{rec.shape.get('name')}--{rec.pass_}"
+        name = f"compile--{rec.implementation}--{rec.topology}--{rec.shape_name}--{rec.pass_}"
     else:
         name = f"leak--{rec.implementation}--{rec.variant}"
     return _safe(name)
