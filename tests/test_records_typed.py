@@ -31,13 +31,29 @@ FIXTURE_STORE = ROOT / "tests" / "fixtures" / "store_2e1da82"
 # growth). Figures keyed by name (memory, cost, stats, samples, versions, machine) are mappings by
 # design and not listed.
 NESTED_FIELDS = frozenset(
-    {"comparisons", "shadow", "case", "located", "shape", "kernels", "interpret", "conventions", "more", "growth"}
+    {
+        "comparisons",
+        "shadow",
+        "case",
+        "located",
+        "shape",
+        "kernels",
+        "interpret",
+        "conventions",
+        "more",
+        "growth",
+        "results",
+    }
 )
 # String-keyed reads in files other helpers own this session, each naming its owner; the lead
 # empties this at merge. A listed read that is gone fails the test (the list cannot go stale).
 OWNED_ELSEWHERE: dict[tuple[str, str, str], str] = {
     # run.json's per-kernel summary rows: s27run types them (KernelSummary).
     ("harness/report/data.py", "more", "summary"): "s27run",
+    # run.json's recorded conventions (harness.core.contract.Conventions.to_json): the class in
+    # contract.py has no from_json to read them back with; s27kernels owns contract.py.
+    **{("harness/report/conventions.py", "conventions", k): "s27kernels" for k in ("bias", "causal", "gqa")},
+    **{("harness/report/conventions.py", "conventions", k): "s27kernels" for k in ("empty_rows", "notes")},
 }
 
 
@@ -79,9 +95,15 @@ def _bindings(fn: ast.AST) -> dict[str, str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if (field := _source(node.value, bound)) is not None:
                 bound[node.targets[0].id] = field
-        elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.target, ast.Name):
-            if (field := _source(node.iter, bound)) is not None:
-                bound[node.target.id] = field
+        elif isinstance(node, ast.For | ast.comprehension):
+            target, it = node.target, node.iter
+            # `for k, v in doc.items()` and `for v in doc.values()` bind the values of a mapping field.
+            if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "values"):
+                if isinstance(target, ast.Tuple) and len(target.elts) == 2 and it.func.attr == "items":
+                    target = target.elts[1]
+                it = it.func.value
+            if isinstance(target, ast.Name) and (field := _source(it, bound)) is not None:
+                bound[target.id] = field
     return bound
 
 
@@ -139,6 +161,11 @@ def test_no_record_is_read_by_string_key_outside_its_class() -> None:
         ),
         pytest.param(
             "def f(rec):\n    return rec.comparisons[0]['max_abs']", [(2, "comparisons", "max_abs")], id="index"
+        ),
+        pytest.param(
+            "def f(ff):\n    return [r['passed'] for _, r in (ff.results or {}).items()]",
+            [(2, "results", "passed")],
+            id="items",
         ),
         pytest.param("def f(rec):\n    return [c.quantity for c in rec.comparisons]", [], id="typed-read"),
         pytest.param("def f(rec):\n    return rec.memory.get('temp')", [], id="a-mapping-by-design"),
