@@ -334,4 +334,5 @@ def _worker(jobs_json: str) -> None:
 
 
 if __name__ == "__main__":
+    compat.default_platforms_env()  # a process start, before jax is imported
     _worker(sys.argv[1])
