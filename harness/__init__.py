@@ -3,16 +3,15 @@
 Pipeline: a Case (harness.core.case) is drawn (harness.core.strategies), run through a kernel and
 the oracles (harness.running.runner), compared with a float64 truth (harness.core.compare), recorded
 (harness.store) and reported. Kernels and oracles register through harness.core.contract.
+
+Importing the package changes nothing in the process: JAX_PLATFORMS (kept off a TPU plugin that
+has no TPU to find, harness.core.compat.default_platforms_env) is set where a process starts: the
+CLI (harness.cli.main), the worker processes, tests/conftest.py and the nox sessions.
 """
 
-from harness.core import compat as _compat
-
-# Before anything imports jax: keep JAX off a TPU plugin that has no TPU to find.
-_compat.default_platforms_env()
-
-from harness.core.case import Case, CaseError  # noqa: E402
-from harness.core.compare import TOLERANCES, Comparison, Tolerance, compare  # noqa: E402
-from harness.core.contract import (  # noqa: E402
+from harness.core.case import Case, CaseError
+from harness.core.compare import TOLERANCES, Comparison, Tolerance, compare
+from harness.core.contract import (
     Capabilities,
     ContractError,
     Conventions,
@@ -22,7 +21,7 @@ from harness.core.contract import (  # noqa: E402
     registry,
     resolve,
 )
-from harness.core.masks import Mask, Segments  # noqa: E402
+from harness.core.masks import Mask, Segments
 
 __all__ = [
     "TOLERANCES",

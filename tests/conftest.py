@@ -1,8 +1,10 @@
-"""Shared fixtures. JAX must see JAX_PLATFORMS before it is imported: harness does that."""
+"""Shared fixtures. JAX must see JAX_PLATFORMS before it is imported: set here, as a process start."""
 
 import os
 
-import harness  # noqa: F401  (sets JAX_PLATFORMS=cpu where no TPU is attached)
+from harness.core import compat
+
+compat.default_platforms_env()  # a process start: JAX_PLATFORMS=cpu where no TPU is attached, before jax loads
 
 # `run` starts one worker process per core by default (harness.running.shards); the tests of one run's
 # output and store run it in one process, and tests/test_shards.py asks for workers explicitly.

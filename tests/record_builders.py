@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from harness.core.case import Case
+from harness.core.compare import Comparison
 from harness.core.masks import Mask
 from harness.store.files import record_name
-from harness.store.records import BenchRecord, CaseRecord, CompileRecord, RunRecord, from_json
+from harness.store.records import BenchRecord, CaseRecord, CompileRecord, RunRecord, Shadow, from_json
 from harness.tpu.mosaic import STAGES
 
 VERSIONS = {
@@ -164,13 +165,15 @@ def case_record(
         passed=passed,
         error=error,
         traceback="Traceback (most recent call last):\n  ...\n" + error if error else None,
-        comparisons=comps,
+        comparisons=[Comparison.from_json(c) for c in comps],
         seconds=2.5,
         tolerance_version=1,
         **{
             # The drawn API parameters the case exercised (harness.core.coverage.exercised), "API.param".
             "exercised": [f"flash_attention.flash_attention.{p}" for p in ("q", "k", "v")] if role == "kernel" else [],
             **extra,
+            # A shadow given as its JSON (as a test writes it) is typed as the record holds it.
+            **({"shadow": Shadow.from_json(extra["shadow"])} if isinstance(extra.get("shadow"), dict) else {}),
         },
     ).to_json()
 

@@ -10,6 +10,7 @@ import pytest
 
 from harness import gate
 from harness.cli import main
+from harness.core.compare import Comparison
 from harness.gate import drift, thresholds
 from harness.store.read import load
 from harness.store.records import CaseRecord
@@ -128,7 +129,7 @@ def test_drift_thresholds_are_validated() -> None:
 
 
 def _rec(digest: str | None, err: float) -> CaseRecord:
-    comp = {"quantity": "out", "max_abs": err, "max_rel": err, "bound": 1e-3, "passed": True}
+    comp = Comparison(quantity="out", max_abs=err, max_rel=err, oracle_abs=0.0, ratio=1.0, bound=1e-3, passed=True)
     return CaseRecord(
         run_id="r", implementation="k", case_id="c", case={}, passed=True, digest=digest, comparisons=[comp]
     )

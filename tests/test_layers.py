@@ -3,8 +3,9 @@
 Layers, lowest first; a module may import its own group and any lower layer, never a higher
 layer or a sibling group of its own layer. Kernels and oracles (the plug-ins) use the core
 only, and nothing imports them: the registry finds them by name (harness.core.contract). Imports
-inside functions count (they are dependencies all the same); imports under
-`if TYPE_CHECKING:` do not (they never run).
+inside functions count (they are dependencies all the same), and so do imports under
+`if TYPE_CHECKING:`: they never run, but a type named from a higher layer is a record that lives
+above the code that reads it (issue 27: the records a layer writes live in that layer or below).
 """
 
 from __future__ import annotations
@@ -109,13 +110,14 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def imports(path: Path, known: set[str]) -> set[str]:
+def imports(path: Path, known: set[str], *, type_only: bool = True) -> set[str]:
     """The known modules `path` imports. `from pkg import name` imports pkg.name when that is a
-    module, else pkg itself (a parent package is initialised first anyway: not a dependency)."""
+    module, else pkg itself (a parent package is initialised first anyway: not a dependency).
+    type_only=False leaves out the imports under `if TYPE_CHECKING:` (those that never run)."""
     out: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking(node):
+        if not type_only and isinstance(node, ast.If) and _type_checking(node):
             for child in node.orelse:
                 visit(child)
             return
@@ -135,9 +137,9 @@ def imports(path: Path, known: set[str]) -> set[str]:
     return out
 
 
-def graph() -> dict[str, set[str]]:
+def graph(*, type_only: bool = True) -> dict[str, set[str]]:
     mods = modules()
-    return {name: imports(path, set(mods)) - {name} for name, path in mods.items()}
+    return {name: imports(path, set(mods), type_only=type_only) - {name} for name, path in mods.items()}
 
 
 def place(module: str) -> tuple[int, str]:
@@ -209,12 +211,24 @@ def test_every_module_is_in_a_layer() -> None:
         place(module)
 
 
+# Upward imports another helper removes this session, each with its owner; the lead empties this at merge.
+KNOWN_UPWARD: dict[tuple[str, str], str] = {
+    # core.coverage names store.records' CaseRecord and RunRecord (under TYPE_CHECKING): s27run's KernelSummary work.
+    ("harness.core.coverage", "harness.store.records"): "s27run",
+}
+
+
 def test_no_module_imports_upward_or_across() -> None:
-    assert violations(graph()) == []
+    edges = graph()
+    known = {edge for edge in KNOWN_UPWARD if edge[1] in edges.get(edge[0], set())}
+    assert sorted(set(KNOWN_UPWARD) - known) == [], "gone: remove them from KNOWN_UPWARD"
+    assert violations({src: dsts - {d for s, d in known if s == src} for src, dsts in edges.items()}) == []
 
 
 def test_the_import_graph_has_no_cycle() -> None:
-    assert cycles(graph()) == []
+    """Imports that run: a type-only import back (harness.core.contract names coverage.Api, which
+    imports the contract) is no cycle at import time; it still counts for the layers above."""
+    assert cycles(graph(type_only=False)) == []
 
 
 # The checks themselves, on planted graphs: each must fail on the mistake it is for.
@@ -247,9 +261,13 @@ def test_a_planted_cycle_is_found() -> None:
     assert cycles(edges) == [["harness.running.execute", "harness.running.runner", "harness.running.worker"]]
 
 
-def test_type_checking_imports_are_not_dependencies(tmp_path: Path) -> None:
+def test_type_checking_imports_are_dependencies(tmp_path: Path) -> None:
+    """A type-only import is counted like any other (issue 27: no upward import, type-only ones included)."""
     source = tmp_path / "m.py"
     guarded = ["from typing import TYPE_CHECKING", "if TYPE_CHECKING:", "    import harness.running.runner"]
     source.write_text("\n".join([*guarded, "import harness.core.case"]) + "\n")
     known = {"harness.running.runner", "harness.core.case"}
-    assert imports(source, known) == {"harness.core.case"}
+    assert imports(source, known) == {"harness.running.runner", "harness.core.case"}
+    assert imports(source, known, type_only=False) == {"harness.core.case"}
+    (found,) = violations({"harness.store.files": imports(source, known) - {"harness.core.case"}})
+    assert "upward" in found

@@ -1,4 +1,5 @@
-"""The kernel worker's environment: XLA's CPU optimization level lowered on a CPU host only."""
+"""harness.running.worker: which worker process a call goes to (the session's, else the default), and
+its environment (XLA's CPU optimization level lowered on a CPU host only)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,15 @@ def test_the_worker_process_runs_with_the_level(monkeypatch: pytest.MonkeyPatch)
     finally:
         worker.shutdown()
     assert got.error is not None and got.error.endswith(f"XLA_FLAGS={FLAG}"), got.error
+
+
+def test_a_session_owns_its_worker_and_closes_it() -> None:
+    default = worker.current()
+    assert worker.current() is default  # one default per process, created on first use
+    with worker.session() as mine:
+        assert worker.current() is mine and mine is not default
+        with worker.session() as inner:
+            assert worker.current() is inner
+        assert worker.current() is mine
+    assert worker.current() is default
+    assert mine.proc is None  # closed on the way out (none was started here)

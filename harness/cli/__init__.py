@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.core import compat
 from harness.core.errors import InputError
 from harness.core.exit_codes import (  # noqa: F401 - the commands read them from here
     ENTRY,
@@ -90,6 +91,9 @@ def _forget_handled_interrupts() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before a command imports jax: keep JAX off a TPU plugin that has no TPU to find (a process's
+    # start, not `import harness`, decides its platforms).
+    compat.default_platforms_env()
     try:
         return _main(argv)
     finally:

@@ -10,6 +10,7 @@ gradients that grow with the logits, or cancel to zero, are held to one standard
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,14 @@ class Comparison:
     bound: float
     passed: bool
     note: str = ""
+
+    @property
+    def used(self) -> float:
+        """max_abs / bound: the share of its tolerance it used (above 1 fails); nan without a bound."""
+        err, bound = float(self.max_abs), float(self.bound)
+        if not math.isfinite(bound) or bound <= 0:
+            return math.inf if math.isinf(err) else math.nan
+        return err / bound
 
     def to_json(self) -> dict[str, Any]:
         return {k: (_num(v) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
@@ -195,6 +204,35 @@ def check_empty_rows(
         c = check_empty_rows("convex", got, values, rest, dtype, quantity=quantity)
         note = f"{n} rows ({int(nan_rows.sum())} NaN), declared nan_or_convex" + c.note.partition("convex")[2]
         return dataclasses.replace(c, note=note)
+    if convention in ("unwritten", "nan"):
+        return _unchecked_rows(convention, rows, quantity)
+    if not np.isfinite(rows).all():
+        return Comparison(
+            quantity=quantity,
+            max_abs=np.inf,
+            max_rel=np.inf,
+            oracle_abs=0.0,
+            ratio=np.inf,
+            bound=bound,
+            passed=False,
+            note=f"{n} rows, declared {convention}, got non-finite",
+        )
+    err = _maxabs(rows - _expected_rows(convention, got, values, empty))
+    return Comparison(
+        quantity=quantity,
+        max_abs=err,
+        max_rel=err / scale if scale else err,
+        oracle_abs=0.0,
+        ratio=0.0,
+        bound=bound,
+        passed=err <= bound,
+        note=f"{n} rows, declared {convention}",
+    )
+
+
+def _unchecked_rows(convention: str, rows: np.ndarray, quantity: str) -> Comparison:
+    """Empty rows declared "unwritten" (nothing to check) or "nan" (all NaN); rows: [n, D]."""
+    n = len(rows)
     if convention == "unwritten":
         # Upstream leaves these rows as the output buffer was: no value can be declared.
         return Comparison(
@@ -207,47 +245,28 @@ def check_empty_rows(
             passed=True,
             note=f"{n} rows, declared unwritten (not checked)",
         )
-    if convention == "nan":
-        ok = bool(np.isnan(rows).all())
-        return Comparison(
-            quantity=quantity,
-            max_abs=0.0 if ok else np.inf,
-            max_rel=0.0,
-            oracle_abs=0.0,
-            ratio=0.0,
-            bound=0.0,
-            passed=ok,
-            note=f"{n} rows, declared nan",
-        )
-    if not np.isfinite(rows).all():
-        return Comparison(
-            quantity=quantity,
-            max_abs=np.inf,
-            max_rel=np.inf,
-            oracle_abs=0.0,
-            ratio=np.inf,
-            bound=bound,
-            passed=False,
-            note=f"{n} rows, declared {convention}, got non-finite",
-        )
-    if convention == "zeros":
-        expected = np.zeros_like(rows)
-    elif convention == "uniform":
-        expected = np.broadcast_to(values.mean(axis=2, keepdims=True), got.shape)[empty]
-    elif convention == "convex":
-        lo = np.broadcast_to(values.min(axis=2, keepdims=True), got.shape)[empty]
-        hi = np.broadcast_to(values.max(axis=2, keepdims=True), got.shape)[empty]
-        expected = np.clip(rows, lo, hi)  # distance outside the hull of the value rows
-    else:
-        raise ValueError(f"unknown empty-row convention {convention!r}")
-    err = _maxabs(rows - expected)
+    ok = bool(np.isnan(rows).all())
     return Comparison(
         quantity=quantity,
-        max_abs=err,
-        max_rel=err / scale if scale else err,
+        max_abs=0.0 if ok else np.inf,
+        max_rel=0.0,
         oracle_abs=0.0,
         ratio=0.0,
-        bound=bound,
-        passed=err <= bound,
-        note=f"{n} rows, declared {convention}",
+        bound=0.0,
+        passed=ok,
+        note=f"{n} rows, declared nan",
     )
+
+
+def _expected_rows(convention: str, got: np.ndarray, values: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """[n, D]: the declared value of each empty row (for "convex", the nearest point of the hull of the value rows)."""
+    rows = got[empty]
+    if convention == "zeros":
+        return np.zeros_like(rows)
+    if convention == "uniform":
+        return np.broadcast_to(values.mean(axis=2, keepdims=True), got.shape)[empty]
+    if convention == "convex":
+        lo = np.broadcast_to(values.min(axis=2, keepdims=True), got.shape)[empty]
+        hi = np.broadcast_to(values.max(axis=2, keepdims=True), got.shape)[empty]
+        return np.clip(rows, lo, hi)  # distance outside the hull of the value rows
+    raise ValueError(f"unknown empty-row convention {convention!r}")

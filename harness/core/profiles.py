@@ -32,7 +32,7 @@ class ProfileError(InputError):
 PROFILE_ENV = "ATTN_HARNESS_PROFILE"
 DEFAULT_PROFILE = "dev"
 
-_common = {
+_COMMON = {
     # A case runs a kernel under the interpreter for seconds; Hypothesis's per-example
     # deadline and speed health checks assume microseconds.
     "deadline": None,
@@ -53,10 +53,10 @@ _common = {
 # profile whenever the CI environment variable is set: dev would silently become ci there.
 _DEFAULTS = settings.get_profile("default")
 PROFILES: dict[str, settings] = {
-    "dev": settings(_DEFAULTS, max_examples=50, derandomize=False, **_common),
-    "ci": settings(_DEFAULTS, max_examples=20, derandomize=True, **_common),
-    "nightly": settings(_DEFAULTS, max_examples=500, derandomize=False, **_common),
-    "tpu": settings(_DEFAULTS, max_examples=200, derandomize=False, **_common),
+    "dev": settings(_DEFAULTS, max_examples=50, derandomize=False, **_COMMON),
+    "ci": settings(_DEFAULTS, max_examples=20, derandomize=True, **_COMMON),
+    "nightly": settings(_DEFAULTS, max_examples=500, derandomize=False, **_COMMON),
+    "tpu": settings(_DEFAULTS, max_examples=200, derandomize=False, **_COMMON),
 }
 
 

@@ -155,9 +155,9 @@ def _figures(recs: list[CaseRecord]) -> list[tuple]:
     return sorted(
         # The implementation's own error figures; the ruler's error and the bound belong to the
         # same-dtype oracle, which an upgrade of jax moves even when this implementation did not.
-        (str(c.get("quantity")), _num(c.get("max_abs")), _num(c.get("max_rel")))
+        (str(c.quantity), _num(c.max_abs), _num(c.max_rel))
         for r in recs
-        for c in r.comparisons or []
+        for c in r.comparisons
     )
 
 
@@ -177,8 +177,8 @@ def _worst_by_quantity(recs: list[CaseRecord]) -> dict[str, tuple[float, float]]
     """quantity -> (max_abs, bound) of the worst record of this side (a case recorded twice keeps its worst)."""
     out: dict[str, tuple[float, float]] = {}
     for r in recs:
-        for c in r.comparisons or []:
-            q, err, bound = str(c.get("quantity")), _num(c.get("max_abs")), _num(c.get("bound"))
+        for c in r.comparisons:
+            q, err, bound = str(c.quantity), _num(c.max_abs), _num(c.bound)
             if q not in out or not err <= out[q][0]:
                 out[q] = (err, bound)
     return out
@@ -286,11 +286,16 @@ def write_replays(
             out.append(d)
             continue
         rec = recs[(d.implementation, d.case_id)][0]
-        quantities = [str(c.get("quantity")) for c in rec.comparisons or []]
+        quantities = [c.quantity for c in rec.comparisons]
         grads = any(q.split("[")[0] in ("dq", "dk", "dv", "dbias") for q in quantities)
         moved = beyond or ([d.worst] if d.worst is not None else [])
         why = f"numerics drift ({'beyond' if beyond else 'within'} x{factor:g}): " + "; ".join(q.text() for q in moved)
-        result = {"passed": rec.passed, "backend": rec.backend, "error": rec.error, "comparisons": rec.comparisons}
+        result = {
+            "passed": rec.passed,
+            "backend": rec.backend,
+            "error": rec.error,
+            "comparisons": [c.to_json() for c in rec.comparisons],
+        }
         doc = replay_document(d, run=runs.get(rec.run_id), grads=grads, why=why, results={d.implementation: result})
         path = Path(out_dir) / REPLAY_DIR / f"{d.replay_id}.json"
         atomic_write_json(path, doc)

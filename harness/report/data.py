@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from harness.core.case import DTYPES
+from harness.core.compare import Comparison
 from harness.core.coverage import CellRow, cell_rows
 from harness.core.features import Coverage
 from harness.core.locate import Located, where
@@ -41,7 +42,6 @@ from harness.store.derive import (
     interpreters_line,
     mask_label,
     repro_command,
-    used,
     uses_of,
 )
 from harness.store.derive import record_uses as _uses
@@ -108,16 +108,14 @@ def matrix(cases: list[CaseRecord], uses: Uses | None = None) -> Matrix:
     cells: dict[tuple[str, str, str, str], Cell] = {}
     roles: dict[str, str] = {}
     for rec in cases:
-        c = rec.case or {}
         subject = rec.implementation
         roles[subject] = str(rec.role)
         kernel = kernels.get((rec.run_id, rec.case_id), "-")
-        comps = rec.comparisons or []
-        cell = cells.setdefault((kernel, subject, str(c.get("dtype")), mask_label(rec)), Cell())
+        cell = cells.setdefault((kernel, subject, str(rec.dtype), mask_label(rec)), Cell())
         cell.n += 1
         cell.failed += not rec.passed
         cell.worst_used = max(cell.worst_used, _finite_max(_uses(rec, uses)))
-        cell.worst_ratio = max(cell.worst_ratio, _finite_max([_num(x.get("ratio")) for x in comps]))
+        cell.worst_ratio = max(cell.worst_ratio, _finite_max([x.ratio for x in rec.comparisons]))
     dtypes = [d for d in DTYPES if any(k[2] == d for k in cells)]
     dtypes += sorted({k[2] for k in cells} - set(dtypes))
     rows = []
@@ -217,21 +215,21 @@ class FailureView:
     interpreters: str = ""  # which Pallas interpreter computed it, and what the other saw (derive.interpreters_line)
 
 
-def _comparison_views(comparisons: list[dict[str, Any]] | None) -> list[ComparisonView]:
+def _comparison_views(comparisons: list[Comparison]) -> list[ComparisonView]:
     out = []
-    for c in comparisons or []:
-        u = used(c)
+    for c in comparisons:
+        u = c.used
         out.append(
             ComparisonView(
-                quantity=str(c.get("quantity")),
-                max_abs=_sci(c.get("max_abs")),
-                max_rel=_sci(c.get("max_rel")),
-                oracle=_sci(c.get("oracle_abs")),
-                ratio=f"{_num(c.get('ratio')):.2f}",
-                bound=_sci(c.get("bound")),
+                quantity=str(c.quantity),
+                max_abs=_sci(c.max_abs),
+                max_rel=_sci(c.max_rel),
+                oracle=_sci(c.oracle_abs),
+                ratio=f"{_num(c.ratio):.2f}",
+                bound=_sci(c.bound),
                 used=f"{u:.2f}" if not math.isnan(u) else "-",
-                passed=bool(c.get("passed")),
-                note=str(c.get("note") or ""),
+                passed=bool(c.passed),
+                note=str(c.note or ""),
             )
         )
     return out
@@ -274,9 +272,7 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
                 env=run_env[rec.run_id].label,
                 run_id=rec.run_id,
                 title=f"compile {pass_} of shape {shape} for {topology}",
-                case_json=json.dumps(
-                    rec.shape.get("case") if isinstance(rec.shape, dict) else None, indent=1, sort_keys=True
-                ),
+                case_json=json.dumps(rec.shape_case, indent=1, sort_keys=True),
                 why=failure_line(rec),
                 error=rec.error,
                 traceback=None,  # a compile record keeps no traceback: its failure file does
@@ -304,9 +300,9 @@ def divergences(records: Records, run_env: dict[str, Env]) -> list[FailureView]:
                 title=case_text(rec.case),
                 case_json=json.dumps(rec.case, indent=1, sort_keys=True),
                 why=interpreters_line(rec),
-                error=(rec.shadow or {}).get("error"),
+                error=rec.shadow.error if rec.shadow is not None else None,
                 traceback=None,
-                comparisons=_comparison_views((rec.shadow or {}).get("comparisons")),
+                comparisons=_comparison_views(rec.shadow.comparisons if rec.shadow is not None else []),
                 repro=None,  # the run wrote it under DIR/divergences/ and printed its replay
                 shrunk=False,
                 interpreters=interpreters_line(rec),
@@ -404,14 +400,9 @@ class LeakRow:
 def leak_rows(leaks: list[LeakRecord]) -> list[LeakRow]:
     rows = []
     for rec in sorted(leaks, key=lambda r: (str(r.implementation), str(r.variant))):
-        growth = [g for g in rec.growth or [] if isinstance(g, dict)]
         text = [
-            (
-                str(g.get("series")),
-                f"{float(g.get('slope', 0)):+.3g}/call (limit {float(g.get('limit', 0)):.3g})",
-                float(g.get("slope", 0)) > float(g.get("limit", 0)),
-            )
-            for g in growth
+            (series, f"{slope:+.3g}/call (limit {limit:.3g})", slope > limit)
+            for series, slope, limit in rec.series_growth
         ]
         plotted = next((name for name, _, bad in text if bad), "live_bytes")
         samples = (rec.samples or {}).get(plotted) or []

@@ -99,6 +99,98 @@ def _nice_ticks(lo: float, hi: float, log: bool) -> list[float]:
     return [start + i * step for i in range(int((hi - start) / step) + 2)]
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Plot:
+    """A line chart's plot area and its y scale: pixel positions of x categories and y values."""
+
+    left: float
+    top: float
+    pw: float
+    ph: float
+    n: int  # x categories
+    lo: float
+    hi: float
+    log: bool
+
+    def x(self, i: int) -> float:
+        return self.left + self.pw * (i + 0.5) / self.n
+
+    def y(self, v: float) -> float:
+        if self.log:
+            span = math.log10(self.hi) - math.log10(self.lo)
+            return self.top + self.ph * (1 - (math.log10(v) - math.log10(self.lo)) / span)
+        return self.top + self.ph * (1 - (v - self.lo) / (self.hi - self.lo))
+
+
+def _y_scale(values: Sequence[float], binary: bool) -> tuple[float, float, bool, list[float]]:
+    """(lo, hi, log, ticks) of the y axis over the positive `values`; log when they span over 20x."""
+    lo, hi = min(values), max(values)
+    log = hi / lo > 20
+    if log:
+        lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
+    else:
+        pad = (hi - lo) * 0.15 or hi * 0.1
+        lo, hi = max(0.0, lo - pad), hi + pad
+    unit = 1024 ** max(0, math.floor(math.log(hi, 1024))) if binary and not log else 1.0
+    ticks = [t * unit for t in _nice_ticks(lo / unit, hi / unit, log) if lo <= t * unit <= hi]
+    if not log and ticks:
+        lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
+    return lo, hi, log, ticks
+
+
+def _axes(
+    p: _Plot, ticks: Sequence[float], x_labels: Sequence[str], y_label: str, fmt: Callable[[float], str]
+) -> list[str]:
+    left, top, pw, ph = p.left, p.top, p.pw, p.ph
+    body = []
+    for t in ticks:
+        body.append(f'<line x1="{left}" x2="{left + pw}" y1="{_t(p.y(t))}" y2="{_t(p.y(t))}" stroke="{GRID}"/>')
+        body.append(
+            f'<text x="{left - 5}" y="{_t(p.y(t) + 4)}" text-anchor="end" fill="{AXIS}">{escape(fmt(t))}</text>'
+        )
+    body.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{AXIS}"/>')
+    body.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" stroke="{AXIS}"/>')
+    body.append(
+        f'<text transform="translate(14 {_t(top + ph / 2)}) rotate(-90)" text-anchor="middle" fill="{AXIS}">'
+        f"{escape(y_label)}{' (log)' if p.log else ''}</text>"
+    )
+    for i, label in enumerate(x_labels):
+        lines = "".join(
+            f'<tspan x="{_t(p.x(i))}" dy="{0 if k == 0 else 13}">{escape(part)}</tspan>'
+            for k, part in enumerate(label.split(" · "))
+        )
+        body.append(f'<text y="{top + ph + 15}" text-anchor="middle" fill="{AXIS}" font-size="10">{lines}</text>')
+    return body
+
+
+def _series_marks(p: _Plot, si: int, s: Series, x_labels: Sequence[str], fmt: Callable[[float], str]) -> list[str]:
+    """Series number `si`: its points with their whiskers, and a line through each unbroken run of them."""
+    body = []
+    color = PALETTE[si % len(PALETTE)]
+    dash = "" if si < len(PALETTE) else ' stroke-dasharray="5 3"'
+    runs: list[list[str]] = [[]]
+    for i, v in enumerate(s.values):
+        if v is None or v <= 0:
+            runs.append([])
+            continue
+        runs[-1].append(f"{_t(p.x(i))},{_t(p.y(v))}")
+        lo_i = s.lows[i] if i < len(s.lows) else None
+        hi_i = s.highs[i] if i < len(s.highs) else None
+        if lo_i and hi_i:
+            body.append(
+                f'<line x1="{_t(p.x(i))}" x2="{_t(p.x(i))}" y1="{_t(p.y(lo_i))}" y2="{_t(p.y(hi_i))}" '
+                f'stroke="{color}" stroke-width="1.2" opacity="0.6"/>'
+            )
+        body.append(
+            f'<circle class="point" cx="{_t(p.x(i))}" cy="{_t(p.y(v))}" r="3.2" fill="{color}">'
+            f"<title>{escape(s.name)} at {escape(x_labels[i])}: {escape(fmt(v))}</title></circle>"
+        )
+    for pts in runs:
+        if len(pts) > 1:
+            body.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color}" stroke-width="1.8"{dash}/>')
+    return body
+
+
 def line_chart(
     title: str,
     x_labels: Sequence[str],
@@ -128,68 +220,11 @@ def line_chart(
     if not values:
         body.append(f'<text x="{left}" y="{top + 20}" fill="{AXIS}">no figures to plot</text>')
         return _svg(width, height, title, body)
-    lo, hi = min(values), max(values)
-    log = hi / lo > 20
-    if log:
-        lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
-    else:
-        pad = (hi - lo) * 0.15 or hi * 0.1
-        lo, hi = max(0.0, lo - pad), hi + pad
-    unit = 1024 ** max(0, math.floor(math.log(hi, 1024))) if binary and not log else 1.0
-    ticks = [t * unit for t in _nice_ticks(lo / unit, hi / unit, log) if lo <= t * unit <= hi]
-    if not log and ticks:
-        lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
-
-    def y(v: float) -> float:
-        if log:
-            return top + ph * (1 - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)))
-        return top + ph * (1 - (v - lo) / (hi - lo))
-
-    n = len(x_labels)
-
-    def x(i: int) -> float:
-        return left + pw * (i + 0.5) / n
-
-    for t in ticks:
-        body.append(f'<line x1="{left}" x2="{left + pw}" y1="{_t(y(t))}" y2="{_t(y(t))}" stroke="{GRID}"/>')
-        body.append(f'<text x="{left - 5}" y="{_t(y(t) + 4)}" text-anchor="end" fill="{AXIS}">{escape(fmt(t))}</text>')
-    body.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{AXIS}"/>')
-    body.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" stroke="{AXIS}"/>')
-    body.append(
-        f'<text transform="translate(14 {_t(top + ph / 2)}) rotate(-90)" text-anchor="middle" fill="{AXIS}">'
-        f"{escape(y_label)}{' (log)' if log else ''}</text>"
-    )
-    for i, label in enumerate(x_labels):
-        lines = "".join(
-            f'<tspan x="{_t(x(i))}" dy="{0 if k == 0 else 13}">{escape(part)}</tspan>'
-            for k, part in enumerate(label.split(" · "))
-        )
-        body.append(f'<text y="{top + ph + 15}" text-anchor="middle" fill="{AXIS}" font-size="10">{lines}</text>')
+    lo, hi, log, ticks = _y_scale(values, binary)
+    plot = _Plot(left=left, top=top, pw=pw, ph=ph, n=len(x_labels), lo=lo, hi=hi, log=log)
+    body += _axes(plot, ticks, x_labels, y_label, fmt)
     for si, s in enumerate(series):
-        color = PALETTE[si % len(PALETTE)]
-        dash = "" if si < len(PALETTE) else ' stroke-dasharray="5 3"'
-        runs: list[list[str]] = [[]]
-        for i, v in enumerate(s.values):
-            if v is None or v <= 0:
-                runs.append([])
-                continue
-            runs[-1].append(f"{_t(x(i))},{_t(y(v))}")
-            lo_i = s.lows[i] if i < len(s.lows) else None
-            hi_i = s.highs[i] if i < len(s.highs) else None
-            if lo_i and hi_i:
-                body.append(
-                    f'<line x1="{_t(x(i))}" x2="{_t(x(i))}" y1="{_t(y(lo_i))}" y2="{_t(y(hi_i))}" '
-                    f'stroke="{color}" stroke-width="1.2" opacity="0.6"/>'
-                )
-            body.append(
-                f'<circle class="point" cx="{_t(x(i))}" cy="{_t(y(v))}" r="3.2" fill="{color}">'
-                f"<title>{escape(s.name)} at {escape(x_labels[i])}: {escape(fmt(v))}</title></circle>"
-            )
-        for pts in runs:
-            if len(pts) > 1:
-                body.append(
-                    f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color}" stroke-width="1.8"{dash}/>'
-                )
+        body += _series_marks(plot, si, s, x_labels, fmt)
     ly = top + ph + 22 + 13 * label_lines
     for si, s in enumerate(series):
         lx = left + (si % 2) * pw / 2

@@ -23,14 +23,18 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
+import contextvars
 import dataclasses
 import faulthandler
+import functools
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -245,28 +249,63 @@ class Worker:
         return reply
 
 
-_worker = Worker()
-atexit.register(_worker.close)
+# The worker that `execute` hands calls to: the one a `session` opened in this context, else the
+# process's default (created on first use, closed at exit). A session owns its worker; code that runs
+# cases outside one (a test, a replay) shares the default.
+_session: contextvars.ContextVar[Worker | None] = contextvars.ContextVar("worker_session", default=None)
+
+
+@functools.cache
+def _default() -> Worker:
+    worker = Worker()
+    atexit.register(worker.close)
+    return worker
+
+
+def current() -> Worker:
+    """The worker `execute` uses here: the open session's, else the process's default."""
+    return _session.get() or _default()
+
+
+@contextlib.contextmanager
+def session() -> Iterator[Worker]:
+    """A worker of its own for the calls inside (a run's session owns it), closed on the way out."""
+    worker = Worker()
+    token = _session.set(worker)
+    try:
+        yield worker
+    finally:
+        _session.reset(token)
+        worker.close()
 
 
 def execute(
-    impl: Implementation, case: Case, *, grads: bool, time_limit: float, interpret: compat.InterpretOptions
+    impl: Implementation,
+    case: Case,
+    *,
+    grads: bool,
+    time_limit: float,
+    interpret: compat.InterpretOptions,
+    worker: Worker | None = None,
 ) -> Execution:
-    """harness.running.execute.execute in the worker process, killed after `time_limit` seconds."""
+    """harness.running.execute.execute in a worker process (`worker`, else `current()`), killed after
+    `time_limit` seconds."""
     try:
         spec = implementation_spec(impl)
     except ValueError as e:
         return Execution(outputs=None, error=f"ValueError: {e}")
+    worker = worker or current()
     try:
-        return _worker.execute(spec, case, grads=grads, time_limit=time_limit, interpret=interpret)
+        return worker.execute(spec, case, grads=grads, time_limit=time_limit, interpret=interpret)
     except BaseException:
         # Ctrl-C or a harness error while waiting: never leave a worker behind.
-        _worker.kill()
+        worker.kill()
         raise
 
 
 def shutdown() -> None:
-    _worker.close()
+    """Close the worker `execute` uses here (the next call starts a fresh one)."""
+    current().close()
 
 
 def _keep_tail(pipe: Any, tail: collections.deque[str]) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.case import Case, CaseError
+from harness.core.compare import Comparison
 from harness.store.records import CaseRecord, CompileRecord
 
 Uses = dict[int, list[float]]  # id(case record) -> used() of each of its comparisons
@@ -61,8 +62,8 @@ def exceeded(quantity: str, max_abs: Any, bound: Any, note: str | None = None) -
     return f"{quantity}: err {_num(max_abs):.3g} > bound {_num(bound):.3g}{suffix}"
 
 
-def failing_comparisons(rec: CaseRecord) -> list[dict[str, Any]]:
-    return [c for c in rec.comparisons or [] if not c.get("passed")]
+def failing_comparisons(rec: CaseRecord) -> list[Comparison]:
+    return rec.failing
 
 
 def reason(error: str | None, exceeding: Iterable[tuple[str, Any, Any, str | None]]) -> str:
@@ -77,10 +78,7 @@ def failure_line(rec: CaseRecord | CompileRecord) -> str:
     """Why a case or compile record failed, in one line."""
     if isinstance(rec, CompileRecord):
         return reason(rec.error, [])
-    failing = failing_comparisons(rec)
-    return reason(
-        rec.error, [(str(c.get("quantity")), c.get("max_abs"), c.get("bound"), c.get("note")) for c in failing]
-    )
+    return reason(rec.error, [(c.quantity, c.max_abs, c.bound, c.note) for c in rec.failing])
 
 
 def interpreters_line(rec: CaseRecord) -> str:
@@ -91,27 +89,12 @@ def interpreters_line(rec: CaseRecord) -> str:
     if rec.shadow is None:
         return f"computed on the {ran} interpreter"
     shadow = rec.shadow
-    failing = [c for c in shadow.get("comparisons") or [] if not c.get("passed")]
-    why = reason(
-        shadow.get("error"),
-        [(str(c.get("quantity")), c.get("max_abs"), c.get("bound"), c.get("note")) for c in failing],
-    )
+    why = reason(shadow.error, [(c.quantity, c.max_abs, c.bound, c.note) for c in shadow.comparisons if not c.passed])
     said = lambda passed, why: "passed" if passed else f"failed: {why}"  # noqa: E731
     return (
         f"on the {ran} interpreter {said(rec.passed, failure_line(rec))}; "
-        f"on the {shadow.get('interpreter')} interpreter {said(shadow.get('passed', True), why)}"
+        f"on the {shadow.interpreter} interpreter {said(shadow.passed, why)}"
     )
-
-
-def used(comparison: dict[str, Any]) -> float:
-    """max_abs / bound: the share of its tolerance a comparison used (above 1 fails); nan without a bound."""
-    try:  # the hot path of a 10,000-record report: plain floats, or "inf"/"nan" strings
-        err, bound = float(comparison["max_abs"]), float(comparison["bound"])
-    except (KeyError, TypeError, ValueError):
-        return math.nan
-    if not math.isfinite(bound) or bound <= 0:
-        return math.inf if math.isinf(err) else math.nan
-    return err / bound
 
 
 def failure_file(rec: CaseRecord, roots: list[Path]) -> str | None:
@@ -144,9 +127,8 @@ def compile_command(*, kernel: str, topology: str, shape: str, pass_: str) -> st
 
 def compile_replay(rec: CompileRecord) -> str:
     """compile_command for the check `rec` records."""
-    shape = rec.shape.get("name") if isinstance(rec.shape, dict) else rec.shape
     return compile_command(
-        kernel=str(rec.implementation), topology=str(rec.topology), shape=str(shape), pass_=str(rec.pass_)
+        kernel=str(rec.implementation), topology=str(rec.topology), shape=rec.shape_name, pass_=str(rec.pass_)
     )
 
 
@@ -164,10 +146,10 @@ def case_size(rec: CaseRecord) -> tuple[int, ...]:
 
 def uses_of(cases: list[CaseRecord]) -> Uses:
     """used() of every comparison, once per record: the matrix, histograms and version table all need it."""
-    return {id(r): [used(c) for c in r.comparisons or []] for r in cases}
+    return {id(r): [c.used for c in r.comparisons] for r in cases}
 
 
 def record_uses(rec: CaseRecord, uses: Uses | None) -> list[float]:
     """used() of each comparison of `rec`, from `uses` when it has them."""
     got = uses.get(id(rec)) if uses is not None else None
-    return got if got is not None else [used(c) for c in rec.comparisons or []]
+    return got if got is not None else [c.used for c in rec.comparisons]

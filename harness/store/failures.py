@@ -123,6 +123,14 @@ class FailureRecord(_FailureFile):
     def __post_init__(self) -> None:
         object.__setattr__(self, "oracles", tuple(self.oracles))
 
+    def failed_located(self) -> list[tuple[str, JSON | None]]:
+        """(implementation, its Located JSON or None) of each result that failed, as the results table holds them."""
+        return [
+            (str(name), r.get("located"))
+            for name, r in (self.results or {}).items()
+            if isinstance(r, dict) and not r.get("passed")
+        ]
+
     @classmethod
     def _types(cls, doc: JSON) -> list[tuple[str, bool, str]]:
         limit, tv = doc.get("time_limit"), doc.get("tolerance_version")

@@ -21,21 +21,51 @@ import re
 import socket
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from harness.core import compat
 from harness.core.case import Case
-from harness.core.compare import TOLERANCE_VERSION
+from harness.core.compare import TOLERANCE_VERSION, Comparison
 from harness.core.errors import InputError
+from harness.core.locate import Located
 from harness.store.failures import failure_from_json
-from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, now
+from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, Shadow, now
 from harness.store.schema import RecordError, RunStatus
 
-if TYPE_CHECKING:  # the runner imports jax; reading records must not
-    from harness.running.runner import CaseResult, SubjectResult
-    from harness.tpu.compile import CompileResult
+
+class SubjectOutcome(Protocol):
+    """What the store reads of one implementation's result on a case (harness.running.runner.SubjectResult
+    has these): named here, so the store imports nothing of the runner (which imports jax; reading
+    records must not) and nothing above its layer (tests/test_layers.py)."""
+
+    implementation: str
+    role: str
+    backend: str
+    device: str
+    native: dict | None
+    digest: str | None
+    empty_rows: str
+    passed: bool
+    error: str | None
+    traceback: str | None
+    comparisons: list[Comparison]
+    seconds: float
+    located: Located | None
+    interpreter: str | None
+
+    @property
+    def shadow(self) -> SubjectOutcome | None: ...
+
+
+class CaseOutcome(Protocol):
+    """What the store reads of one case's results (harness.running.runner.CaseResult has these)."""
+
+    case: Case
+
+    @property
+    def subjects(self) -> Sequence[SubjectOutcome]: ...
 
 
 def new_run_id() -> str:
@@ -116,7 +146,7 @@ def _safe(name: str) -> str:
 
 
 def subject_record(
-    case: Case, subject: SubjectResult, *, run_id: str, shrunk: bool = False, failure_file: str | None = None
+    case: Case, subject: SubjectOutcome, *, run_id: str, shrunk: bool = False, failure_file: str | None = None
 ) -> CaseRecord:
     # Where the errors sit (a few KB) on the failures the report draws: the shrunk one and any
     # with a failure file; the many failing examples met while shrinking are listed, not drawn.
@@ -136,7 +166,7 @@ def subject_record(
         passed=subject.passed,
         error=subject.error,
         traceback=subject.traceback,
-        comparisons=[c.to_json() for c in subject.comparisons],
+        comparisons=list(subject.comparisons),
         seconds=subject.seconds,
         tolerance_version=TOLERANCE_VERSION,
         exercised=_exercised(subject.implementation, case),
@@ -148,16 +178,16 @@ def subject_record(
     )
 
 
-def _shadow(shadow: SubjectResult | None) -> dict[str, Any] | None:
+def _shadow(shadow: SubjectOutcome | None) -> Shadow | None:
     if shadow is None:
         return None
-    return {
-        "interpreter": shadow.interpreter,
-        "passed": shadow.passed,
-        "error": shadow.error,
-        "comparisons": [c.to_json() for c in shadow.comparisons],
-        "seconds": shadow.seconds,
-    }
+    return Shadow(
+        interpreter=shadow.interpreter,
+        passed=shadow.passed,
+        error=shadow.error,
+        comparisons=list(shadow.comparisons),
+        seconds=shadow.seconds,
+    )
 
 
 @dataclasses.dataclass
@@ -190,7 +220,7 @@ class RunStore:
         doc = {**base, **meta, "schema": RunRecord.schema, "kind": "run", "run_id": self.run_id}
         atomic_write_json(self.dir / "run.json", RunRecord.from_json(doc, "run.json").to_json())  # validated
 
-    def write_case(self, result: CaseResult, *, shrunk: bool = False, failure_file: str | None = None) -> list[Path]:
+    def write_case(self, result: CaseOutcome, *, shrunk: bool = False, failure_file: str | None = None) -> list[Path]:
         paths = []
         for subject in result.subjects:
             rec = subject_record(result.case, subject, run_id=self.run_id, shrunk=shrunk, failure_file=failure_file)
@@ -217,9 +247,9 @@ def record_name(rec: Record) -> str:
     if isinstance(rec, CaseRecord):
         name = f"{rec.case_id}--{rec.implementation}"
     elif isinstance(rec, BenchRecord):
-        name = f"bench--{rec.implementation}--{rec.shape.get('name')}--{rec.pass_}"
+        name = f"bench--{rec.implementation}--{rec.shape_name}--{rec.pass_}"
     elif isinstance(rec, CompileRecord):
-        name = f"compile--{rec.implementation}--{rec.topology}--{rec.shape.get('name')}--{rec.pass_}"
+        name = f"compile--{rec.implementation}--{rec.topology}--{rec.shape_name}--{rec.pass_}"
     else:
         name = f"leak--{rec.implementation}--{rec.variant}"
     return _safe(name)
@@ -238,35 +268,6 @@ def iter_records(root: Path | str) -> Iterator[dict[str, Any]]:
 def safe_name(name: str) -> str:
     """`name` with every character a file name should not hold replaced by "_"."""
     return _safe(name)
-
-
-def compile_record(result: CompileResult, *, run_id: str) -> CompileRecord:
-    """The record of one harness.tpu.compile.CompileResult."""
-    return CompileRecord(
-        run_id=run_id,
-        time=now(),
-        implementation=result.implementation,
-        topology=result.topology,
-        shape={"name": result.shape, "case": result.case.to_json()},
-        case_id=result.case.case_id,
-        pass_=result.pass_,
-        ok=result.ok,
-        passed=result.ok,
-        error=result.error,
-        memory=result.memory,
-        cost=result.cost,
-        seconds=result.seconds,
-        failure_file=result.failure_file,
-        times=result.times,
-        samples=result.samples,
-        kernels=result.kernels,
-        deterministic=result.deterministic,
-        kernels_error=result.kernels_error,
-    )
-
-
-def write_compile(store: RunStore, result: CompileResult) -> Path:
-    return store.write(compile_record(result, run_id=store.run_id))
 
 
 class MergeError(InputError):

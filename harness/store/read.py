@@ -211,8 +211,7 @@ def select(spec: str, pool: Records) -> tuple[Records, str]:
 
 
 def shape_name(rec: BenchRecord | CompileRecord) -> str:
-    shape = rec.shape
-    return str(shape.get("name")) if isinstance(shape, dict) else str(shape)
+    return rec.shape_name
 
 
 def generation(topology: str) -> str:

@@ -2,10 +2,13 @@
 
 Writers build these and write `to_json()`; readers get them from `from_json` (through
 harness.store.read), so a field is named in one place. Field names are the JSON keys, except
-`pass_` (JSON "pass", a Python keyword). Nested values that are JSON documents of their own
-(a case, comparisons, located errors, timing samples) stay JSON here: the classes that own
-them (harness.core.case.Case, harness.core.compare.Comparison, harness.core.locate.Located) parse them where
-they are used, and a record whose case no longer parses can still be listed.
+`pass_` (JSON "pass", a Python keyword). A case record's comparisons are typed
+(harness.core.compare.Comparison), and so is its shadow (Shadow): readers use their attributes,
+never a string key (tests/test_records_typed.py). Nested values that are JSON documents of their
+own and are only passed on (a case, located errors) stay JSON here: the classes that own them
+(harness.core.case.Case, harness.core.locate.Located) parse them where they are used, and a record whose
+case no longer parses can still be listed; figures keyed by name (memory, cost, timing samples)
+are mappings by design.
 
 Records written by every release so far (schema 1) load; `from_json` fills fields that older
 writers did not write with their defaults, and raises RecordError (one line) on a record it
@@ -17,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
+from harness.core.compare import Comparison
 from harness.store.schema import RECORD_SCHEMA, Kind, RecordError, RunStatus, check_schema
 
 JSON = dict[str, Any]
@@ -41,6 +46,9 @@ class _Record:
     REQUIRED: ClassVar[dict[str, type | tuple[type, ...]]] = {}
     # Keys written only when set (not None / False), as the writers always have.
     SPARSE: ClassVar[frozenset[str]] = frozenset()
+    # JSON key -> the parser of a nested document typed by its own class, (value, where) -> object;
+    # to_json writes the object back with its own to_json (a list: each item's).
+    NESTED: ClassVar[dict[str, Callable[[Any, str], Any]]] = {}
 
     run_id: str
     time: str | None = None
@@ -52,7 +60,10 @@ class _Record:
             value = getattr(self, f.name)
             if f.name in self.SPARSE and (value is None or value is False):
                 continue
-            out[_json_key(f.name)] = value
+            key = _json_key(f.name)
+            if key in self.NESTED and value is not None:
+                value = [v.to_json() for v in value] if isinstance(value, list) else value.to_json()
+            out[key] = value
         return out
 
     @classmethod
@@ -67,7 +78,14 @@ class _Record:
             raise RecordError(f"{where}: {cls.KIND} record with {', '.join(bad)}; expected {want}")
         # Keys of this class only: a record from a newer writer with extra keys still reads.
         names = _names(cls)
-        return cls(**{names[k]: v for k, v in doc.items() if k in names})
+        nested = cls.NESTED
+        return cls(
+            **{
+                names[k]: nested[k](v, where) if k in nested and v is not None else v
+                for k, v in doc.items()
+                if k in names
+            }
+        )
 
 
 @functools.cache
@@ -80,6 +98,57 @@ def _type_name(t: type | tuple[type, ...]) -> str:
     return " or ".join(x.__name__ for x in t) if isinstance(t, tuple) else t.__name__
 
 
+@functools.cache
+def _comparison_keys() -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(Comparison))
+
+
+def _comparisons(doc: Any, where: str) -> list[Comparison]:
+    """A list of Comparison JSON, parsed; keys of the class only (a newer writer's extra key still reads)."""
+    if not isinstance(doc, list):
+        raise RecordError(f"{where}: comparisons={doc!r}; expected a list of comparisons")
+    keys = _comparison_keys()
+    out = []
+    for i, c in enumerate(doc):
+        try:
+            out.append(Comparison.from_json({k: v for k, v in c.items() if k in keys}))
+        except (AttributeError, TypeError, ValueError) as e:
+            raise RecordError(f"{where}: comparison {i} ({c!r}) does not read: {e}") from None
+    return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Shadow:
+    """The same kernel on the same case under the other Pallas interpreter, where both ran: its
+    verdict, its error, its comparisons (against the truth, and "<q>[vs faithful]" against the
+    record's outputs) and its time. Stored as a case record's "shadow" object."""
+
+    interpreter: str | None = None
+    passed: bool = True
+    error: str | None = None
+    comparisons: list[Comparison] = dataclasses.field(default_factory=list)
+    seconds: float | None = None
+
+    def to_json(self) -> JSON:
+        return {
+            "interpreter": self.interpreter,
+            "passed": self.passed,
+            "error": self.error,
+            "comparisons": [c.to_json() for c in self.comparisons],
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "shadow") -> Shadow:
+        if not isinstance(doc, dict):
+            raise RecordError(f"{where}: shadow={doc!r}; expected an object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        got = {k: v for k, v in doc.items() if k in names}
+        if "comparisons" in got:
+            got["comparisons"] = _comparisons(got["comparisons"] or [], f"{where} shadow")
+        return cls(**got)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CaseRecord(_Record):
     """One implementation on one case (STORE/records/<run_id>/<case_id>--<impl>.json)."""
@@ -88,11 +157,12 @@ class CaseRecord(_Record):
     REQUIRED = {"implementation": str, "case_id": str, "passed": bool, "comparisons": list}
     # exercised is left out only of records written before it existed (a list otherwise, [] included).
     SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised", "interpreter", "shadow"})
+    NESTED = {"comparisons": _comparisons, "shadow": Shadow.from_json}
 
     case_id: str
     implementation: str
     passed: bool
-    comparisons: list[JSON]  # harness.core.compare.Comparison JSON, one per quantity
+    comparisons: list[Comparison]  # one per quantity
     case: JSON | None = None  # harness.core.case.Case JSON
     role: str | None = None  # "kernel" or "oracle"
     backend: str | None = None
@@ -113,9 +183,8 @@ class CaseRecord(_Record):
     # The Pallas interpreter that computed it (harness.core.compat.INTERPRETERS); None in records written
     # before there were two (those ran the faithful one: interpreted_by) and where none ran.
     interpreter: str | None = None
-    # The same kernel under the other interpreter, where both ran: interpreter, passed, error,
-    # comparisons (against the truth, and "<q>[vs faithful]" against this record's outputs), seconds.
-    shadow: JSON | None = None
+    # The same kernel under the other interpreter, where both ran; None where one ran.
+    shadow: Shadow | None = None
 
     @property
     def interpreted_by(self) -> str | None:
@@ -127,11 +196,37 @@ class CaseRecord(_Record):
     @property
     def divergence(self) -> bool:
         """An interpreter divergence (harness.running.runner.SubjectResult.divergence): never a kernel failure."""
-        return self.passed and self.shadow is not None and not self.shadow.get("passed", True)
+        return self.passed and self.shadow is not None and not self.shadow.passed
+
+    @property
+    def dtype(self) -> str | None:
+        """The case's dtype, read from its JSON (None when the case is not an object)."""
+        return self.case.get("dtype") if isinstance(self.case, dict) else None
+
+    @property
+    def failing(self) -> list[Comparison]:
+        """The comparisons past their bound."""
+        return [c for c in self.comparisons if not c.passed]
+
+
+class _Shaped:
+    """A record measured at one benchmark shape, stored as {name, case}."""
+
+    shape: JSON
+
+    @property
+    def shape_name(self) -> str:
+        """The shape's name (harness.core.shapes); a shape stored as a bare name reads as that name."""
+        return str(self.shape.get("name")) if isinstance(self.shape, dict) else str(self.shape)
+
+    @property
+    def shape_case(self) -> JSON | None:
+        """The shape's harness.core.case.Case JSON; None when not recorded."""
+        return self.shape.get("case") if isinstance(self.shape, dict) else None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BenchRecord(_Record):
+class BenchRecord(_Shaped, _Record):
     """Timing samples of one implementation at one benchmark shape and pass (harness.tpu.bench)."""
 
     KIND = Kind.BENCH
@@ -152,7 +247,7 @@ class BenchRecord(_Record):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class CompileRecord(_Record):
+class CompileRecord(_Shaped, _Record):
     """One ahead-of-time TPU compile (harness.tpu.compile): memory and cost, or the error."""
 
     KIND = Kind.COMPILE
@@ -201,6 +296,16 @@ class LeakRecord(_Record):
     passed: bool = False
     error: str | None = None
     seconds: float | None = None
+
+    @property
+    def series_growth(self) -> list[tuple[str, float, float]]:
+        """(series, slope per call, limit) of each judged series (harness.running.leak.Growth); an entry
+        that is not an object is left out."""
+        return [
+            (str(g.get("series")), float(g.get("slope", 0)), float(g.get("limit", 0)))
+            for g in self.growth or []
+            if isinstance(g, dict)
+        ]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -86,7 +86,7 @@ def comparable(a: BenchRecord, b: BenchRecord) -> bool:
     """Whether two bench records may be compared: same implementation, shape and pass, and
     the same backend. An interpreter timing is never comparable with a native TPU one."""
     return all(getattr(a, k) == getattr(b, k) for k in ("implementation", "pass_", "backend", "timed")) and (
-        a.shape.get("name") == b.shape.get("name")
+        a.shape_name == b.shape_name
     )
 
 

@@ -32,6 +32,8 @@ from harness.core.contract import Implementation
 from harness.core.shapes import PASSES, BenchShape
 from harness.store.derive import compile_command
 from harness.store.failures import CompileFailureRecord
+from harness.store.files import RunStore
+from harness.store.records import CompileRecord, now
 from harness.tpu import mosaic
 
 # One chip of each generation the kernel targets (v4 and v5p name a 3-D torus).
@@ -92,6 +94,35 @@ def with_backward(f: Callable[..., Any]) -> Callable[..., Any]:
         return out, pullback(out)
 
     return fwd_bwd
+
+
+def compile_record(result: CompileResult, *, run_id: str) -> CompileRecord:
+    """The record of one CompileResult."""
+    return CompileRecord(
+        run_id=run_id,
+        time=now(),
+        implementation=result.implementation,
+        topology=result.topology,
+        shape={"name": result.shape, "case": result.case.to_json()},
+        case_id=result.case.case_id,
+        pass_=result.pass_,
+        ok=result.ok,
+        passed=result.ok,
+        error=result.error,
+        memory=result.memory,
+        cost=result.cost,
+        seconds=result.seconds,
+        failure_file=result.failure_file,
+        times=result.times,
+        samples=result.samples,
+        kernels=result.kernels,
+        deterministic=result.deterministic,
+        kernels_error=result.kernels_error,
+    )
+
+
+def write_compile(store: RunStore, result: CompileResult) -> Path:
+    return store.write(compile_record(result, run_id=store.run_id))
 
 
 def compile_one(impl: Implementation, shape: BenchShape, topology: str, pass_: str) -> CompileResult:
@@ -303,4 +334,5 @@ def _worker(jobs_json: str) -> None:
 
 
 if __name__ == "__main__":
+    compat.default_platforms_env()  # a process start, before jax is imported
     _worker(sys.argv[1])

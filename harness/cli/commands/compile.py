@@ -8,7 +8,6 @@ import sys
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.cli.commands._shared import add_kernel, add_out, create_store, kernel_specs
 from harness.core import shapes
-from harness.store.files import write_compile
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import compile as aot
 from harness.tpu import mosaic
@@ -93,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     def on_result(r: aot.CompileResult) -> None:
         if not r.ok:
             r.failure_file = str(aot.write_failure(args.out, r))
-        write_compile(store, r)
+        aot.write_compile(store, r)
         print(line(r), flush=True)
 
     if args.repeat > 1:

@@ -49,11 +49,7 @@ def read(path: Path) -> tuple[Case, list[tuple[str, Located | None]]]:
         if kind == "failure":
             failure = FailureRecord.from_json(doc, str(path))
             case = Case.from_json(failure.case)
-            located = [
-                (str(name), Located.from_json(r.get("located")))
-                for name, r in (failure.results or {}).items()
-                if isinstance(r, dict) and not r.get("passed")
-            ]
+            located = [(name, Located.from_json(doc)) for name, doc in failure.failed_located()]
             return case, located or [(failure.kernel, None)]
         if kind == "case":
             case = Case.from_json(doc.get("case"))
