@@ -24,7 +24,7 @@ from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Outputs, register
 from harness.core.inputs import Inputs
 from kernels._pallas import LANES, TpuKernel, block_names, divisors, lane_tiles
 
@@ -115,6 +115,13 @@ TILINGS = ("one_tile", "several_q_tiles", "several_major", "several_minor")
 
 class PallasFlash(TpuKernel):
     title = "Pallas TPU flash attention"
+    about = About(
+        summary="the Pallas TPU flash-attention kernel, forward and backward",
+        source="jax/experimental/pallas/ops/tpu/flash_attention.py: flash_attention",
+        cases=6,  # 5 smoke; 1.6-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="all 11 BlockSizes fields",
+        notes='rows with no visible key: "convex" under causal',
+    )
     capabilities = Capabilities(
         dtypes=DTYPES,
         # head_dim below 128 is sliced from a lane tile; above 128 it must be a

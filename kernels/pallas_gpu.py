@@ -23,7 +23,7 @@ from jax.experimental.pallas.ops.gpu import attention as upstream
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Outputs, register
 from harness.core.inputs import Inputs
 from harness.core.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED
 from kernels._pallas import GpuKernel, block_names
@@ -126,6 +126,13 @@ API = (
 
 class PallasGpu(GpuKernel):
     title = "Pallas GPU flash attention"
+    about = About(
+        summary="the Pallas GPU (Triton) flash-attention kernel, under the Pallas GPU interpreter off a GPU",
+        source="jax/experimental/pallas/ops/gpu/attention.py: mha",
+        cases=7,  # 5 smoke; 0.5-0.7 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="block_q, block_k, the dkv and dq blocks; num_warps, num_stages, backward_xla",
+        notes="empty rows never arise in its contract",
+    )
     capabilities = Capabilities(
         dtypes=DTYPES,
         # head_dim is padded to the next power of two inside the kernel (loads masked):

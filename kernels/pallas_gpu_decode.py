@@ -26,7 +26,7 @@ from jax.experimental.pallas.ops.gpu import decode_attention as upstream
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Outputs, register
 from harness.core.inputs import Inputs
 from kernels._pallas import GpuKernel, block_names
 
@@ -101,6 +101,12 @@ API = (_entry_api("gqa"), _entry_api("mqa"))
 
 class PallasGpuDecode(GpuKernel):
     title = "Pallas GPU decode attention"
+    about = About(
+        summary="the Pallas GPU decode-attention kernel (q_len 1), under the Pallas GPU interpreter off a GPU",
+        source="jax/experimental/pallas/ops/gpu/decode_attention.py: gqa, mqa",
+        cases=10,  # 5 smoke; 0.2-0.6 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="block_h, block_k, k_splits",
+    )
     capabilities = Capabilities(
         dtypes=DTYPES,
         head_dims=(64, 128, 32),

@@ -35,7 +35,7 @@ from jax.experimental.pallas.ops.tpu.paged_attention import quantization_utils
 from harness.core import coverage as cov
 from harness.core import paging
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Outputs, register
 from harness.core.inputs import Inputs, int8_grid
 from harness.core.masks import Lengths, Mask
 from kernels._pallas import TpuKernel, block_names, divisors
@@ -123,6 +123,13 @@ API = (
 
 class PallasPaged(TpuKernel):
     title = "Pallas TPU paged attention"
+    about = About(
+        summary="the Pallas TPU paged-attention decode kernel (q_len 1), K/V in pages, also int8",
+        source="jax/experimental/pallas/ops/tpu/paged_attention/paged_attention_kernel.py: paged_attention",
+        cases=8,  # 3 smoke; 1.1-1.7 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="page_size, pages_per_compute_block, spare_pages, split_seq_dim; the megacore modes only on a TPU",
+        notes="float32 only with int8 pages (plain float32 pages round to bfloat16); length-0 sequences are unwritten",
+    )
     capabilities = Capabilities(
         # float32 only with int8 pages: the kernel rounds float32 pages to bfloat16 before its float32
         # arithmetic (MultiPageAsyncCopyDescriptor._maybe_dequantize defaults to dtype=bfloat16), a

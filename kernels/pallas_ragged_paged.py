@@ -44,7 +44,7 @@ from jax.experimental.pallas.ops.tpu import ragged_paged_attention as upstream
 from harness.core import compat, paging
 from harness.core import coverage as cov
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Outputs, register
 from harness.core.inputs import Inputs, make_inputs
 from harness.core.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW, Lengths, Mask
 from kernels._pallas import TpuKernel, block_names
@@ -118,6 +118,13 @@ API = (
 
 class PallasRaggedPaged(TpuKernel):
     title = "Pallas TPU ragged paged attention"
+    about = About(
+        summary="the Pallas TPU ragged paged-attention kernel: packed queries of several lengths over paged K/V",
+        source="jax/experimental/pallas/ops/tpu/ragged_paged_attention/kernel.py: ragged_paged_attention",
+        cases=6,  # cannot run under the jax 0.10.2 interpreter: its probe only (benchmarks/results/matrix_budget.json)
+        blocks="page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages, k_scale_exp / v_scale_exp",
+        notes="causal at each sequence's diagonal always; padding query rows are not in the ragged layout (NaN)",
+    )
     capabilities = Capabilities(
         # float16 is not a TPU matmul type.
         dtypes=("float32", "bfloat16"),

@@ -38,7 +38,7 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ma
 
 from harness.core import coverage as cov
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Outputs, register
 from harness.core.inputs import Inputs
 from harness.core.masks import MASK_COMPONENTS, SOME_KEY_VISIBLE, Mask, shows_some_key
 from kernels._pallas import LANES, TpuKernel, block_names, lane_tiles
@@ -254,6 +254,13 @@ HEAD_DIMS = (128, 256) if LANE_HEAD_DIMS_ONLY else (64, 128, 32, 256)
 
 class PallasSplash(TpuKernel):
     title = "Pallas TPU splash attention"
+    about = About(
+        summary="the Pallas TPU splash (sparse flash) attention kernel, its masks built with splash's own classes",
+        source="jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py: make_splash_mha",
+        cases=13,  # 12 smoke; 2.1-4.1 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="block_q, block_kv, block_kv_compute, the dkv and dq blocks, or use_fused_bwd_kernel",
+        notes="padding as segment ids of its own; an empty row is NaN (no key tile visited) or an average of tiles",
+    )
     capabilities = Capabilities(
         # float16 is not a TPU matmul type; splash's tests use float32 and bfloat16.
         dtypes=("float32", "bfloat16"),

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from harness.core import compat, extended, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, FLOAT64, Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import WINDOW_ALIGNED, Mask
@@ -129,12 +129,14 @@ class DotProductAttention(Implementation):
         name: str,
         capabilities: Capabilities,
         conventions: Conventions,
+        about: About,
         fn: Callable[..., Any] | None = None,
     ) -> None:
         self.implementation = implementation
         self.name = name
         self.capabilities = capabilities
         self.conventions = conventions
+        self.about = about
         self.api = (api(implementation),)
         self.fn = fn
         self.description = f'jax.nn.dot_product_attention(implementation="{implementation}")' + (
@@ -260,7 +262,15 @@ XLA_CONVENTIONS = Conventions(
         "query rows past query_seq_lengths are set to 0; return_residual's logsumexp is rounded to the input dtype"
     ),
 )
-XLA = DotProductAttention("xla", "jax_xla", XLA_CAPABILITIES, XLA_CONVENTIONS)
+SOURCE = "jax/_src/nn/functions.py: jax.nn.dot_product_attention"
+XLA_ABOUT = About(
+    summary='jax.nn.dot_product_attention(implementation="xla")',
+    source=SOURCE,
+    cases=9,  # 8 smoke; 0.5-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
+    blocks="mask_arg (the boolean `mask` path instead of the parameters)",
+    notes="float64 only where jax computes it in float64 (not jax 0.10.2); padded query rows are zeros",
+)
+XLA = DotProductAttention("xla", "jax_xla", XLA_CAPABILITIES, XLA_CONVENTIONS, XLA_ABOUT)
 register(XLA)
 
 CUDNN = DotProductAttention(
@@ -284,13 +294,19 @@ CUDNN = DotProductAttention(
         empty_rows="uniform",
         notes="declared masks leave no row without a visible key, so the empty-row value is never checked",
     ),
+    About(
+        summary='jax.nn.dot_product_attention(implementation="cudnn")',
+        source=SOURCE,
+        cases=8,  # natively on a GPU: milliseconds a case
+        needs="gpu",
+        notes="capabilities from reading upstream, not from a run here",
+    ),
 )
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> DotProductAttention:
     """Test `fn`, a function with the signature of jax.nn.dot_product_attention, as jax_xla."""
-    return DotProductAttention("xla", name, XLA_CAPABILITIES, XLA_CONVENTIONS, fn=fn)
+    return DotProductAttention("xla", name, XLA_CAPABILITIES, XLA_CONVENTIONS, XLA_ABOUT, fn=fn)
 
 
-if compat.jax_platform() == "gpu":  # pragma: no cover - needs a GPU; untested on the CPU hosts
-    register(CUDNN)
+register(CUDNN, here=compat.jax_platform() == "gpu")

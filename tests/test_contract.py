@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import subprocess
 import sys
@@ -141,3 +142,88 @@ def test_a_built_in_and_the_oracles_resolve_without_importing_every_kernel():
         "['kernels.pallas_flash']",
         "True True",  # the whole registry, when asked for, still imports every module
     ]
+
+
+class _Declared(contract.Implementation):
+    """A bare implementation to register: what register() checks of its declarations."""
+
+    role = "kernel"
+    framework = "jax"
+    capabilities = FLASH.capabilities
+    conventions = FLASH.conventions
+
+    def __init__(self, name: str, about: contract.About | None) -> None:
+        self.name = name
+        if about is not None:
+            self.about = about
+
+    def run(self, case, inputs, *, grads):
+        raise NotImplementedError
+
+
+@pytest.fixture
+def empty_registry(monkeypatch):
+    """register() into a registry of its own, tile names included, so that no other test sees it."""
+    from harness.core import locate
+
+    monkeypatch.setattr(contract, "_REGISTRY", {})
+    monkeypatch.setattr(contract, "_DEFINED", {})
+    monkeypatch.setattr(locate, "_TILE_NAMES", dict(locate._TILE_NAMES))
+
+
+ABOUT = contract.About(summary="a kernel", source="upstream/file.py: fn", cases=3)
+
+
+@pytest.mark.parametrize(
+    ("about", "here", "message"),
+    [
+        pytest.param(None, True, r"declare `about = About\(summary=", id="no-about"),
+        pytest.param(dataclasses.replace(ABOUT, cases=0), True, r"About.cases=0; give its matrix", id="no-cases"),
+        pytest.param(ABOUT, False, r"register\(here=False\) needs About.needs", id="absent-without-needs"),
+    ],
+)
+def test_register_refuses_a_kernel_that_does_not_declare_itself(empty_registry, about, here, message):
+    with pytest.raises(ValueError, match=message):
+        contract.register(_Declared("k", about), here=here)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        pytest.param({"needs": "fpga"}, r"needs='fpga' is not one of \['cuda', 'gpu', 'tpu'\]", id="needs"),
+        pytest.param({"cases": -1}, r"cases=-1 must be >= 0", id="cases"),
+        pytest.param({"notes": "a | b"}, r"no '\|' in a table cell", id="pipe"),
+    ],
+)
+def test_about_validates_itself(kw, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(ABOUT, **kw)
+
+
+def test_a_kernel_for_absent_hardware_is_defined_not_registered(empty_registry):
+    contract.register(_Declared("gpu_k", dataclasses.replace(ABOUT, needs="gpu")), here=False)
+    contract.register(_Declared("cpu_k", ABOUT))
+    assert sorted(contract._DEFINED) == ["cpu_k", "gpu_k"] and sorted(contract._REGISTRY) == ["cpu_k"]
+
+
+def test_every_implementation_declares_itself():
+    for impl in contract.defined().values():
+        assert isinstance(impl.about, contract.About), impl.name
+        assert (impl.about.cases >= 1) == (impl.role == "kernel"), f"{impl.name}: cases={impl.about.cases}"
+    absent = set(contract.defined()) - set(contract.registry())
+    assert absent >= {"jax_cudnn", "torch_flash"}  # on these CPU hosts
+    assert all(contract.defined()[n].about.needs for n in absent)
+
+
+def test_tile_names_a_kernel_declares_are_located(empty_registry):
+    from harness.core.locate import TileNames, tiling
+
+    blocks = {"tq": 32, "tk": 64, "tk_major": 128}
+    assert tiling(blocks) == tiling({})  # names the built-in table does not know
+    tiles = TileNames(passes={"fwd": ("tq", None, "tk", "tk_major")})
+    contract.register(_Declared("tiled", dataclasses.replace(ABOUT, tiles=tiles)))
+    t = tiling(blocks)
+    assert (t.q, t.q_major, t.k, t.k_major) == (32, None, 64, 128)
+    assert tiling(uniform_blocks(256)).k == 256  # the built-in names still come first
+    with pytest.raises(ValueError, match=r"passes are \('fwd', 'dq', 'dkv'\)"):
+        TileNames(passes={"bwd": ("a", None, "b", None)})
