@@ -2,6 +2,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -227,3 +228,87 @@ def test_tile_names_a_kernel_declares_are_located(empty_registry):
     assert tiling(uniform_blocks(256)).k == 256  # the built-in names still come first
     with pytest.raises(ValueError, match=r"passes are \('fwd', 'dq', 'dkv'\)"):
         TileNames(passes={"bwd": ("a", None, "b", None)})
+
+
+# A whole kernel in one file: a pure-JAX attention, declared (About) and registered, nothing else.
+ONE_FILE_KERNEL = '''"""softmax(QK^T * scale) V in plain JAX: a kernel that is one file of its own package."""
+
+import jax
+import jax.numpy as jnp
+
+from harness.core import placement
+from harness.core.contract import About, Capabilities, Conventions, Implementation, register
+from harness.core.jaxvjp import jax_outputs
+
+
+class TinyAttention(Implementation):
+    name = "tiny_attention"
+    role = "kernel"
+    framework = "jax"
+    about = About(summary="a tiny pure-JAX attention", source="tests/test_contract.py: ONE_FILE_KERNEL", cases=4)
+    capabilities = Capabilities(
+        dtypes=("float32",),
+        head_dims=(32,),
+        seq_lens=(16, 32),
+        mask_components=frozenset({"causal_top_left"}),
+        unequal_lengths=False,
+    )
+    conventions = Conventions(bias="none", causal="top-left", gqa="repeats k/v heads", empty_rows="zeros")
+
+    def run(self, case, inputs, *, grads):
+        group, causal = case.q_heads // case.kv_heads, "causal_top_left" in case.mask.components
+
+        def attention(q, k, v):
+            k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
+            s = jnp.einsum("bhqd,bhkd->bhqk", q, k) * case.sm_scale
+            if causal:
+                s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], bool)), s, -jnp.inf)
+            return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+        return jax_outputs(attention, inputs, grads=grads, device=placement.device_for(self.role))
+
+
+register(TinyAttention())
+'''
+# In a cell, as the noxfile plans it: the kernels registered there and their declared budgets; and the kernel table row.
+PLAN = """
+from docs import generate
+from harness.core import contract
+from harness.environments import matrix
+print([s for s in matrix.run_steps(contract.names("kernel")) if "tiny_attention" in s])
+print(generate.row(contract.defined()["tiny_attention"]))
+"""
+
+
+@pytest.mark.no_mutation
+def test_a_kernel_is_one_file(tmp_path):
+    # One new file in a package of its own, on the path and named by ATTN_HARNESS_KERNELS: run, matrix
+    # planning, coverage and the kernel table take it from its declarations, and no file of the project changes.
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "tiny_kernels").mkdir()
+    (tmp_path / "tiny_kernels" / "tiny_attention.py").write_text(ONE_FILE_KERNEL)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), str(tmp_path)]),
+        contract.EXTRA_PACKAGES_ENV: "tiny_kernels",
+        "JAX_PLATFORMS": "cpu",
+    }
+    tree = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    store = tmp_path / "store"
+
+    def harness(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *argv], cwd=root, env=env, capture_output=True, text=True)
+
+    argv = ("--kernel", "tiny_attention", "--examples", "4", "--seed", "3", "--profile", "ci", "--no-database")
+    run = harness("-m", "harness", "run", *argv, "--jobs", "1", "--out", str(store))
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "tiny_attention" in run.stdout
+    plan = harness("-c", PLAN)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    steps, row = plan.stdout.splitlines()[-2:]
+    assert "'--examples', '4'" in steps and "'--kernel', 'tiny_attention'" in steps, steps
+    assert row.startswith("['`tiny_attention`', 'kernel', 'a tiny pure-JAX attention"), row
+    cov = harness("-m", "harness", "coverage", "--store", str(store), "--implementation", "tiny_attention")
+    assert cov.returncode == 0, cov.stdout[-2000:] + cov.stderr[-2000:]
+    assert "== tiny_attention: 4 cases in the store" in cov.stdout, cov.stdout
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout == tree
