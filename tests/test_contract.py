@@ -201,6 +201,14 @@ def test_about_validates_itself(kw, message):
         dataclasses.replace(ABOUT, **kw)
 
 
+def test_an_out_of_tree_package_that_does_not_import_is_named(empty_registry, monkeypatch):
+    monkeypatch.setenv(contract.EXTRA_PACKAGES_ENV, "no_such_kernels_pkg, kernels")
+    monkeypatch.setattr(contract, "_DISCOVERED", set(contract.PACKAGES))
+    assert contract.packages() == ("kernels", "oracles", "no_such_kernels_pkg")
+    with pytest.raises(UnknownImplementation, match="ATTN_HARNESS_KERNELS names package 'no_such_kernels_pkg'"):
+        contract.names("kernel")
+
+
 def test_a_kernel_for_absent_hardware_is_defined_not_registered(empty_registry):
     contract.register(_Declared("gpu_k", dataclasses.replace(ABOUT, needs="gpu")), here=False)
     contract.register(_Declared("cpu_k", ABOUT))

@@ -375,7 +375,14 @@ def _discover(packages_: tuple[str, ...] | None = None) -> None:
         if pkg_name in _DISCOVERED:
             continue
         _DISCOVERED.add(pkg_name)
-        pkg = importlib.import_module(pkg_name)
+        try:
+            pkg = importlib.import_module(pkg_name)
+        except ModuleNotFoundError as e:
+            if pkg_name in PACKAGES or e.name != pkg_name:
+                raise
+            raise UnknownImplementation(
+                f"{EXTRA_PACKAGES_ENV} names package {pkg_name!r}, which is not importable (is it on PYTHONPATH?)"
+            ) from None
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
                 _import(f"{pkg_name}.{info.name}")
