@@ -27,7 +27,16 @@ from hypothesis import strategies as st
 from harness.core import compat, extended, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, FLOAT64, Case
-from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.contract import (
+    About,
+    Capabilities,
+    Conventions,
+    EmptyRows,
+    Implementation,
+    Outputs,
+    Restriction,
+    register,
+)
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import WINDOW_ALIGNED, Mask
@@ -263,12 +272,23 @@ XLA_CONVENTIONS = Conventions(
     ),
 )
 SOURCE = "jax/_src/nn/functions.py: jax.nn.dot_product_attention"
+# Every restriction the xla adapter applies, with its source (harness.core.contract.Restriction).
+_WINDOW = dict(upstream="jax/_src/nn/functions.py", check="left_window, right_window = local_window_size")
+XLA_RESTRICTIONS = (
+    Restriction(on="head_dims", rule="the values drawn", choice="the xla path takes any head_dim"),
+    Restriction(on="mask_components", rule="its parameters, read from its signature", probe="NATIVE_COMPONENTS"),
+    Restriction(on="restrictions:window_aligned", rule="windows at offset 0, both sides bounded", **_WINDOW),
+    Restriction(on="violations", rule="float64 only where jax computes in float64", probe="XLA_FLOAT64"),
+    Restriction(on="violations", rule="local_window_size at offset 0, both sides bounded", **_WINDOW),
+    Restriction(on="violations", rule="blocks hold only mask_arg", choice="mask_arg is the adapter's own flag"),
+)
 XLA_ABOUT = About(
     summary='jax.nn.dot_product_attention(implementation="xla")',
     source=SOURCE,
     cases=9,  # 8 smoke; 0.5-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
     blocks="mask_arg (the boolean `mask` path instead of the parameters)",
     notes="float64 only where jax computes it in float64 (not jax 0.10.2); padded query rows are zeros",
+    restrictions=XLA_RESTRICTIONS,
 )
 XLA = DotProductAttention("xla", "jax_xla", XLA_CAPABILITIES, XLA_CONVENTIONS, XLA_ABOUT)
 register(XLA)

@@ -320,3 +320,103 @@ def test_a_kernel_is_one_file(tmp_path):
     assert cov.returncode == 0, cov.stdout[-2000:] + cov.stderr[-2000:]
     assert "== tiny_attention: 4 cases in the store" in cov.stdout, cov.stdout
     assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout == tree
+
+
+def _restricted(impl: contract.Implementation) -> list[str]:
+    """What the implementation's Capabilities narrow (Restriction.on), each needing a source."""
+    from harness.core.case import DTYPES
+    from harness.core.masks import MASK_COMPONENTS
+
+    caps, out = impl.capabilities, []
+    out += ["dtypes"] if set(caps.dtypes) - {"float64"} != set(DTYPES) else []
+    out += ["head_dims"] if not caps.any_head_dim else []
+    out += ["q_lens"] if caps.q_lens else []
+    out += ["mask_components"] if caps.mask_components != MASK_COMPONENTS | {"bias"} else []
+    out += [f"restrictions:{r}" for r in sorted(caps.restrictions)]
+    out += ["unequal_lengths"] if not caps.unequal_lengths else []
+    out += ["grads"] if not caps.grads else []
+    out += ["dbias"] if "bias" in caps.mask_components and not caps.dbias else []
+    return out + (["kv_format_only_dtypes"] if caps.kv_format_only_dtypes else [])
+
+
+def _violation_checks(cls: type) -> int:
+    """The checks the adapter's own methods named *violations* add: each `append` and each listed `out + [...]`."""
+    import ast
+    import inspect
+    import textwrap
+
+    n = 0
+    for klass in cls.__mro__:
+        methods = [f for name, f in vars(klass).items() if "violations" in name and callable(f)]
+        if klass.__module__.startswith("harness."):
+            continue
+        for node in (n for f in methods for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(f))))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append":
+                n += 1
+            elif isinstance(node, ast.BinOp) and isinstance(node.right, ast.List):
+                n += len(node.right.elts)
+    return n
+
+
+KERNELS = [i for _, i in sorted(contract.defined().items()) if i.role == "kernel"]
+# Adapters whose restriction table (About.restrictions) is still to be written (issue 26 item 2);
+# the test below fails once one of them is complete, so that it leaves this list.
+UNSOURCED = {
+    "jax_cudnn",
+    "pallas_gpu_decode",
+    "pallas_paged",
+    "pallas_ragged_paged",
+    "tokamax_cudnn",
+    "tokamax_mosaic",
+    "tokamax_triton",
+    "tokamax_xla",
+    "tokamax_xla_chunked",
+    "torch_cudnn",
+    "torch_efficient",
+    "torch_flash",
+}
+
+
+@pytest.mark.parametrize("impl", KERNELS, ids=lambda i: i.name)
+def test_every_restriction_of_an_adapter_is_declared_with_its_source(impl):
+    # A Capabilities field that narrows the draw, or a check added to violations(), without a
+    # Restriction in About.restrictions fails here: none slips in unsourced.
+    declared = [r.on for r in impl.about.restrictions]
+    missing = [on for on in _restricted(impl) if on not in declared]
+    checks = _violation_checks(type(impl))
+    if impl.name in UNSOURCED:
+        assert missing or declared.count("violations") != checks, f"{impl.name} is sourced: take it off UNSOURCED"
+        return
+    assert not missing, f"{impl.name}: restrictions without a source: {missing}"
+    assert declared.count("violations") == checks, f"{impl.name}: {checks} checks in violations(), sourced {declared}"
+
+
+SOURCED = [
+    pytest.param(impl, r, id=f"{impl.name}:{r.on}:{n}")
+    for impl in KERNELS
+    for n, r in enumerate(impl.about.restrictions)
+]
+
+
+@pytest.mark.parametrize(("impl", "restriction"), SOURCED)
+def test_each_restriction_source_is_in_this_release(impl, restriction):
+    # Every restriction of every adapter, listed one per test id: a probe names the adapter's reading of
+    # the library, a finding its file here, and an upstream check is quoted as the installed release has it.
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    if restriction.probe:
+        assert hasattr(sys.modules[type(impl).__module__], restriction.probe), restriction
+    elif restriction.finding:
+        assert (root / restriction.finding).is_file(), restriction
+    elif restriction.choice:
+        assert impl.capabilities, restriction  # the harness's own choice, listed (its reason) by this test's id
+    else:
+        spec = importlib.util.find_spec(restriction.upstream.split("/")[0])
+        if spec is None:
+            pytest.skip(f"{restriction.upstream} is not installed here")
+        path = Path(next(iter(spec.submodule_search_locations))).parent / restriction.upstream
+        assert path.is_file(), f"{impl.name}: {path} is not in this release"
+        assert " ".join(restriction.check.split()) in " ".join(path.read_text().split()), (
+            f"{impl.name}: {restriction.check!r} is not in {restriction.upstream} of this release"
+        )

@@ -110,6 +110,44 @@ class Capabilities:
             raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
 
 
+# What a Restriction may restrict (besides "restrictions:NAME", one of harness.core.masks.RESTRICTIONS):
+# the Capabilities fields that narrow what is drawn, and "violations", one check in Implementation.violations.
+RESTRICTED = ("dtypes", "head_dims", "q_lens", "mask_components", "unequal_lengths", "grads", "dbias")
+RESTRICTED += ("kv_format_only_dtypes", "violations")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Restriction:
+    """One thing an adapter refuses or leaves undrawn, and its source, so that each release is held to
+    its own contract (issue 26): the installed library asked (`probe`), the upstream check quoted as
+    the installed release's source has it (`upstream` file and `check` text; tests/test_contract.py
+    finds it there), a behaviour measured here (`finding`, a file under docs/ with its reproducer),
+    or, for what is left undrawn though the library may take it, the harness's own `choice` (why).
+
+    on: what it restricts (RESTRICTED, or "restrictions:NAME"); rule: what is refused, in words.
+    """
+
+    on: str
+    rule: str
+    probe: str = ""  # a module-level name of the adapter that reads the installed library
+    upstream: str = ""  # the wrapped library's file, from its top package: "jax/experimental/..."
+    check: str = ""
+    finding: str = ""  # "docs/findings/....md"
+    choice: str = ""  # why the harness leaves it undrawn, where the library itself refuses nothing
+
+    def __post_init__(self) -> None:
+        if self.on not in RESTRICTED and not (
+            self.on.startswith("restrictions:") and self.on.split(":", 1)[1] in RESTRICTIONS
+        ):
+            raise ValueError(f"Restriction on={self.on!r}: one of {RESTRICTED} or restrictions:NAME ({RESTRICTIONS})")
+        kinds = [k for k in ("probe", "upstream", "finding", "choice") if getattr(self, k)]
+        if len(kinds) != 1 or bool(self.upstream) != bool(self.check):
+            raise ValueError(
+                f"Restriction {self.on}: {self.rule!r} needs one source: probe=, upstream= with check=, finding= "
+                "or choice="
+            )
+
+
 # Where an implementation that needs hardware registers (About.needs), in words for the kernel table.
 NEEDS: dict[str, str] = {"gpu": "JAX on a GPU", "cuda": "torch with CUDA", "tpu": "a TPU"}
 
@@ -130,6 +168,7 @@ class About:
     blocks: the block sizes its strategy searches, in words ("none" without a block strategy).
     notes: what the table's columns do not say (a dtype only some releases compute, ...).
     tiles: its tile names for harness.core.locate, where they are not the built-in names there.
+    restrictions: every restriction it applies, each with its source (Restriction).
     """
 
     summary: str
@@ -139,6 +178,7 @@ class About:
     blocks: str = "none"
     notes: str = ""
     tiles: TileNames | None = None
+    restrictions: tuple[Restriction, ...] = ()
 
     def __post_init__(self) -> None:
         if self.needs is not None and self.needs not in NEEDS:
