@@ -49,7 +49,7 @@ from hypothesis import strategies as st
 from harness.core import compat, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import About, Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Implementation, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import Mask, Window, dense_mask
@@ -109,6 +109,20 @@ def dtypes() -> tuple[str, ...]:
     algorithm preset, which XLA:CPU refuses ("ValueError: The precision 'F16_F16_F32' is not
     supported by dot_general on CPU", tokamax 0.0.12 on jax 0.10.2; a platform limit)."""
     return DTYPES if compat.jax_platform() != "cpu" else tuple(d for d in DTYPES if d != "float16")
+
+
+# Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
+RESTRICTIONS = (
+    Restriction(
+        on="dtypes", rule="no float16 on a CPU backend", choice="measured: XLA:CPU refuses F16_F16_F32 (dtypes)"
+    ),
+    Restriction(
+        on="head_dims", rule="the values drawn", choice="no head_dim limit is read; GPU/TPU limits unknown here"
+    ),
+    Restriction(on="mask_components", rule="its parameters and the boolean mask", probe="NEEDED"),
+    Restriction(on="violations", rule="blocks hold only precision_highest", choice="the adapter's own flag"),
+    Restriction(on="violations", rule="logits_soft_cap where the implementation takes it", probe="_takes_soft_cap"),
+)
 
 
 def api(implementation: str) -> cov.Api:
@@ -183,6 +197,7 @@ class TokamaxAttention(Implementation):
             needs=NEEDS.get(implementation),
             blocks="precision_highest (`precision=HIGHEST`)",
             notes="float16 only off a CPU backend" + ("" if implementation.startswith("xla") else "; not run here"),
+            restrictions=RESTRICTIONS,
         )
         # A soft cap is drawn where the signature takes one; an implementation that refuses it at
         # call time (cudnn: NotImplementedError) is refused by violations() through the probe.

@@ -363,14 +363,8 @@ KERNELS = [i for _, i in sorted(contract.defined().items()) if i.role == "kernel
 # the test below fails once one of them is complete, so that it leaves this list.
 UNSOURCED = {
     "jax_cudnn",
-    "pallas_gpu_decode",
     "pallas_paged",
     "pallas_ragged_paged",
-    "tokamax_cudnn",
-    "tokamax_mosaic",
-    "tokamax_triton",
-    "tokamax_xla",
-    "tokamax_xla_chunked",
     "torch_cudnn",
     "torch_efficient",
     "torch_flash",
