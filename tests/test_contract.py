@@ -363,7 +363,6 @@ KERNELS = [i for _, i in sorted(contract.defined().items()) if i.role == "kernel
 # the test below fails once one of them is complete, so that it leaves this list.
 UNSOURCED = {
     "jax_cudnn",
-    "pallas_ragged_paged",
     "torch_cudnn",
     "torch_efficient",
     "torch_flash",
