@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import About, Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Implementation, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.torchvjp import repeat_kv, torch_outputs
 
@@ -45,6 +45,11 @@ def api(*, bias: bool) -> cov.Api:
     )
 
 
+# The backends' checks are C++ (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp), not in the wheel
+# to quote from, and these hosts have no CUDA to probe them on.
+READ = "read from sdp_utils.cpp (C++, not in the wheel); no CUDA here to probe"
+
+
 class TorchSDPABackend(Implementation):
     role = "kernel"
     framework = "torch"
@@ -69,6 +74,10 @@ class TorchSDPABackend(Implementation):
             cases=8,  # natively on a GPU: milliseconds a case
             needs="cuda",
             notes="capabilities from reading upstream's sdp_utils checks, not from a run here",
+            restrictions=tuple(
+                Restriction(on=on, rule="as each backend's check reads", choice=READ)
+                for on in ("dtypes", "head_dims", "mask_components", "dbias")
+            ),
         )
 
     def backend(self) -> str:

@@ -272,6 +272,7 @@ XLA_CONVENTIONS = Conventions(
     ),
 )
 SOURCE = "jax/_src/nn/functions.py: jax.nn.dot_product_attention"
+_CUDNN = "jax/_src/cudnn/fused_attention_stablehlo.py"
 # Every restriction the xla adapter applies, with its source (harness.core.contract.Restriction).
 _WINDOW = dict(upstream="jax/_src/nn/functions.py", check="left_window, right_window = local_window_size")
 XLA_RESTRICTIONS = (
@@ -320,6 +321,14 @@ CUDNN = DotProductAttention(
         cases=8,  # natively on a GPU: milliseconds a case
         needs="gpu",
         notes="capabilities from reading upstream, not from a run here",
+        restrictions=(
+            Restriction(on="dtypes", rule="16-bit only", upstream=_CUDNN, check="Q must be fp16/bf16/fp8_e4m3fn"),
+            Restriction(on="head_dims", rule="multiples of 8 up to 128", upstream=_CUDNN, check="qH % 8 == 0"),
+            Restriction(on="mask_components", rule="causal and bias", choice="the subset read upstream; not run here"),
+            # This release's should_export_dbias returns True: dbias is left undrawn, not refused.
+            Restriction(on="dbias", rule="dbias not checked", choice="not run here (no GPU on these hosts)"),
+            *XLA_RESTRICTIONS[-3:],  # the same violations()
+        ),
     ),
 )
 

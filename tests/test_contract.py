@@ -359,14 +359,6 @@ def _violation_checks(cls: type) -> int:
 
 
 KERNELS = [i for _, i in sorted(contract.defined().items()) if i.role == "kernel"]
-# Adapters whose restriction table (About.restrictions) is still to be written (issue 26 item 2);
-# the test below fails once one of them is complete, so that it leaves this list.
-UNSOURCED = {
-    "jax_cudnn",
-    "torch_cudnn",
-    "torch_efficient",
-    "torch_flash",
-}
 
 
 @pytest.mark.parametrize("impl", KERNELS, ids=lambda i: i.name)
@@ -376,9 +368,6 @@ def test_every_restriction_of_an_adapter_is_declared_with_its_source(impl):
     declared = [r.on for r in impl.about.restrictions]
     missing = [on for on in _restricted(impl) if on not in declared]
     checks = _violation_checks(type(impl))
-    if impl.name in UNSOURCED:
-        assert missing or declared.count("violations") != checks, f"{impl.name} is sourced: take it off UNSOURCED"
-        return
     assert not missing, f"{impl.name}: restrictions without a source: {missing}"
     assert declared.count("violations") == checks, f"{impl.name}: {checks} checks in violations(), sourced {declared}"
 
