@@ -3,10 +3,11 @@
     python -m docs.generate          # rewrite every generated part
     python -m docs.generate --check  # exit 1 naming each stale part; 0 when all are current
 
-The one generated part so far: the kernel table of docs/kernels.md, between the markers
-`<!-- kernels:begin -->` and `<!-- kernels:end -->`: one row per implementation the code defines
-(harness.core.contract.defined(): those registered only on a GPU or TPU included), every cell read
-from its declarations (Capabilities, Conventions, About). Exits 2 when a file lacks its markers,
+Generated, in docs/kernels.md: the kernel table, between the markers `<!-- kernels:begin -->` and
+`<!-- kernels:end -->`: one row per implementation the code defines (harness.core.contract.defined():
+those registered only on a GPU or TPU included), every cell read from its declarations (Capabilities,
+Conventions, About); and between `<!-- restrictions:begin -->` and `<!-- restrictions:end -->`, every
+restriction each kernel applies with its source (About.restrictions). Exits 2 when a file lacks its markers,
 and 4 ("cannot run here") where a kernel module cannot be imported (an optional framework is
 missing): the table would lack its rows.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS_PAGE = ROOT / "docs" / "kernels.md"
 BEGIN, END = "<!-- kernels:begin -->", "<!-- kernels:end -->"
+RESTRICTIONS_BEGIN, RESTRICTIONS_END = "<!-- restrictions:begin -->", "<!-- restrictions:end -->"
 COLUMNS = (
     "implementation",
     "role",
@@ -79,6 +81,23 @@ def kernel_table(impls: Iterable) -> str:
     return "\n".join(lines)
 
 
+def _source(r) -> str:  # noqa: ANN001 - a harness.core.contract.Restriction
+    if r.upstream:
+        return f"upstream `{r.upstream}`: `{r.check}`"
+    if r.probe:
+        return f"probed: `{r.probe}`"
+    return f"finding `{r.finding}`" if r.finding else f"choice: {r.choice}"
+
+
+def restriction_table(impls: Iterable) -> str:
+    """Every restriction of every kernel in `impls` with its source, kernels by name."""
+    lines = ["| kernel | restricts | rule | source |", "|---|---|---|---|"]
+    for impl in sorted((i for i in impls if i.role == "kernel"), key=lambda i: i.name):
+        for r in impl.about.restrictions:
+            lines.append("| " + " | ".join(_cell(c) for c in (f"`{impl.name}`", r.on, r.rule, _source(r))) + " |")
+    return "\n".join(lines)
+
+
 class MarkersMissing(ValueError):
     """A page without the markers its generated part goes between."""
 
@@ -96,7 +115,10 @@ def parts() -> dict[Path, str]:
     """Every generated page as it should read now: path -> text."""
     from harness.core import contract
 
-    return {KERNELS_PAGE: replace_between(KERNELS_PAGE.read_text(), kernel_table(contract.defined().values()))}
+    impls = contract.defined().values()
+    text = replace_between(KERNELS_PAGE.read_text(), kernel_table(impls))
+    text = replace_between(text, restriction_table(impls), begin=RESTRICTIONS_BEGIN, end=RESTRICTIONS_END)
+    return {KERNELS_PAGE: text}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in stale:
         rel = path.relative_to(ROOT)
         if args.check:
-            print(f"{rel}: the kernel table is stale; run `python -m docs.generate`", file=sys.stderr)
+            print(f"{rel}: its generated tables are stale; run `python -m docs.generate`", file=sys.stderr)
         else:
             path.write_text(wanted[path])
             print(f"wrote {rel}")

@@ -37,13 +37,15 @@ def page(tmp_path, monkeypatch):
 def test_check_names_a_stale_page_and_writing_makes_it_current(page, capsys) -> None:
     if contract.unavailable():
         pytest.skip(f"modules cannot be imported here: {contract.unavailable()}")
-    page.write_text(f"# Kernels\n\n{generate.BEGIN}\n| old |\n{generate.END}\n\nafter\n")
+    tail = f"{generate.RESTRICTIONS_BEGIN}\n{generate.RESTRICTIONS_END}\n"
+    page.write_text(f"# Kernels\n\n{generate.BEGIN}\n| old |\n{generate.END}\n\nafter\n{tail}")
     assert generate.main(["--check"]) == 1
-    assert "docs/kernels.md: the kernel table is stale" in capsys.readouterr().err
+    assert "docs/kernels.md: its generated tables are stale" in capsys.readouterr().err
     assert "| old |" in page.read_text()  # --check writes nothing
     assert generate.main([]) == 0
     text = page.read_text()
-    assert text.startswith("# Kernels\n\n") and text.endswith(f"{generate.END}\n\nafter\n") and "`pallas_flash`" in text
+    assert text.startswith("# Kernels\n\n") and f"{generate.END}\n\nafter\n" in text and "`pallas_flash`" in text
+    assert "| `pallas_flash` | violations | block_k a multiple of 128 | upstream " in text
     assert generate.main(["--check"]) == 0
 
 
