@@ -204,19 +204,23 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "harness", "bench", *session.posargs)
 
 
-# Prints the kernels that register in an environment after this marker (one line, space-separated):
+# Prints the kernels that register in an environment, each as NAME=CASES (its declared matrix budget,
+# harness.core.contract.About.cases), after this marker (one line, space-separated):
 # jax may write warnings to the same output.
 KERNELS_MARKER = "kernels:"
-LIST_KERNELS = f"from harness.core import contract; print({KERNELS_MARKER!r}, *contract.names('kernel'))"
+LIST_KERNELS = (
+    "from harness.core import contract; r = contract.registry(); "
+    f"print({KERNELS_MARKER!r}, *(f'{{n}}={{r[n].about.cases}}' for n in contract.names('kernel')))"
+)
 
 
-def _kernels(session: nox.Session) -> list[str]:
-    """The kernels that register in the session's environment (harness.core.contract decides)."""
+def _kernels(session: nox.Session) -> dict[str, int]:
+    """The kernels that register in the session's environment (harness.core.contract decides), with their budgets."""
     out = str(session.run("python", "-c", LIST_KERNELS, silent=True, log=False))
     lines = [ln for ln in out.splitlines() if ln.startswith(KERNELS_MARKER)]
     if not lines:
         session.error(f"listing the kernels printed no {KERNELS_MARKER!r} line:\n{out[-2000:]}")
-    return lines[-1].split()[1:]
+    return {name: int(cases) for name, _, cases in (kv.partition("=") for kv in lines[-1].split()[1:])}
 
 
 @nox.session

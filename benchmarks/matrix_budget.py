@@ -1,12 +1,12 @@
 """Measured cost of a matrix cell's cases: the first N derandomized (ci) cases of every kernel registered
 here, smoke cases first as `run` checks them (harness.core.smoke), each against the oracles the matrix
 runs, as CPU seconds of this process (all threads). N is the kernel's matrix budget
-(harness.environments.matrix.EXAMPLES) unless --examples says otherwise.
+(declared in its adapter: harness.core.contract.About.cases) unless --examples says otherwise.
 
 The matrix draws derandomized cases, so a kernel's first N cases in a cell are the cases measured
 here (for the same capabilities); their CPU time bounds their wall time on an otherwise idle
-machine whatever the load now (wall time under load measures the load). harness.environments.matrix.EXAMPLES is
-chosen from these figures (tests/test_matrix.py holds it to them).
+machine whatever the load now (wall time under load measures the load). Each kernel's About.cases
+is chosen from these figures (tests/test_matrix.py holds it to them).
 
     python benchmarks/matrix_budget.py [--examples N] [--kernel K ...] [--out FILE]
 """
@@ -25,7 +25,6 @@ sys.path.insert(0, str(ROOT))
 
 from harness.cli.commands.run import RULER  # noqa: E402
 from harness.core import compat, contract, smoke  # noqa: E402 - after the path set-up, so this checkout is measured
-from harness.environments.matrix import EXAMPLES  # noqa: E402
 from harness.running.search import search  # noqa: E402
 from harness.store.files import atomic_write_json  # noqa: E402
 
@@ -105,7 +104,7 @@ def main() -> None:
         "kernels": {},
     }
     for kernel in kernels:
-        result["kernels"][kernel.name] = measure(kernel, oracles, args.examples or EXAMPLES[kernel.name])
+        result["kernels"][kernel.name] = measure(kernel, oracles, args.examples or kernel.about.cases)
         row = result["kernels"][kernel.name]
         print(f"{kernel.name}: cpu {row['cpu_s']} s, wall {row['wall_s']} s", flush=True)
         atomic_write_json(args.out, result)  # after each kernel: a long measurement keeps what it has

@@ -49,7 +49,7 @@ from hypothesis import strategies as st
 from harness.core import compat, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, Implementation, Outputs
+from harness.core.contract import About, Capabilities, Conventions, Implementation, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import Mask, Window, dense_mask
@@ -87,14 +87,21 @@ def implementations() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+# The hardware an implementation runs on only (contract.About.needs); the others run anywhere.
+NEEDS = {"mosaic": "tpu", "triton": "gpu", "cudnn": "gpu"}
+
+
 def available(implementation: str) -> bool:
     """Whether `implementation` exists in this tokamax and can run on this host's hardware."""
-    if implementation not in implementations():
-        return False
-    platform = compat.jax_platform()
-    return {"mosaic": platform == "tpu", "triton": platform == "gpu", "cudnn": platform == "gpu"}.get(
-        implementation, True
-    )
+    needs = NEEDS.get(implementation)
+    return implementation in implementations() and (needs is None or compat.jax_platform() == needs)
+
+
+def register_implementation(implementation: str, *, cases: int) -> None:
+    """Define the kernel of `implementation` where this tokamax has it, with its matrix budget
+    (contract.About.cases); registered where its hardware is (`available`)."""
+    if implementation in implementations():
+        register(TokamaxAttention(implementation, cases=cases), here=available(implementation))
 
 
 def dtypes() -> tuple[str, ...]:
@@ -102,6 +109,20 @@ def dtypes() -> tuple[str, ...]:
     algorithm preset, which XLA:CPU refuses ("ValueError: The precision 'F16_F16_F32' is not
     supported by dot_general on CPU", tokamax 0.0.12 on jax 0.10.2; a platform limit)."""
     return DTYPES if compat.jax_platform() != "cpu" else tuple(d for d in DTYPES if d != "float16")
+
+
+# Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
+RESTRICTIONS = (
+    Restriction(
+        on="dtypes", rule="no float16 on a CPU backend", choice="measured: XLA:CPU refuses F16_F16_F32 (dtypes)"
+    ),
+    Restriction(
+        on="head_dims", rule="the values drawn", choice="no head_dim limit is read; GPU/TPU limits unknown here"
+    ),
+    Restriction(on="mask_components", rule="its parameters and the boolean mask", probe="NEEDED"),
+    Restriction(on="violations", rule="blocks hold only precision_highest", choice="the adapter's own flag"),
+    Restriction(on="violations", rule="logits_soft_cap where the implementation takes it", probe="_takes_soft_cap"),
+)
 
 
 def api(implementation: str) -> cov.Api:
@@ -165,8 +186,19 @@ class TokamaxAttention(Implementation):
         ),
     )
 
-    def __init__(self, implementation: str, fn: Callable[..., Any] | None = None, name: str | None = None) -> None:
+    def __init__(
+        self, implementation: str, fn: Callable[..., Any] | None = None, name: str | None = None, *, cases: int = 0
+    ) -> None:
         self.fn = fn or tokamax.dot_product_attention
+        self.about = About(
+            summary=f'tokamax.dot_product_attention(implementation="{implementation}")',
+            source="tokamax/_src/ops/attention/api.py: dot_product_attention",
+            cases=cases,
+            needs=NEEDS.get(implementation),
+            blocks="precision_highest (`precision=HIGHEST`)",
+            notes="float16 only off a CPU backend" + ("" if implementation.startswith("xla") else "; not run here"),
+            restrictions=RESTRICTIONS,
+        )
         # A soft cap is drawn where the signature takes one; an implementation that refuses it at
         # call time (cudnn: NotImplementedError) is refused by violations() through the probe.
         self.capabilities = dataclasses.replace(
@@ -184,7 +216,7 @@ class TokamaxAttention(Implementation):
 
     def dropin(self, fn: Callable[..., Any], *, name: str) -> TokamaxAttention:
         """Test `fn`, a function with the tokamax.dot_product_attention signature, as this implementation."""
-        return TokamaxAttention(self.implementation, fn, name=name)
+        return TokamaxAttention(self.implementation, fn, name=name, cases=self.about.cases)
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return st.sampled_from(({}, {PRECISION: 1}))

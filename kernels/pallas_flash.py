@@ -24,7 +24,7 @@ from jax.experimental.pallas.ops.tpu import flash_attention as upstream
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from kernels._pallas import LANES, TpuKernel, block_names, divisors, lane_tiles
 
@@ -111,10 +111,31 @@ API = (
 # Tiling classes of the forward pass (harness.core.features): a single tile per axis; several query
 # tiles; several major key blocks per sequence; several inner key steps per major block.
 TILINGS = ("one_tile", "several_q_tiles", "several_major", "several_minor")
+# Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
+_F = "jax/experimental/pallas/ops/tpu/flash_attention.py"
+_LANE = dict(upstream=_F, check="MIN_BLOCK_SIZE = 128")
+_DIVIDES = dict(upstream=_F, check='f"{dim_name}={dim} should be divisible by {block_name}={block}"')
+RESTRICTIONS = (
+    Restriction(on="head_dims", rule="above 128 a multiple of 128", upstream=_F, check="if larger"),
+    Restriction(on="mask_components", rule="causal, segment_ids and ab: its parameters", probe="API"),
+    Restriction(on="violations", rule="q_len and kv_len multiples of the 128-row tiles", **_LANE),
+    Restriction(on="violations", rule="head_dim above 128 a multiple of 128", upstream=_F, check="if larger"),
+    Restriction(on="violations", rule="blocks name every BlockSizes field", probe="API"),
+    Restriction(on="violations", rule="each tile divides its axis (or its major tile)", **_DIVIDES),
+    Restriction(on="violations", rule="block_k a multiple of 128", upstream=_F, check='f"{block_k=} should be a'),
+)
 
 
 class PallasFlash(TpuKernel):
     title = "Pallas TPU flash attention"
+    about = About(
+        summary="the Pallas TPU flash-attention kernel, forward and backward",
+        source="jax/experimental/pallas/ops/tpu/flash_attention.py: flash_attention",
+        cases=6,  # 5 smoke; 1.6-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="all 11 BlockSizes fields",
+        notes='rows with no visible key: "convex" under causal',
+        restrictions=RESTRICTIONS,
+    )
     capabilities = Capabilities(
         dtypes=DTYPES,
         # head_dim below 128 is sliced from a lane tile; above 128 it must be a

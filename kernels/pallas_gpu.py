@@ -23,7 +23,7 @@ from jax.experimental.pallas.ops.gpu import attention as upstream
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED
 from kernels._pallas import GpuKernel, block_names
@@ -50,6 +50,27 @@ BLOCKS = {
 # `grid` and `debug` are not drawn: a grid other than mha's own computes a different problem.
 BACKWARD_XLA = "backward_xla"
 OPTIONS = {"num_warps": (2, 4, 8), "num_stages": (1, 2, 3), BACKWARD_XLA: (1,)}
+# Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
+_A = "jax/experimental/pallas/ops/gpu/attention.py"
+_ONE_IDS = dict(upstream=_A, check="segment_ids: jnp.ndarray | None,")
+_CAUSAL = dict(finding="docs/divergences/pallas_gpu_causal_q_longer_than_kv.md")
+RESTRICTIONS = (
+    Restriction(on="head_dims", rule="padded to a power of two", upstream=_A, check="pl.next_power_of_2(head_dim)"),
+    Restriction(on="mask_components", rule="causal and segment_ids: its parameters", probe="API"),
+    Restriction(on="restrictions:segments_shared", rule="one segment-id array for q and kv", **_ONE_IDS),
+    Restriction(on="restrictions:causal_q_le_kv", rule="causal only with q_len <= kv_len", **_CAUSAL),
+    Restriction(on="violations", rule="one segment-id array, q_len == kv_len", **_ONE_IDS),
+    Restriction(on="violations", rule="causal only with q_len <= kv_len", **_CAUSAL),
+    Restriction(
+        on="violations", rule="backward_xla only in float32", finding="docs/findings/pallas_gpu_xla_backward_16bit.md"
+    ),
+    Restriction(on="violations", rule="num_warps, num_stages from OPTIONS", choice="launch values; ignored off a GPU"),
+    Restriction(on="violations", rule="blocks name every BlockSizes field", probe="API"),
+    Restriction(
+        on="violations", rule="tiles dividing their axis", upstream=_A, check="must be a multiple of {block_q=}"
+    ),
+    Restriction(on="violations", rule="dq and dkv tiles: one grid", upstream=_A, check="must be divided into the same"),
+)
 
 
 def _tiles(length: int) -> list[int]:
@@ -126,6 +147,14 @@ API = (
 
 class PallasGpu(GpuKernel):
     title = "Pallas GPU flash attention"
+    about = About(
+        summary="the Pallas GPU (Triton) flash-attention kernel, under the Pallas GPU interpreter off a GPU",
+        source="jax/experimental/pallas/ops/gpu/attention.py: mha",
+        cases=7,  # 5 smoke; 0.5-0.7 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="block_q, block_k, the dkv and dq blocks; num_warps, num_stages, backward_xla",
+        notes="empty rows never arise in its contract",
+        restrictions=RESTRICTIONS,
+    )
     capabilities = Capabilities(
         dtypes=DTYPES,
         # head_dim is padded to the next power of two inside the kernel (loads masked):

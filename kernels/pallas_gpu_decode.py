@@ -26,7 +26,7 @@ from jax.experimental.pallas.ops.gpu import decode_attention as upstream
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from kernels._pallas import GpuKernel, block_names
 
@@ -39,6 +39,22 @@ MIN_TILE = 16
 def _split_options(kv_len: int) -> list[int]:
     # "k_seq_len must be divisible by k_splits"
     return [s for s in (1, 2, 4, 8, 16) if kv_len % s == 0 and kv_len // s >= MIN_TILE]
+
+
+# Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
+_D = "jax/experimental/pallas/ops/gpu/decode_attention.py"
+_SPLITS = dict(upstream=_D, check="must be divisible by {k_splits=}")
+RESTRICTIONS = (
+    Restriction(on="head_dims", rule="the values drawn", choice="no head_dim check upstream"),
+    Restriction(on="q_lens", rule="one query per sequence", upstream=_D, check="num_heads, head_dim = q.shape"),
+    Restriction(on="mask_components", rule="kv_seq_len and start_idx: its parameters", probe="API"),
+    Restriction(on="grads", rule="forward only", choice="the module defines no backward pass"),
+    Restriction(on="violations", rule="blocks named: default block_k 256", upstream=_D, check="block_k: int = 256"),
+    Restriction(on="violations", rule="blocks name block_h, block_k, k_splits", probe="API"),
+    Restriction(on="violations", rule="k_splits divides kv_len into >= 16", **_SPLITS),
+    Restriction(on="violations", rule="block_k >= 16 dividing the split", upstream=_D, check="block_k must be >= 16"),
+    Restriction(on="violations", rule="block_h positive", choice="a count of heads"),
+)
 
 
 @st.composite
@@ -101,6 +117,13 @@ API = (_entry_api("gqa"), _entry_api("mqa"))
 
 class PallasGpuDecode(GpuKernel):
     title = "Pallas GPU decode attention"
+    about = About(
+        summary="the Pallas GPU decode-attention kernel (q_len 1), under the Pallas GPU interpreter off a GPU",
+        source="jax/experimental/pallas/ops/gpu/decode_attention.py: gqa, mqa",
+        cases=10,  # 5 smoke; 0.2-0.6 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="block_h, block_k, k_splits",
+        restrictions=RESTRICTIONS,
+    )
     capabilities = Capabilities(
         dtypes=DTYPES,
         head_dims=(64, 128, 32),

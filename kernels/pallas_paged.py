@@ -35,7 +35,7 @@ from jax.experimental.pallas.ops.tpu.paged_attention import quantization_utils
 from harness.core import coverage as cov
 from harness.core import paging
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Outputs, Restriction, register
 from harness.core.inputs import Inputs, int8_grid
 from harness.core.masks import Lengths, Mask
 from kernels._pallas import TpuKernel, block_names, divisors
@@ -46,6 +46,26 @@ MEGACORE = {"megacore_kv_head": "kv_head", "megacore_batch": "batch"}
 SPLIT = "split_seq_dim"
 FLAGS = (*MEGACORE, SPLIT)
 SOFT_CAP = "attn_logits_soft_cap"
+# Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
+_P = "jax/experimental/pallas/ops/tpu/paged_attention/paged_attention_kernel.py"
+_HANG = "docs/findings/pallas_paged_megacore_interpreter_hang.md"
+_FLOAT32 = "docs/findings/pallas_paged_float32_pages_bf16.md"
+RESTRICTIONS = (
+    Restriction(on="dtypes", rule="no float16", choice="no TPU matmul type"),
+    Restriction(on="kv_format_only_dtypes", rule="float32 only with int8 pages", finding=_FLOAT32),
+    Restriction(on="head_dims", rule="the values drawn", choice="no head_dim check upstream"),
+    Restriction(on="q_lens", rule="one query per sequence", upstream=_P, check="num_q_heads, head_dim = q.shape"),
+    Restriction(on="mask_components", rule="lengths: its parameter", probe="API"),
+    Restriction(on="grads", rule="forward only", choice="the module defines no backward pass"),
+    Restriction(on="violations", rule="blocks name the page layout", probe="API"),
+    Restriction(on="violations", rule="pages_per_compute_block divides pages", upstream=_P, check="pages per sequence"),
+    Restriction(on="violations", rule="a soft cap where the signature takes it", probe="SOFT_CAP"),
+    Restriction(on="violations", rule="flags are 1 or absent", choice="the adapter's own flags"),
+    Restriction(on="violations", rule="one megacore mode", upstream=_P, check="megacore_mode must be one of"),
+    Restriction(on="violations", rule="megacore modes only on a TPU", finding=_HANG),
+    Restriction(on="violations", rule="kv_head mode: even kv heads", upstream=_P, check="KV heads must be even"),
+    Restriction(on="violations", rule="batch mode: even batch", upstream=_P, check="batch size must be even"),
+)
 
 
 def _megacore_runs() -> bool:
@@ -123,6 +143,14 @@ API = (
 
 class PallasPaged(TpuKernel):
     title = "Pallas TPU paged attention"
+    about = About(
+        summary="the Pallas TPU paged-attention decode kernel (q_len 1), K/V in pages, also int8",
+        source="jax/experimental/pallas/ops/tpu/paged_attention/paged_attention_kernel.py: paged_attention",
+        cases=8,  # 3 smoke; 1.1-1.7 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="page_size, pages_per_compute_block, spare_pages, split_seq_dim; the megacore modes only on a TPU",
+        notes="float32 only with int8 pages (plain float32 pages round to bfloat16); length-0 sequences are unwritten",
+        restrictions=RESTRICTIONS,
+    )
     capabilities = Capabilities(
         # float32 only with int8 pages: the kernel rounds float32 pages to bfloat16 before its float32
         # arithmetic (MultiPageAsyncCopyDescriptor._maybe_dequantize defaults to dtype=bfloat16), a

@@ -44,7 +44,7 @@ from jax.experimental.pallas.ops.tpu import ragged_paged_attention as upstream
 from harness.core import compat, paging
 from harness.core import coverage as cov
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Outputs, Restriction, register
 from harness.core.inputs import Inputs, make_inputs
 from harness.core.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW, Lengths, Mask
 from kernels._pallas import TpuKernel, block_names
@@ -53,6 +53,27 @@ LAYOUT = ("page_size", "num_kv_pages_per_block", "num_queries_per_block", "spare
 # Optional: the exponent e of a power-of-two k_scale / v_scale (module docstring).
 SCALES = {"k_scale_exp": "k_scale", "v_scale_exp": "v_scale"}
 PAGE_SIZES = (8, 16, 32)
+# Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
+_R = "jax/experimental/pallas/ops/tpu/ragged_paged_attention/kernel.py"
+_Q_LE_KV = dict(upstream=_R, check="must be less or equal to {kv_len=}")
+_CAUSAL = dict(upstream=_R, check="causal_mask = row_ids < col_ids")
+_SLIDING = dict(upstream=_R, check="row_ids - sliding_window >= col_ids")
+RESTRICTIONS = (
+    Restriction(on="dtypes", rule="no float16", choice="no TPU matmul type"),
+    Restriction(on="head_dims", rule="the values drawn", choice="no head_dim check upstream"),
+    Restriction(on="q_lens", rule="the queries per sequence drawn", choice="any up to kv_len upstream"),
+    Restriction(on="mask_components", rule="its parameters, always causal", probe="API"),
+    Restriction(on="restrictions:lengths_q_le_kv", rule="q[b] <= kv[b]", **_Q_LE_KV),
+    Restriction(on="restrictions:shape_required", rule="always causal at the end", **_CAUSAL),
+    Restriction(on="restrictions:sliding_window", rule="a window only as a sliding window", **_SLIDING),
+    Restriction(on="grads", rule="forward only", choice="the module defines no backward pass"),
+    Restriction(on="violations", rule="causal bottom-right", **_CAUSAL),
+    Restriction(on="violations", rule="q_len <= kv_len", **_Q_LE_KV),
+    Restriction(on="violations", rule="row by row q[b] <= kv[b]", **_Q_LE_KV),
+    Restriction(on="violations", rule="blocks name the page layout", probe="API"),
+    Restriction(on="violations", rule="a window at every sequence's diagonal", **_SLIDING),
+    Restriction(on="violations", rule="sliding_window and soft_cap where the signature has them", probe="API"),
+)
 
 
 @st.composite
@@ -118,6 +139,14 @@ API = (
 
 class PallasRaggedPaged(TpuKernel):
     title = "Pallas TPU ragged paged attention"
+    about = About(
+        summary="the Pallas TPU ragged paged-attention kernel: packed queries of several lengths over paged K/V",
+        source="jax/experimental/pallas/ops/tpu/ragged_paged_attention/kernel.py: ragged_paged_attention",
+        cases=6,  # cannot run under the jax 0.10.2 interpreter: its probe only (benchmarks/results/matrix_budget.json)
+        blocks="page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages, k_scale_exp / v_scale_exp",
+        notes="causal at each sequence's diagonal always; padding query rows are not in the ragged layout (NaN)",
+        restrictions=RESTRICTIONS,
+    )
     capabilities = Capabilities(
         # float16 is not a TPU matmul type.
         dtypes=("float32", "bfloat16"),

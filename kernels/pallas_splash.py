@@ -38,7 +38,7 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ma
 
 from harness.core import coverage as cov
 from harness.core.case import Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.masks import MASK_COMPONENTS, SOME_KEY_VISIBLE, Mask, shows_some_key
 from kernels._pallas import LANES, TpuKernel, block_names, lane_tiles
@@ -250,10 +250,40 @@ def takes_hidden_mask() -> bool:
 # Head dims that are no multiple of the lane width, where the installed splash takes them.
 LANE_HEAD_DIMS_ONLY = not takes_head_dim(64)
 HEAD_DIMS = (128, 256) if LANE_HEAD_DIMS_ONLY else (64, 128, 32, 256)
+# Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
+_K = "jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py"
+RESTRICTIONS = (
+    Restriction(on="dtypes", rule="no float16", choice="no TPU matmul type; splash's own tests use f32 and bf16"),
+    Restriction(on="head_dims", rule="multiples of 128 where the installed splash needs them", probe="takes_head_dim"),
+    Restriction(on="mask_components", rule="its mask classes; no additive bias", probe="API"),
+    Restriction(on="restrictions:some_key_visible", rule="a mask hiding every key asserts", probe="takes_hidden_mask"),
+    Restriction(
+        on="violations", rule="q_len, kv_len multiples of 128", upstream=_K, check="must be a multiple of {NUM_LANES}"
+    ),
+    Restriction(on="violations", rule="head_dim a multiple of 128 where needed", probe="LANE_HEAD_DIMS_ONLY"),
+    Restriction(on="violations", rule="blocks name every BlockSizes field it reads", probe="API"),
+    Restriction(on="violations", rule="use_fused_bwd_kernel a flag", upstream=_K, check="use_fused_bwd_kernel: bool"),
+    Restriction(
+        on="violations",
+        rule="tiles multiples of 128 dividing their axis",
+        upstream="jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_mask_info.py",
+        check="should divide",
+    ),
+    Restriction(on="violations", rule="a hidden mask with equal heads asserts", probe="takes_hidden_mask"),
+    Restriction(on="violations", rule="a drop-in takes the soft cap", probe="SOFT_CAP"),
+)
 
 
 class PallasSplash(TpuKernel):
     title = "Pallas TPU splash attention"
+    about = About(
+        summary="the Pallas TPU splash (sparse flash) attention kernel, its masks built with splash's own classes",
+        source="jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py: make_splash_mha",
+        cases=13,  # 12 smoke; 2.1-4.1 CPU s a case (benchmarks/results/matrix_budget.json)
+        blocks="block_q, block_kv, block_kv_compute, the dkv and dq blocks, or use_fused_bwd_kernel",
+        notes="padding as segment ids of its own; an empty row is NaN (no key tile visited) or an average of tiles",
+        restrictions=RESTRICTIONS,
+    )
     capabilities = Capabilities(
         # float16 is not a TPU matmul type; splash's tests use float32 and bfloat16.
         dtypes=("float32", "bfloat16"),

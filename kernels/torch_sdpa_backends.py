@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import Capabilities, Conventions, Implementation, Outputs, register
+from harness.core.contract import About, Capabilities, Conventions, Implementation, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.torchvjp import repeat_kv, torch_outputs
 
@@ -45,6 +45,11 @@ def api(*, bias: bool) -> cov.Api:
     )
 
 
+# The backends' checks are C++ (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp), not in the wheel
+# to quote from, and these hosts have no CUDA to probe them on.
+READ = "read from sdp_utils.cpp (C++, not in the wheel); no CUDA here to probe"
+
+
 class TorchSDPABackend(Implementation):
     role = "kernel"
     framework = "torch"
@@ -63,6 +68,17 @@ class TorchSDPABackend(Implementation):
             notes="untested on the CPU hosts this harness was built on",
         )
         self.description = f"torch {torch.__version__} SDPA, {backend_name} backend on CUDA"
+        self.about = About(
+            summary=f"torch SDPA, its {backend_name} backend",
+            source="torch/nn/functional.py: scaled_dot_product_attention (aten/.../transformers/sdp_utils_cpp.h)",
+            cases=8,  # natively on a GPU: milliseconds a case
+            needs="cuda",
+            notes="capabilities from reading upstream's sdp_utils checks, not from a run here",
+            restrictions=tuple(
+                Restriction(on=on, rule="as each backend's check reads", choice=READ)
+                for on in ("dtypes", "head_dims", "mask_components", "dbias")
+            ),
+        )
 
     def backend(self) -> str:
         return "gpu"
@@ -130,6 +146,5 @@ def backends() -> list[TorchSDPABackend]:
     ]
 
 
-if torch.cuda.is_available():  # pragma: no cover - the CPU hosts have a CPU build of torch
-    for _impl in backends():
-        register(_impl)
+for _impl in backends():
+    register(_impl, here=torch.cuda.is_available())

@@ -27,7 +27,16 @@ from hypothesis import strategies as st
 from harness.core import compat, extended, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, FLOAT64, Case
-from harness.core.contract import Capabilities, Conventions, EmptyRows, Implementation, Outputs, register
+from harness.core.contract import (
+    About,
+    Capabilities,
+    Conventions,
+    EmptyRows,
+    Implementation,
+    Outputs,
+    Restriction,
+    register,
+)
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import WINDOW_ALIGNED, Mask
@@ -129,12 +138,14 @@ class DotProductAttention(Implementation):
         name: str,
         capabilities: Capabilities,
         conventions: Conventions,
+        about: About,
         fn: Callable[..., Any] | None = None,
     ) -> None:
         self.implementation = implementation
         self.name = name
         self.capabilities = capabilities
         self.conventions = conventions
+        self.about = about
         self.api = (api(implementation),)
         self.fn = fn
         self.description = f'jax.nn.dot_product_attention(implementation="{implementation}")' + (
@@ -260,7 +271,27 @@ XLA_CONVENTIONS = Conventions(
         "query rows past query_seq_lengths are set to 0; return_residual's logsumexp is rounded to the input dtype"
     ),
 )
-XLA = DotProductAttention("xla", "jax_xla", XLA_CAPABILITIES, XLA_CONVENTIONS)
+SOURCE = "jax/_src/nn/functions.py: jax.nn.dot_product_attention"
+_CUDNN = "jax/_src/cudnn/fused_attention_stablehlo.py"
+# Every restriction the xla adapter applies, with its source (harness.core.contract.Restriction).
+_WINDOW = dict(upstream="jax/_src/nn/functions.py", check="left_window, right_window = local_window_size")
+XLA_RESTRICTIONS = (
+    Restriction(on="head_dims", rule="the values drawn", choice="the xla path takes any head_dim"),
+    Restriction(on="mask_components", rule="its parameters, read from its signature", probe="NATIVE_COMPONENTS"),
+    Restriction(on="restrictions:window_aligned", rule="windows at offset 0, both sides bounded", **_WINDOW),
+    Restriction(on="violations", rule="float64 only where jax computes in float64", probe="XLA_FLOAT64"),
+    Restriction(on="violations", rule="local_window_size at offset 0, both sides bounded", **_WINDOW),
+    Restriction(on="violations", rule="blocks hold only mask_arg", choice="mask_arg is the adapter's own flag"),
+)
+XLA_ABOUT = About(
+    summary='jax.nn.dot_product_attention(implementation="xla")',
+    source=SOURCE,
+    cases=9,  # 8 smoke; 0.5-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
+    blocks="mask_arg (the boolean `mask` path instead of the parameters)",
+    notes="float64 only where jax computes it in float64 (not jax 0.10.2); padded query rows are zeros",
+    restrictions=XLA_RESTRICTIONS,
+)
+XLA = DotProductAttention("xla", "jax_xla", XLA_CAPABILITIES, XLA_CONVENTIONS, XLA_ABOUT)
 register(XLA)
 
 CUDNN = DotProductAttention(
@@ -284,13 +315,27 @@ CUDNN = DotProductAttention(
         empty_rows="uniform",
         notes="declared masks leave no row without a visible key, so the empty-row value is never checked",
     ),
+    About(
+        summary='jax.nn.dot_product_attention(implementation="cudnn")',
+        source=SOURCE,
+        cases=8,  # natively on a GPU: milliseconds a case
+        needs="gpu",
+        notes="capabilities from reading upstream, not from a run here",
+        restrictions=(
+            Restriction(on="dtypes", rule="16-bit only", upstream=_CUDNN, check="Q must be fp16/bf16/fp8_e4m3fn"),
+            Restriction(on="head_dims", rule="multiples of 8 up to 128", upstream=_CUDNN, check="qH % 8 == 0"),
+            Restriction(on="mask_components", rule="causal and bias", choice="the subset read upstream; not run here"),
+            # This release's should_export_dbias returns True: dbias is left undrawn, not refused.
+            Restriction(on="dbias", rule="dbias not checked", choice="not run here (no GPU on these hosts)"),
+            *XLA_RESTRICTIONS[-3:],  # the same violations()
+        ),
+    ),
 )
 
 
 def dropin(fn: Callable[..., Any], *, name: str) -> DotProductAttention:
     """Test `fn`, a function with the signature of jax.nn.dot_product_attention, as jax_xla."""
-    return DotProductAttention("xla", name, XLA_CAPABILITIES, XLA_CONVENTIONS, fn=fn)
+    return DotProductAttention("xla", name, XLA_CAPABILITIES, XLA_CONVENTIONS, XLA_ABOUT, fn=fn)
 
 
-if compat.jax_platform() == "gpu":  # pragma: no cover - needs a GPU; untested on the CPU hosts
-    register(CUDNN)
+register(CUDNN, here=compat.jax_platform() == "gpu")

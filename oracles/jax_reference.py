@@ -7,7 +7,7 @@ import dataclasses
 from harness.core import coverage as cov
 from harness.core import extended
 from harness.core.case import Case
-from harness.core.contract import DENSE_ORACLE, Conventions, Implementation, Outputs, register
+from harness.core.contract import DENSE_ORACLE, About, Conventions, Implementation, Outputs, register
 from harness.core.inputs import Inputs
 from harness.core.reference import attention, run_reference
 
@@ -42,6 +42,9 @@ class JaxReference(Implementation):
     role = "oracle"
     framework = "jax"
     description = "pure-JAX softmax(cap(QK^T*scale+bias))V with sinks, on the dense mask, in the case dtype"
+    about = About(
+        summary="the oracle and same-dtype ruler: " + description, source="oracles/jax_reference.py (this repository)"
+    )
     capabilities = dataclasses.replace(
         DENSE_ORACLE,
         dtypes=extended.with_float64(DENSE_ORACLE.dtypes),

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from harness.core import coverage as cov
 from harness.core import extended
 from harness.core.case import Case
-from harness.core.contract import DENSE_ORACLE, Conventions, Implementation, Outputs, register
+from harness.core.contract import DENSE_ORACLE, About, Conventions, Implementation, Outputs, register
 from harness.core.inputs import Inputs
 from harness.core.torchvjp import repeat_kv, torch_outputs
 
@@ -45,6 +45,9 @@ class TorchSDPA(Implementation):
     role = "oracle"
     framework = "torch"
     description = f"torch {torch.__version__} F.scaled_dot_product_attention on CPU"
+    about = About(
+        summary="torch SDPA on the CPU (its math path)", source="torch/nn/functional.py: scaled_dot_product_attention"
+    )
     capabilities = dataclasses.replace(
         DENSE_ORACLE,
         dtypes=extended.with_float64(DENSE_ORACLE.dtypes),

@@ -1,6 +1,8 @@
+import dataclasses
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +143,261 @@ def test_a_built_in_and_the_oracles_resolve_without_importing_every_kernel():
         "['kernels.pallas_flash']",
         "True True",  # the whole registry, when asked for, still imports every module
     ]
+
+
+class _Declared(contract.Implementation):
+    """A bare implementation to register: what register() checks of its declarations."""
+
+    role = "kernel"
+    framework = "jax"
+    capabilities = FLASH.capabilities
+    conventions = FLASH.conventions
+
+    def __init__(self, name: str, about: contract.About | None) -> None:
+        self.name = name
+        if about is not None:
+            self.about = about
+
+    def run(self, case, inputs, *, grads):
+        raise NotImplementedError
+
+
+@pytest.fixture
+def empty_registry(monkeypatch):
+    """register() into a registry of its own, tile names included, so that no other test sees it."""
+    from harness.core import locate
+
+    monkeypatch.setattr(contract, "_REGISTRY", {})
+    monkeypatch.setattr(contract, "_DEFINED", {})
+    monkeypatch.setattr(locate, "_TILE_NAMES", dict(locate._TILE_NAMES))
+
+
+ABOUT = contract.About(summary="a kernel", source="upstream/file.py: fn", cases=3)
+
+
+@pytest.mark.parametrize(
+    ("about", "here", "message"),
+    [
+        pytest.param(None, True, r"declare `about = About\(summary=", id="no-about"),
+        pytest.param(dataclasses.replace(ABOUT, cases=0), True, r"About.cases=0; give its matrix", id="no-cases"),
+        pytest.param(ABOUT, False, r"register\(here=False\) needs About.needs", id="absent-without-needs"),
+    ],
+)
+def test_register_refuses_a_kernel_that_does_not_declare_itself(empty_registry, about, here, message):
+    with pytest.raises(ValueError, match=message):
+        contract.register(_Declared("k", about), here=here)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        pytest.param({"needs": "fpga"}, r"needs='fpga' is not one of \['cuda', 'gpu', 'tpu'\]", id="needs"),
+        pytest.param({"cases": -1}, r"cases=-1 must be >= 0", id="cases"),
+        pytest.param({"notes": "a | b"}, r"no '\|' in a table cell", id="pipe"),
+    ],
+)
+def test_about_validates_itself(kw, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(ABOUT, **kw)
+
+
+def test_an_out_of_tree_package_that_does_not_import_is_named(empty_registry, monkeypatch):
+    monkeypatch.setenv(contract.EXTRA_PACKAGES_ENV, "no_such_kernels_pkg, kernels")
+    monkeypatch.setattr(contract, "_DISCOVERED", set(contract.PACKAGES))
+    assert contract.packages() == ("kernels", "oracles", "no_such_kernels_pkg")
+    with pytest.raises(UnknownImplementation, match="ATTN_HARNESS_KERNELS names package 'no_such_kernels_pkg'"):
+        contract.names("kernel")
+
+
+def test_a_kernel_for_absent_hardware_is_defined_not_registered(empty_registry):
+    contract.register(_Declared("gpu_k", dataclasses.replace(ABOUT, needs="gpu")), here=False)
+    contract.register(_Declared("cpu_k", ABOUT))
+    assert sorted(contract._DEFINED) == ["cpu_k", "gpu_k"] and sorted(contract._REGISTRY) == ["cpu_k"]
+
+
+def test_every_implementation_declares_itself():
+    for impl in contract.defined().values():
+        assert isinstance(impl.about, contract.About), impl.name
+        assert (impl.about.cases >= 1) == (impl.role == "kernel"), f"{impl.name}: cases={impl.about.cases}"
+    absent = set(contract.defined()) - set(contract.registry())
+    assert absent >= {"jax_cudnn", "torch_flash"}  # on these CPU hosts
+    assert all(contract.defined()[n].about.needs for n in absent)
+
+
+def test_tile_names_a_kernel_declares_are_located(empty_registry):
+    from harness.core.locate import TileNames, tiling
+
+    blocks = {"tq": 32, "tk": 64, "tk_major": 128}
+    assert tiling(blocks) == tiling({})  # names the built-in table does not know
+    tiles = TileNames(passes={"fwd": ("tq", None, "tk", "tk_major")})
+    contract.register(_Declared("tiled", dataclasses.replace(ABOUT, tiles=tiles)))
+    t = tiling(blocks)
+    assert (t.q, t.q_major, t.k, t.k_major) == (32, None, 64, 128)
+    assert tiling(uniform_blocks(256)).k == 256  # the built-in names still come first
+    with pytest.raises(ValueError, match=r"passes are \('fwd', 'dq', 'dkv'\)"):
+        TileNames(passes={"bwd": ("a", None, "b", None)})
+
+
+# A whole kernel in one file: a pure-JAX attention, declared (About) and registered, nothing else.
+ONE_FILE_KERNEL = '''"""softmax(QK^T * scale) V in plain JAX: a kernel that is one file of its own package."""
+
+import jax
+import jax.numpy as jnp
+
+from harness.core import placement
+from harness.core.contract import About, Capabilities, Conventions, Implementation, register
+from harness.core.jaxvjp import jax_outputs
+
+
+class TinyAttention(Implementation):
+    name = "tiny_attention"
+    role = "kernel"
+    framework = "jax"
+    about = About(summary="a tiny pure-JAX attention", source="tests/test_contract.py: ONE_FILE_KERNEL", cases=4)
+    capabilities = Capabilities(
+        dtypes=("float32",),
+        head_dims=(32,),
+        seq_lens=(16, 32),
+        mask_components=frozenset({"causal_top_left"}),
+        unequal_lengths=False,
+    )
+    conventions = Conventions(bias="none", causal="top-left", gqa="repeats k/v heads", empty_rows="zeros")
+
+    def run(self, case, inputs, *, grads):
+        group, causal = case.q_heads // case.kv_heads, "causal_top_left" in case.mask.components
+
+        def attention(q, k, v):
+            k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
+            s = jnp.einsum("bhqd,bhkd->bhqk", q, k) * case.sm_scale
+            if causal:
+                s = jnp.where(jnp.tril(jnp.ones(s.shape[-2:], bool)), s, -jnp.inf)
+            return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+        return jax_outputs(attention, inputs, grads=grads, device=placement.device_for(self.role))
+
+
+register(TinyAttention())
+'''
+# In a cell, as the noxfile plans it: the kernels registered there and their declared budgets; and the kernel table row.
+PLAN = """
+from docs import generate
+from harness.core import contract
+from harness.environments import matrix
+print([s for s in matrix.run_steps(contract.names("kernel")) if "tiny_attention" in s])
+print(generate.row(contract.defined()["tiny_attention"]))
+"""
+
+
+@pytest.mark.no_mutation
+def test_a_kernel_is_one_file(tmp_path):
+    # One new file in a package of its own, on the path and named by ATTN_HARNESS_KERNELS: run, matrix
+    # planning, coverage and the kernel table take it from its declarations, and no file of the project changes.
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "tiny_kernels").mkdir()
+    (tmp_path / "tiny_kernels" / "tiny_attention.py").write_text(ONE_FILE_KERNEL)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), str(tmp_path)]),
+        contract.EXTRA_PACKAGES_ENV: "tiny_kernels",
+        "JAX_PLATFORMS": "cpu",
+    }
+    tree = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    store = tmp_path / "store"
+
+    def harness(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *argv], cwd=root, env=env, capture_output=True, text=True)
+
+    argv = ("--kernel", "tiny_attention", "--examples", "4", "--seed", "3", "--profile", "ci", "--no-database")
+    run = harness("-m", "harness", "run", *argv, "--jobs", "1", "--out", str(store))
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "tiny_attention" in run.stdout
+    plan = harness("-c", PLAN)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    steps, row = plan.stdout.splitlines()[-2:]
+    assert "'--examples', '4'" in steps and "'--kernel', 'tiny_attention'" in steps, steps
+    assert row.startswith("['`tiny_attention`', 'kernel', 'a tiny pure-JAX attention"), row
+    cov = harness("-m", "harness", "coverage", "--store", str(store), "--implementation", "tiny_attention")
+    assert cov.returncode == 0, cov.stdout[-2000:] + cov.stderr[-2000:]
+    assert "== tiny_attention: 4 cases in the store" in cov.stdout, cov.stdout
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout == tree
+
+
+def _restricted(impl: contract.Implementation) -> list[str]:
+    """What the implementation's Capabilities narrow (Restriction.on), each needing a source."""
+    from harness.core.case import DTYPES
+    from harness.core.masks import MASK_COMPONENTS
+
+    caps, out = impl.capabilities, []
+    out += ["dtypes"] if set(caps.dtypes) - {"float64"} != set(DTYPES) else []
+    out += ["head_dims"] if not caps.any_head_dim else []
+    out += ["q_lens"] if caps.q_lens else []
+    out += ["mask_components"] if caps.mask_components != MASK_COMPONENTS | {"bias"} else []
+    out += [f"restrictions:{r}" for r in sorted(caps.restrictions)]
+    out += ["unequal_lengths"] if not caps.unequal_lengths else []
+    out += ["grads"] if not caps.grads else []
+    out += ["dbias"] if "bias" in caps.mask_components and not caps.dbias else []
+    return out + (["kv_format_only_dtypes"] if caps.kv_format_only_dtypes else [])
+
+
+def _violation_checks(cls: type) -> int:
+    """The checks the adapter's own methods named *violations* add: each `append` and each listed `out + [...]`."""
+    import ast
+    import inspect
+    import textwrap
+
+    n = 0
+    for klass in cls.__mro__:
+        methods = [f for name, f in vars(klass).items() if "violations" in name and callable(f)]
+        if klass.__module__.startswith("harness."):
+            continue
+        for node in (n for f in methods for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(f))))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append":
+                n += 1
+            elif isinstance(node, ast.BinOp) and isinstance(node.right, ast.List):
+                n += len(node.right.elts)
+    return n
+
+
+KERNELS = [i for _, i in sorted(contract.defined().items()) if i.role == "kernel"]
+
+
+@pytest.mark.parametrize("impl", KERNELS, ids=lambda i: i.name)
+def test_every_restriction_of_an_adapter_is_declared_with_its_source(impl):
+    # A Capabilities field that narrows the draw, or a check added to violations(), without a
+    # Restriction in About.restrictions fails here: none slips in unsourced.
+    declared = [r.on for r in impl.about.restrictions]
+    missing = [on for on in _restricted(impl) if on not in declared]
+    checks = _violation_checks(type(impl))
+    assert not missing, f"{impl.name}: restrictions without a source: {missing}"
+    assert declared.count("violations") == checks, f"{impl.name}: {checks} checks in violations(), sourced {declared}"
+
+
+SOURCED = [
+    pytest.param(impl, r, id=f"{impl.name}:{r.on}:{n}")
+    for impl in KERNELS
+    for n, r in enumerate(impl.about.restrictions)
+]
+
+
+@pytest.mark.parametrize(("impl", "restriction"), SOURCED)
+def test_each_restriction_source_is_in_this_release(impl, restriction):
+    # Every restriction of every adapter, listed one per test id: a probe names the adapter's reading of
+    # the library, a finding its file here, and an upstream check is quoted as the installed release has it.
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    if restriction.probe:
+        assert hasattr(sys.modules[type(impl).__module__], restriction.probe), restriction
+    elif restriction.finding:
+        assert (root / restriction.finding).is_file(), restriction
+    elif restriction.choice:
+        assert impl.capabilities, restriction  # the harness's own choice, listed (its reason) by this test's id
+    else:
+        spec = importlib.util.find_spec(restriction.upstream.split("/")[0])
+        if spec is None:
+            pytest.skip(f"{restriction.upstream} is not installed here")
+        path = Path(next(iter(spec.submodule_search_locations))).parent / restriction.upstream
+        assert path.is_file(), f"{impl.name}: {path} is not in this release"
+        assert " ".join(restriction.check.split()) in " ".join(path.read_text().split()), (
+            f"{impl.name}: {restriction.check!r} is not in {restriction.upstream} of this release"
+        )

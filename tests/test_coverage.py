@@ -21,7 +21,6 @@ from harness.core import coverage as cov
 from harness.core.case import Case
 from harness.core.masks import Lengths, Mask, Segments
 from harness.store.read import load as load_store
-from kernels import _tokamax, torch_sdpa_backends, xla_attention
 from tests import record_builders as rb
 
 # Parameters of a wrapped API that some release in the matrix (harness.environments.matrix) lacks, read from
@@ -33,14 +32,9 @@ ABSENT_IN_SOME_RELEASE = {
 
 
 def every_implementation() -> list[contract.Implementation]:
-    """Every implementation the code defines, those registered only on a GPU or TPU included."""
-    gpu_only = [
-        xla_attention.CUDNN,
-        *torch_sdpa_backends.backends(),
-        *(_tokamax.TokamaxAttention(i) for i in ("mosaic", "triton", "cudnn")),
-    ]
-    registered = contract.registry()
-    return [*registered.values(), *(i for i in gpu_only if i.name not in registered)]
+    """Every implementation the code defines, those registered only on a GPU or TPU included
+    (each adapter declares its hardware: contract.About.needs, register(here=...))."""
+    return list(contract.defined().values())
 
 
 EVERY = every_implementation()

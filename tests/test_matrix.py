@@ -75,11 +75,22 @@ def test_a_kernel_without_a_budget_is_named() -> None:
         matrix.run_steps(["jax_xla", "new_kernel"])
 
 
-def test_every_kernel_the_code_defines_has_a_budget() -> None:
-    from tests.test_coverage import every_implementation
+def test_the_budgets_are_the_kernels_declarations() -> None:
+    # Each adapter declares its budget (About.cases); the GPU- and TPU-only kernels too.
+    from harness.core import contract
 
-    kernels = {i.name for i in every_implementation() if i.role == "kernel"}
-    assert kernels == set(matrix.EXAMPLES)
+    declared = {n: i.about.cases for n, i in contract.defined().items() if i.role == "kernel"}
+    assert dict(matrix.EXAMPLES) == declared
+    assert {"jax_cudnn", "torch_flash", "tokamax_mosaic"} <= set(matrix.EXAMPLES)
+
+
+def test_run_steps_take_the_budgets_a_cell_lists() -> None:
+    # The noxfile reads NAME=CASES in the cell (its own process has no harness dependencies).
+    steps = matrix.run_steps({"b": 3, "a": 5, "c": 3})
+    assert [s[s.index("--examples") + 1] for s in steps] == ["5", "3"]
+    assert steps[1][-4:] == ["--kernel", "b", "--kernel", "c"]
+    with pytest.raises(matrix.MatrixError, match=r"\['z'\] have no case budget: declare About\(cases=N\)"):
+        matrix.run_steps({"a": 5, "z": 0})
 
 
 MEASURED = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "matrix_budget.json"

@@ -1,7 +1,8 @@
 """The one contract every kernel and oracle meets, and the registry that finds them.
 
-An implementation is one module in `kernels/` or `oracles/` that builds an
-`Implementation` and calls `register()`. The runner never names an implementation.
+An implementation is one module in `kernels/` or `oracles/` (or in a package named by
+ATTN_HARNESS_KERNELS) that builds an `Implementation`, declares what it is (`About`), and calls
+`register()`. The runner never names an implementation.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import abc
 import dataclasses
 import importlib
 import importlib.util
+import os
 import pkgutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,6 +20,7 @@ import numpy as np
 
 from harness.core.case import DTYPES, KV_FORMATS, Case
 from harness.core.errors import InputError
+from harness.core.locate import TileNames, declare_tiles
 from harness.core.masks import MASK_COMPONENTS, RESTRICTIONS
 
 if TYPE_CHECKING:
@@ -107,6 +110,85 @@ class Capabilities:
             raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
 
 
+# What a Restriction may restrict (besides "restrictions:NAME", one of harness.core.masks.RESTRICTIONS):
+# the Capabilities fields that narrow what is drawn, and "violations", one check in Implementation.violations.
+RESTRICTED = ("dtypes", "head_dims", "q_lens", "mask_components", "unequal_lengths", "grads", "dbias")
+RESTRICTED += ("kv_format_only_dtypes", "violations")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Restriction:
+    """One thing an adapter refuses or leaves undrawn, and its source, so that each release is held to
+    its own contract (issue 26): the installed library asked (`probe`), the upstream check quoted as
+    the installed release's source has it (`upstream` file and `check` text; tests/test_contract.py
+    finds it there), a behaviour measured here (`finding`, a file under docs/ with its reproducer),
+    or, for what is left undrawn though the library may take it, the harness's own `choice` (why).
+
+    on: what it restricts (RESTRICTED, or "restrictions:NAME"); rule: what is refused, in words.
+    """
+
+    on: str
+    rule: str
+    probe: str = ""  # a module-level name of the adapter that reads the installed library
+    upstream: str = ""  # the wrapped library's file, from its top package: "jax/experimental/..."
+    check: str = ""
+    finding: str = ""  # "docs/findings/....md"
+    choice: str = ""  # why the harness leaves it undrawn, where the library itself refuses nothing
+
+    def __post_init__(self) -> None:
+        if self.on not in RESTRICTED and not (
+            self.on.startswith("restrictions:") and self.on.split(":", 1)[1] in RESTRICTIONS
+        ):
+            raise ValueError(f"Restriction on={self.on!r}: one of {RESTRICTED} or restrictions:NAME ({RESTRICTIONS})")
+        kinds = [k for k in ("probe", "upstream", "finding", "choice") if getattr(self, k)]
+        if len(kinds) != 1 or bool(self.upstream) != bool(self.check):
+            raise ValueError(
+                f"Restriction {self.on}: {self.rule!r} needs one source: probe=, upstream= with check=, finding= "
+                "or choice="
+            )
+
+
+# Where an implementation that needs hardware registers (About.needs), in words for the kernel table.
+NEEDS: dict[str, str] = {"gpu": "JAX on a GPU", "cuda": "torch with CUDA", "tpu": "a TPU"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class About:
+    """What an implementation says of itself outside its runs: its row of the kernel table
+    (docs/kernels.md, written by `python -m docs.generate`), its matrix budget, where it runs and
+    the names of its tiles. Everything the rest of the project needs of a new kernel is here.
+
+    summary: one line, what it wraps. source: the upstream module or function (its path in the
+      upstream repository, e.g. "jax/experimental/pallas/ops/tpu/flash_attention.py").
+    cases: cases per matrix cell (harness.environments.matrix.EXAMPLES): the kernel's whole smoke
+      set (harness.core.smoke) and at least one drawn case, from the measured CPU seconds per case
+      (benchmarks/matrix_budget.py; tests/test_matrix.py holds both). 0 for an oracle.
+    needs: the hardware it registers only on (a key of NEEDS), None for any host; the adapter
+      passes `register(impl, here=...)` whether it is present.
+    blocks: the block sizes its strategy searches, in words ("none" without a block strategy).
+    notes: what the table's columns do not say (a dtype only some releases compute, ...).
+    tiles: its tile names for harness.core.locate, where they are not the built-in names there.
+    restrictions: every restriction it applies, each with its source (Restriction).
+    """
+
+    summary: str
+    source: str
+    cases: int = 0
+    needs: str | None = None
+    blocks: str = "none"
+    notes: str = ""
+    tiles: TileNames | None = None
+    restrictions: tuple[Restriction, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.needs is not None and self.needs not in NEEDS:
+            raise ValueError(f"needs={self.needs!r} is not one of {sorted(NEEDS)} (or None: any host)")
+        if self.cases < 0:
+            raise ValueError(f"cases={self.cases} must be >= 0")
+        if "|" in self.summary + self.source + self.blocks + self.notes or "\n" in self.summary:
+            raise ValueError(f"About of {self.summary!r}: no '|' in a table cell and one line of summary")
+
+
 # What an oracle on the dense mask (harness.core.masks.dense_mask) accepts: every dtype, mask
 # component and head_dim, bias, and quantized K/V (they arrive dequantized, harness.core.inputs).
 # Soft cap, sinks, residuals and float64 are each oracle's own: dataclasses.replace adds them.
@@ -168,6 +250,7 @@ class Implementation(abc.ABC):
     capabilities: Capabilities
     conventions: Conventions
     description: str = ""
+    about: About  # see About
     # Every parameter of the public functions it wraps (harness.core.coverage), each drawn or said why not.
     api: tuple[Api, ...] = ()
 
@@ -267,11 +350,17 @@ class Implementation(abc.ABC):
 
 
 _REGISTRY: dict[str, Implementation] = {}
+# Every implementation the code defines, those whose hardware is absent here (register(here=False)) included.
+_DEFINED: dict[str, Implementation] = {}
 _DISCOVERED: set[str] = set()  # packages whose every module was imported
 # Packages whose every module is imported once so that it can register(); and, per role, the
 # packages that register it: oracles register from oracles/ only, so names("oracle") is known
 # without importing every kernel.
 PACKAGES = ("kernels", "oracles")
+# Out-of-tree kernels: importable packages (comma-separated) searched like kernels/, so that a
+# kernel in a team's own package is run, planned and covered by name:
+#   ATTN_HARNESS_KERNELS=my_kernels python -m harness run --kernel my_kernel
+EXTRA_PACKAGES_ENV = "ATTN_HARNESS_KERNELS"
 PACKAGES_OF_ROLE: dict[str, tuple[str, ...]] = {"oracle": ("oracles",)}
 # Frameworks an environment may lack (a matrix cell without torch, or with a jax older than
 # tokamax needs, where it is not installed: harness.environments.matrix): a module that
@@ -280,10 +369,35 @@ OPTIONAL_FRAMEWORKS = ("torch", "tokamax")
 _UNAVAILABLE: dict[str, str] = {}
 
 
-def register(impl: Implementation) -> Implementation:
-    if impl.name in _REGISTRY and type(_REGISTRY[impl.name]) is not type(impl):
+def packages() -> tuple[str, ...]:
+    """The packages searched for implementations: kernels/, oracles/ and those in ATTN_HARNESS_KERNELS."""
+    extra = [p.strip() for p in os.environ.get(EXTRA_PACKAGES_ENV, "").split(",") if p.strip()]
+    return PACKAGES + tuple(p for p in extra if p not in PACKAGES)
+
+
+def _check_about(impl: Implementation, here: bool) -> None:
+    about = getattr(impl, "about", None)
+    if not isinstance(about, About):
+        raise ValueError(f"{impl.name}: declare `about = About(summary=..., source=..., cases=...)` (contract.About)")
+    if impl.role == "kernel" and about.cases < 1:
+        raise ValueError(
+            f"kernel {impl.name}: About.cases={about.cases}; give its matrix budget (>= its smoke set + 1)"
+        )
+    if not here and about.needs is None:
+        raise ValueError(f"{impl.name}: register(here=False) needs About.needs (the hardware it waits for)")
+
+
+def register(impl: Implementation, *, here: bool = True) -> Implementation:
+    """Register `impl`; here=False defines it without registering it (its About.needs is absent on
+    this host): `defined()` still lists it, for the kernel table, the matrix budgets and the tests."""
+    _check_about(impl, here)
+    if impl.name in _DEFINED and type(_DEFINED[impl.name]) is not type(impl):
         raise ValueError(f"implementation name {impl.name!r} is registered twice")
-    _REGISTRY[impl.name] = impl
+    _DEFINED[impl.name] = impl
+    if here:
+        _REGISTRY[impl.name] = impl
+        if impl.about.tiles is not None:
+            declare_tiles(impl.about.tiles)
     return impl
 
 
@@ -296,12 +410,19 @@ def _import(module: str) -> None:
         _UNAVAILABLE[module] = f"{e.name} is not installed"
 
 
-def _discover(packages: tuple[str, ...] = PACKAGES) -> None:
-    for pkg_name in packages:
+def _discover(packages_: tuple[str, ...] | None = None) -> None:
+    for pkg_name in packages() if packages_ is None else packages_:
         if pkg_name in _DISCOVERED:
             continue
         _DISCOVERED.add(pkg_name)
-        pkg = importlib.import_module(pkg_name)
+        try:
+            pkg = importlib.import_module(pkg_name)
+        except ModuleNotFoundError as e:
+            if pkg_name in PACKAGES or e.name != pkg_name:
+                raise
+            raise UnknownImplementation(
+                f"{EXTRA_PACKAGES_ENV} names package {pkg_name!r}, which is not importable (is it on PYTHONPATH?)"
+            ) from None
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
                 _import(f"{pkg_name}.{info.name}")
@@ -312,7 +433,7 @@ def _builtin(name: str) -> Implementation | None:
     (kernels/pallas_flash.py registers pallas_flash): a run of one kernel does not pay for
     importing every other (tokamax, and the probes some adapters run at import, ~2 CPU s)."""
     if name not in _REGISTRY and name.isidentifier():
-        for pkg_name in PACKAGES:
+        for pkg_name in packages():
             if pkg_name not in _DISCOVERED and importlib.util.find_spec(f"{pkg_name}.{name}") is not None:
                 _import(f"{pkg_name}.{name}")
     return _REGISTRY.get(name)
@@ -330,8 +451,14 @@ def registry() -> dict[str, Implementation]:
     return dict(_REGISTRY)
 
 
+def defined() -> dict[str, Implementation]:
+    """Every implementation the code defines, those registered only on a GPU or TPU included."""
+    _discover()
+    return dict(_DEFINED)
+
+
 def names(role: Role | None = None) -> list[str]:
-    _discover(PACKAGES_OF_ROLE.get(role or "", PACKAGES))
+    _discover(PACKAGES_OF_ROLE.get(role or ""))
     return sorted(n for n, i in _REGISTRY.items() if role is None or i.role == role)
 
 

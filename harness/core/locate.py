@@ -36,7 +36,9 @@ QUERY_AXIS = ("out", "dq", "dbias")
 KEY_AXIS = ("dk", "dv")
 
 # Tile sizes per pass, by the names the kernels give them (kernels/*.py *_BLOCKS): the first
-# name present wins. (minor query, major query, minor key, major key).
+# name present wins. (minor query, major query, minor key, major key). These are the built-in
+# kernels' names, known to every reader of records (a report imports no kernel); a kernel that
+# names its tiles otherwise declares them (contract.About.tiles), and registering it adds them here.
 _TILE_NAMES: dict[str, tuple[tuple[str, ...], ...]] = {
     "fwd": (("block_q",), ("block_q",), ("block_k", "block_kv_compute", "block_kv"), ("block_k_major", "block_kv")),
     "dq": (("block_q_dq",), ("block_q_dq",), ("block_k_dq", "block_kv_dq"), ("block_k_major_dq", "block_kv_dq")),
@@ -47,6 +49,32 @@ _TILE_NAMES: dict[str, tuple[tuple[str, ...], ...]] = {
         ("block_k_major_dkv", "block_kv_dkv"),
     ),
 }
+PASSES = tuple(_TILE_NAMES)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TileNames:
+    """A kernel's block-size names of its tiles, per pass ("fwd", "dq", "dkv"): each a tuple
+    (minor query, major query, minor key, major key) of a name or None (no such tile); a major
+    tile it does not have is its minor one."""
+
+    passes: dict[str, tuple[str | None, str | None, str | None, str | None]]
+
+    def __post_init__(self) -> None:
+        for pass_, names in self.passes.items():
+            if pass_ not in PASSES or len(names) != 4:
+                raise ValueError(f"TileNames {pass_}={names}: passes are {PASSES}, each (q, q_major, k, k_major)")
+
+
+def declare_tiles(names: TileNames) -> None:
+    """Add a registered kernel's tile names after the built-in ones (harness.core.contract.register)."""
+    for pass_, slots in names.passes.items():
+        table = _TILE_NAMES[pass_]
+        _TILE_NAMES[pass_] = tuple(
+            have if name is None or name in have else (*have, name) for have, name in zip(table, slots, strict=True)
+        )
+
+
 PASS_OF = {"out": "fwd", "dbias": "fwd", "dq": "dq", "dk": "dkv", "dv": "dkv"}
 
 

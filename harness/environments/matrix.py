@@ -27,6 +27,8 @@ dependency is installed.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Iterator, Mapping, Sequence
 
 MATRIX = """
 # python  jax       libtpu     torch    tokamax
@@ -46,34 +48,35 @@ COLUMNS = ("python", "jax", "libtpu", "torch")
 OPTIONAL_COLUMNS = ("tokamax",)
 
 
-# Cases per kernel in every cell. Derandomized (ci), so every cell where a kernel has the same
-# capabilities draws the same cases and cells compare case by case (`python -m harness coverage`
-# says which did). Each budget holds the kernel's whole smoke set (harness.core.smoke: every mask
-# component, tiling class, dtype and drawn API parameter) and at least one drawn case, so every
-# cell exercises the whole declared API. Chosen from measured CPU seconds per case
-# (benchmarks/matrix_budget.py, benchmarks/results/matrix_budget.json) so that a cell's runs fit
-# RUN_BUDGET_S on 2 cores; tests/test_matrix.py holds both. Every kernel the code defines has a
-# line, those registered only on a GPU or TPU too (they run in no CPU cell).
-EXAMPLES: dict[str, int] = {
-    # Smoke cases, and measured CPU seconds per case (mean; jax 0.10.2, tests venv) in comments.
-    "jax_xla": 9,  # 8 smoke
-    "pallas_flash": 6,  # 5 smoke
-    "pallas_splash": 13,  # 12 smoke
-    "pallas_gpu": 7,  # 5 smoke
-    "pallas_gpu_decode": 10,  # 5 smoke
-    "pallas_paged": 8,  # 3 smoke
-    "pallas_ragged_paged": 6,  # cannot run under the interpreter (jax 0.10.2): its probe only
-    "tokamax_xla": 14,  # 13 smoke
-    "tokamax_xla_chunked": 14,  # 13 smoke
-    # Only on a GPU or TPU, natively: milliseconds a case, so the count of a CPU kernel.
-    "jax_cudnn": 8,
-    "torch_flash": 8,
-    "torch_efficient": 8,
-    "torch_cudnn": 8,
-    "tokamax_mosaic": 8,
-    "tokamax_triton": 8,
-    "tokamax_cudnn": 8,
-}
+# Cases per kernel in every cell: each kernel declares its own (harness.core.contract.About.cases,
+# in its adapter). Derandomized (ci), so every cell where a kernel has the same capabilities draws
+# the same cases and cells compare case by case (`python -m harness coverage` says which did). Each
+# budget holds the kernel's whole smoke set (harness.core.smoke: every mask component, tiling class,
+# dtype and drawn API parameter) and at least one drawn case, so every cell exercises the whole
+# declared API; chosen from measured CPU seconds per case (benchmarks/matrix_budget.py,
+# benchmarks/results/matrix_budget.json) so that a cell's runs fit RUN_BUDGET_S on 2 cores;
+# tests/test_matrix.py holds both. Kernels registered only on a GPU or TPU have one too.
+class _Budgets(Mapping[str, int]):
+    """kernel name -> About.cases of every kernel the code defines, read on first use (this module
+    imports only the standard library: the noxfile loads it before any dependency is installed)."""
+
+    @functools.cached_property
+    def _table(self) -> dict[str, int]:
+        from harness.core import contract
+
+        return {name: impl.about.cases for name, impl in sorted(contract.defined().items()) if impl.role == "kernel"}
+
+    def __getitem__(self, kernel: str) -> int:
+        return self._table[kernel]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+EXAMPLES: Mapping[str, int] = _Budgets()
 # Shrink candidates per failing kernel: a failure found in a cell is shrunk a little (its failure
 # file replays it), without letting one failing kernel take the cell's whole budget.
 MAX_SHRINKS = 8
@@ -145,15 +148,20 @@ def parse(text: str = MATRIX) -> list[Cell]:
 CELLS: list[Cell] = parse()
 
 
-def run_steps(kernels: list[str]) -> list[list[str]]:
+def run_steps(kernels: Sequence[str] | Mapping[str, int]) -> list[list[str]]:
     """The `python -m harness run` arguments that run every kernel in `kernels` (those registered in
-    a cell) with its EXAMPLES cases, derandomized: one step per distinct budget, kernels in order."""
-    missing = sorted(k for k in kernels if k not in EXAMPLES)
+    a cell) with its case budget, derandomized: one step per distinct budget, kernels in order.
+    A mapping gives each kernel's budget (the noxfile reads them in the cell: About.cases); a
+    sequence of names takes them from EXAMPLES."""
+    budgets = kernels if isinstance(kernels, Mapping) else {k: EXAMPLES[k] for k in kernels if k in EXAMPLES}
+    missing = sorted(k for k in kernels if k not in budgets or budgets[k] < 1)
     if missing:
-        raise MatrixError(f"kernels {missing} have no case budget: add them to harness.environments.matrix.EXAMPLES")
+        raise MatrixError(
+            f"kernels {missing} have no case budget: declare About(cases=N) in each adapter (harness.core.contract)"
+        )
     steps = []
-    for n in sorted({EXAMPLES[k] for k in kernels}, reverse=True):
-        chosen = [arg for k in kernels if EXAMPLES[k] == n for arg in ("--kernel", k)]
+    for n in sorted(set(budgets[k] for k in kernels), reverse=True):
+        chosen = [arg for k in kernels if budgets[k] == n for arg in ("--kernel", k)]
         steps.append(
             [
                 "run",

@@ -1,0 +1,153 @@
+"""Writes the documentation's generated parts from the code's declarations, so the two cannot drift.
+
+    python -m docs.generate          # rewrite every generated part
+    python -m docs.generate --check  # exit 1 naming each stale part; 0 when all are current
+
+Generated, in docs/kernels.md: the kernel table, between the markers `<!-- kernels:begin -->` and
+`<!-- kernels:end -->`: one row per implementation the code defines (harness.core.contract.defined():
+those registered only on a GPU or TPU included), every cell read from its declarations (Capabilities,
+Conventions, About); and between `<!-- restrictions:begin -->` and `<!-- restrictions:end -->`, every
+restriction each kernel applies with its source (About.restrictions). Exits 2 when a file lacks its markers,
+and 4 ("cannot run here") where a kernel module cannot be imported (an optional framework is
+missing): the table would lack its rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS_PAGE = ROOT / "docs" / "kernels.md"
+BEGIN, END = "<!-- kernels:begin -->", "<!-- kernels:end -->"
+RESTRICTIONS_BEGIN, RESTRICTIONS_END = "<!-- restrictions:begin -->", "<!-- restrictions:end -->"
+COLUMNS = (
+    "implementation",
+    "role",
+    "wraps",
+    "dtypes",
+    "mask components",
+    "bias",
+    "GQA",
+    "block sizes searched",
+    "rows with no visible key",
+    "cases per matrix cell",
+    "notes",
+)
+SHORT_DTYPES = {"float64": "f64", "float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _masks(impl) -> str:  # noqa: ANN001 - a harness.core.contract.Implementation
+    from harness.core.masks import MASK_COMPONENTS
+
+    caps = impl.capabilities
+    parts = [", ".join(sorted(caps.mask_components & MASK_COMPONENTS)) or "none"]
+    if caps.restrictions:
+        parts.append(f"restricted: {', '.join(sorted(caps.restrictions))}")
+    extras = [name.replace("_", " ") for name in ("soft_cap", "sinks", "residuals") if getattr(caps, name)]
+    if extras:
+        parts.append(", ".join(extras))
+    return "; ".join(parts)
+
+
+def row(impl) -> list[str]:  # noqa: ANN001 - a harness.core.contract.Implementation
+    """The kernel table's cells for one implementation, from its declarations alone."""
+    from harness.core.contract import NEEDS
+
+    caps, conv, about = impl.capabilities, impl.conventions, impl.about
+    name = f"`{impl.name}`" + (f" (only with {NEEDS[about.needs]})" if about.needs else "")
+    role = impl.role + ("" if caps.grads else ", forward only")
+    role += f", q_len {'/'.join(map(str, caps.q_lens))}" if caps.q_lens else ""
+    dtypes = ", ".join(SHORT_DTYPES.get(d, d) for d in caps.dtypes)
+    dtypes += f"; K/V also as {', '.join(caps.kv_formats)}" if caps.kv_formats else ""
+    bias = conv.bias + ("" if caps.dbias else "; no dbias") if "bias" in caps.mask_components else "none"
+    cases = str(about.cases) if impl.role == "kernel" else "-"
+    wraps = f"{about.summary} (`{about.source}`)"
+    cells = [name, role, wraps, dtypes, _masks(impl), bias, conv.gqa, about.blocks, conv.empty_rows, cases, about.notes]
+    return [_cell(c) for c in cells]
+
+
+def kernel_table(impls: Iterable) -> str:
+    """The markdown table of `impls`: kernels first, then oracles, each by name."""
+    ordered = sorted(impls, key=lambda i: (i.role != "kernel", i.name))
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row(impl)) + " |" for impl in ordered]
+    return "\n".join(lines)
+
+
+def _source(r) -> str:  # noqa: ANN001 - a harness.core.contract.Restriction
+    if r.upstream:
+        return f"upstream `{r.upstream}`: `{r.check}`"
+    if r.probe:
+        return f"probed: `{r.probe}`"
+    return f"finding `{r.finding}`" if r.finding else f"choice: {r.choice}"
+
+
+def restriction_table(impls: Iterable) -> str:
+    """Every restriction of every kernel in `impls` with its source, kernels by name."""
+    lines = ["| kernel | restricts | rule | source |", "|---|---|---|---|"]
+    for impl in sorted((i for i in impls if i.role == "kernel"), key=lambda i: i.name):
+        for r in impl.about.restrictions:
+            lines.append("| " + " | ".join(_cell(c) for c in (f"`{impl.name}`", r.on, r.rule, _source(r))) + " |")
+    return "\n".join(lines)
+
+
+class MarkersMissing(ValueError):
+    """A page without the markers its generated part goes between."""
+
+
+def replace_between(text: str, body: str, *, begin: str = BEGIN, end: str = END) -> str:
+    """`text` with what lies between `begin` and `end` replaced by `body` (on lines of its own)."""
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise MarkersMissing(f"expected one {begin!r} before one {end!r}")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
+def parts() -> dict[Path, str]:
+    """Every generated page as it should read now: path -> text."""
+    from harness.core import contract
+
+    impls = contract.defined().values()
+    text = replace_between(KERNELS_PAGE.read_text(), kernel_table(impls))
+    text = replace_between(text, restriction_table(impls), begin=RESTRICTIONS_BEGIN, end=RESTRICTIONS_END)
+    return {KERNELS_PAGE: text}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m docs.generate", description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale part")
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))  # this checkout's harness and kernels
+    from harness.core import contract
+    from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_USAGE
+
+    missing = contract.unavailable()
+    if missing:
+        print(f"cannot generate the kernel table here: {missing}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    try:
+        wanted = parts()
+    except MarkersMissing as e:
+        print(f"{KERNELS_PAGE.relative_to(ROOT)}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    stale = [path for path, text in wanted.items() if path.read_text() != text]
+    for path in stale:
+        rel = path.relative_to(ROOT)
+        if args.check:
+            print(f"{rel}: its generated tables are stale; run `python -m docs.generate`", file=sys.stderr)
+        else:
+            path.write_text(wanted[path])
+            print(f"wrote {rel}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
