@@ -78,6 +78,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.session",
                 "harness.running.shards",
                 "harness.running.summaries",
+                "harness.running.distinct",
             ),
             "environments": (
                 "harness.environments.envs",
