@@ -153,8 +153,8 @@ def test_a_passing_run_writes_each_case_to_its_sink_and_exits_0(tmp_path: Path) 
     assert sink.progressed == [(1, 3), (2, 3), (3, 3)] and len(sink.cases) == 3
     assert sink.metas[-1]["status"] == RunStatus.FINISHED and outcome.records == sink.dir
     (row, oracle) = outcome.rows
-    assert (row["kernel"], row["examples"], row["status"]) == ("tests._fakes:CORRECT", 3, "PASS")
-    assert oracle["oracle"] and sink.metas[-1]["summary"] == list(outcome.rows)
+    assert (row.kernel, row.examples, row.status, row.pairwise is not None) == ("tests._fakes:CORRECT", 3, "PASS", True)
+    assert oracle.oracle and sink.metas[-1]["summary"] == [r.to_json() for r in outcome.rows]
 
 
 def test_a_stop_asked_for_ends_the_run_at_the_next_finished_case(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_a_stop_asked_for_ends_the_run_at_the_next_finished_case(tmp_path: Path)
     outcome = session.run_session(_plan(tmp_path, "tests._fakes:CORRECT", examples=5), sink, stop)
     assert outcome.interrupted and outcome.code == 1 and stop.settled
     assert len(sink.cases) == 1 and sink.metas[-1]["status"] == RunStatus.INTERRUPTED
-    assert outcome.rows[0]["status"] == "interrupted"
+    assert outcome.rows[0].status == "interrupted"
 
 
 def test_a_failing_kernel_exits_1_with_its_failure_file_and_replay_line(tmp_path: Path) -> None:
@@ -174,7 +174,7 @@ def test_a_failing_kernel_exits_1_with_its_failure_file_and_replay_line(tmp_path
     assert outcome.code == 1 and failure.kernel == "tests._fakes:NAN" and failure.path.is_file()
     assert failure.path.parent == tmp_path / "failures" and str(failure.path) in failure.replay
     assert (failure.result, True, str(failure.path)) in sink.cases  # the shrunk case, recorded with its file
-    assert sink.metas[-1]["status"] == RunStatus.FINISHED and outcome.rows[0]["status"] == "FAIL"
+    assert sink.metas[-1]["status"] == RunStatus.FINISHED and outcome.rows[0].status == "FAIL"
 
 
 def test_bad_input_is_said_before_the_store_is_opened(tmp_path: Path) -> None:

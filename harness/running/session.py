@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from harness.core import compat, contract, features, placement, profiles
 from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
+from harness.core.summary import KernelSummary
 from harness.running import runner, shards, signatures, summaries, worker
 from harness.running.failures import divergence_line, write_divergence, write_failure
 from harness.running.runner import CaseResult
@@ -315,7 +316,7 @@ class RunOutcome:
     """How a run ended: its exit status, summary rows, failures, and where its records are."""
 
     code: int
-    rows: tuple[dict[str, Any], ...]
+    rows: tuple[KernelSummary, ...]
     records: Path  # the run's directory, or (a --jobs run) the store its workers share
     out: Path
     failures: tuple[Failure, ...] = ()
@@ -346,7 +347,7 @@ class _Run:
     meta: dict[str, Any]
     time_limit: float | None
     records: Path  # the run's directory in the store
-    rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    rows: list[KernelSummary] = dataclasses.field(default_factory=list)
     failures: list[Failure] = dataclasses.field(default_factory=list)
 
 
@@ -407,9 +408,9 @@ def _run_here(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
     finally:
         stop.settle()
         worker.shutdown()
-    cannot = {r["kernel"]: r["error"] for r in run.rows if r["status"] == KernelStatus.CANNOT_RUN}
+    cannot = {r.kernel: r.error for r in run.rows if r.status == KernelStatus.CANNOT_RUN}
     status = RunStatus.INTERRUPTED if interrupted else (RunStatus.CANNOT_RUN if cannot else RunStatus.FINISHED)
-    sink.write_meta({**run.meta, "status": status, "summary": run.rows, "cannot_run": cannot})
+    sink.write_meta({**run.meta, "status": status, "summary": _json(run.rows), "cannot_run": cannot})
     return RunOutcome(
         code=exit_code(run.rows, run.failures, interrupted=interrupted),
         rows=tuple(run.rows),
@@ -420,21 +421,25 @@ def _run_here(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
     )
 
 
-def exit_code(rows: list[dict[str, Any]], failures: list[Failure], *, interrupted: bool) -> int:
+def exit_code(rows: list[KernelSummary], failures: list[Failure], *, interrupted: bool) -> int:
     """1 for a stop, a failure or a kernel that did not pass; 4 where a kernel cannot run here; else 0.
     Oracle and interpreter-divergence rows never fail the run: their findings are reported apart."""
     if interrupted:
         return EXIT_FAIL
-    kernel_rows = [r for r in rows if not r.get("oracle") and not r.get("divergence")]
-    if failures or any(r["status"] not in (KernelStatus.PASS, KernelStatus.CANNOT_RUN) for r in kernel_rows):
+    passing = (KernelStatus.PASS, KernelStatus.CANNOT_RUN)
+    if failures or any(r.status not in passing for r in rows if r.is_kernel):
         return EXIT_FAIL
-    return EXIT_CANNOT_RUN if any(r["status"] == KernelStatus.CANNOT_RUN for r in rows) else EXIT_OK
+    return EXIT_CANNOT_RUN if any(r.status == KernelStatus.CANNOT_RUN for r in rows) else EXIT_OK
+
+
+def _json(rows: list[KernelSummary]) -> list[dict[str, Any]]:
+    return [r.to_json() for r in rows]
 
 
 def _write_failed(run: _Run, error: str) -> None:
     """run.json says "failed" with the error (exit 3 in harness.cli): it must not stay "running"."""
     with contextlib.suppress(OSError):
-        run.sink.write_meta({**run.meta, "status": RunStatus.FAILED, "error": error, "summary": run.rows})
+        run.sink.write_meta({**run.meta, "status": RunStatus.FAILED, "error": error, "summary": _json(run.rows)})
 
 
 def _run_kernels(run: _Run) -> bool:

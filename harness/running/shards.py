@@ -35,6 +35,7 @@ from harness.core.exit_codes import (
     EXIT_OK,
     EXIT_USAGE,
 )
+from harness.core.summary import KernelSummary
 from harness.store.files import atomic_write_json
 from harness.store.schema import RunStatus
 
@@ -186,21 +187,27 @@ def worker_runs(store: Path, token: str) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda m: Shard.parse(m.get("shard", "0/1")).index)
 
 
-def merge_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_rows(runs: list[dict[str, Any]]) -> list[KernelSummary]:
     """One summary row per kernel (and oracle) over every worker's rows: counts summed,
     the worst error kept, seconds the longest worker's, status the most serious."""
     order = ("interrupted", "FAIL", "ORACLE FINDING", "INTERPRETER DIVERGENCE", "cannot run here", "PASS")
-    merged: dict[str, dict[str, Any]] = {}
+    merged: dict[str, KernelSummary] = {}
     for meta in runs:
-        for row in meta.get("summary", []):
-            into = merged.setdefault(row["kernel"], {**row, "examples": 0, "failed": 0, "seconds": 0.0, "worst": None})
-            into["examples"] += row["examples"]
-            into["failed"] += row["failed"]
-            into["seconds"] = max(into["seconds"], row["seconds"])
-            worsts = [w for w in (into["worst"], row["worst"]) if w is not None]
-            into["worst"] = max(worsts, default=None)
-            statuses = [into["status"], row["status"]]
-            into["status"] = min(statuses, key=lambda s: order.index(s) if s in order else -1)
+        for row in KernelSummary.rows_of(meta.get("summary")):
+            into = merged.get(row.kernel)
+            if into is None:
+                merged[row.kernel] = row
+                continue
+            worsts = [w for w in (into.worst, row.worst) if w is not None]
+            statuses = [into.status, row.status]
+            merged[row.kernel] = dataclasses.replace(
+                into,
+                examples=into.examples + row.examples,
+                failed=into.failed + row.failed,
+                seconds=max(into.seconds, row.seconds),
+                worst=max(worsts, default=None),
+                status=min(statuses, key=lambda s: order.index(s) if s in order else -1),
+            )
     return list(merged.values())
 
 
