@@ -454,6 +454,8 @@ def _hypothesis_test(s: _Search, phase: _Phase, examples: int, *, restarted: boo
     # Quiet: the harness reports failures itself, and Hypothesis would tell a run that _Enough
     # ended how to reproduce "this failure".
     overrides: dict = {"max_examples": max(examples, 1) * draws, "verbosity": Verbosity.quiet}
+    if s.seed is not None:
+        overrides["derandomize"] = False  # as --seed always ran: the seed's own draw
     seeded = s.seed is not None or s.profile.derandomize
     if s.database and not seeded:
         saved = DirectoryBasedExampleDatabase(str(s.database))

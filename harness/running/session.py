@@ -99,8 +99,9 @@ class RunPlan:
     grid_order_seed: int | None = _flag("--grid-order-seed")
 
     def __post_init__(self) -> None:
-        for problem in _problems(self):
-            raise InputError(problem)
+        problems = _problems(self)
+        if problems:
+            raise InputError(problems[0])  # one line, as every usage error: the first to fix
 
     def to_argv(self) -> list[str]:
         """This plan as a `run` command line: parsing it gives this plan back (tests/test_session.py)."""
