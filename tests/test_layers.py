@@ -76,6 +76,10 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.signatures",
                 "harness.running.failures",
                 "harness.running.leak",
+                "harness.running.session",
+                "harness.running.shards",
+                "harness.running.summaries",
+                "harness.running.distinct",
             ),
             "environments": (
                 "harness.environments.envs",

@@ -308,7 +308,8 @@ def test_each_run_shows_the_pairwise_coverage_of_each_kernel_it_searched(tmp_pat
 def test_a_run_without_pairwise_coverage_shows_none_and_a_bad_one_says_so(tmp_path: Path) -> None:
     recs = _with_conventions(rb.environment(BASE))
     (run,) = [r for r in recs if r["kind"] == "run"]
-    run["summary"] = [{**run["summary"][0], "pairwise": {"cases": 3}}, {"kernel": "torch_sdpa", "examples": 12}]
+    oracle = {"kernel": "torch_sdpa (oracle)", "oracle": True, "examples": 12, "failed": 0, "worst": None}
+    run["summary"] = [{**run["summary"][0], "pairwise": {"cases": 3}}, oracle | {"seconds": 1.0, "status": "PASS"}]
     (view,) = _build(load([rb.write_store(tmp_path / "s", recs)])).runs
     assert view.pairwise == [("pallas_flash", view.pairwise[0][1], ())]
     assert view.pairwise[0][1].startswith("unreadable pairwise coverage") and "missing fields" in view.pairwise[0][1]

@@ -242,22 +242,25 @@ def test_a_ctrl_c_that_lands_in_a_gc_callback_prints_nothing_and_is_kept(capfd, 
     import gc
 
     from harness.cli.commands import _shared
+    from harness.running.session import StopToken
+
+    stop = StopToken()
 
     def callback(phase: str, info: dict) -> None:
-        if phase == "start" and not _shared.SIGNALLED:
+        if phase == "start" and not stop.requested():
             signal.raise_signal(signal.SIGINT)
 
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's own, as a run has: it prints
     # A stopped run leaves handlers that only record later signals; pytest's own come back after.
     pytests = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with _shared.interrupt_signals():
+        with _shared.interrupt_signals(stop):
             gc.callbacks.append(callback)
             try:
                 gc.collect()
             finally:
                 gc.callbacks.remove(callback)
-            assert _shared.SIGNALLED == [signal.SIGINT]
+            assert stop.signals == [signal.SIGINT]
     finally:
         for sig, handler in pytests.items():
             signal.signal(sig, handler)

@@ -12,11 +12,12 @@ import dataclasses
 import time
 import types
 
+import hypothesis
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.core import pool, profiles
+from harness.core import pool, profiles, strategies
 from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.masks import Mask
@@ -282,6 +283,25 @@ def test_the_seed_chooses_the_draw_and_the_kernel_its_digest(stand_in):
     assert draw(_fakes.CORRECT, 1) == first and draw(_fakes.CORRECT, 2) != first
     ci = lambda kernel: [r.case for r in search(kernel, [], examples=3, profile="ci").results]  # noqa: E731
     assert ci(_fakes.CORRECT) == ci(_fakes.CORRECT) != ci(_fakes.FakeKernel("tests._fakes:other"))
+
+
+def test_a_derandomized_draw_is_seeded_by_the_kernel_and_phase_alone(stand_in):
+    # Not by a digest of the search's own source: any Hypothesis test seeded with phase_seed draws the
+    # same cases, so editing harness/running/search.py cannot move a ci run's draw.
+    kernel = _fakes.CORRECT
+    outcome = search(kernel, [], examples=3, profile="ci", grads=False, reuse=False)
+    drawn: list[Case] = []
+    seed = search_module.phase_seed(kernel.name, None, "whole")
+    ci = settings(profiles.get("ci"), max_examples=3 * search_module.DRAWS_PER_CASE, database=None)
+
+    def collect(case: Case) -> None:
+        drawn.append(case)
+
+    hypothesis.seed(seed)(ci(given(strategies.cases(kernel))(collect)))()
+    assert [r.case for r in outcome.results] == list(dict.fromkeys(drawn))[:3]
+    pool_seed = search_module.phase_seed(kernel.name, None, "pool")
+    assert seed != pool_seed != search_module.phase_seed("other", None, "pool")
+    assert search_module.phase_seed(kernel.name, 7, "pool") == 7  # --seed: every phase draws from it
 
 
 def test_an_interrupt_keeps_the_best_failure_so_far(stand_in):

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+from harness.core import strips
 from harness.core.case import Case
 from harness.core.locate import tiling
+from harness.core.summary import KernelSummary
 from harness.running.runner import CaseResult, SubjectResult
+from harness.running.session import RunOutcome
 from harness.store.failures import FailureRecord
 
 
@@ -78,16 +81,55 @@ def comparison_table(subject: SubjectResult) -> str:
     return head + "\n" + "\n".join("    " + r for r in rows)
 
 
-def summary_table(rows: list[dict]) -> str:
-    """rows: kernel, examples, failed, worst (largest error/bound of passing comparisons), seconds, status."""
-    width = max([28, *(len(r["kernel"]) for r in rows)])
+def summary_table(rows: list[KernelSummary]) -> str:
+    """One line per row: cases, failed, worst (largest error/bound of passing comparisons), seconds per case, status."""
+    width = max([28, *(len(r.kernel) for r in rows)])
     header = f"{'kernel':<{width}} {'cases':>5} {'failed':>6} {'worst err/bound':>15} {'s/case':>7}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
-        worst = f"{r['worst']:.2f}" if r["worst"] is not None else "-"
-        per = f"{r['seconds'] / r['examples']:.2f}" if r["examples"] else "-"
-        lines.append(f"{r['kernel']:<{width}} {r['examples']:>5} {r['failed']:>6} {worst:>15} {per:>7}  {r['status']}")
+        worst = f"{r.worst:.2f}" if r.worst is not None else "-"
+        per = f"{r.seconds_per_case:.2f}" if r.seconds_per_case is not None else "-"
+        lines.append(f"{r.kernel:<{width}} {r.examples:>5} {r.failed:>6} {worst:>15} {per:>7}  {r.status}")
     return "\n".join(lines)
+
+
+def outcome_text(outcome: RunOutcome) -> str:
+    """What a finished run prints: its summary, then each failure and finding, and whether it was stopped."""
+    if outcome.merged is not None:
+        m = outcome.merged
+        lines = [f"\n== merged summary of {len(m.run_ids)} of {m.jobs} shards: {', '.join(m.run_ids)}"]
+        lines += [summary_table(list(outcome.rows)), *m.coverage, *m.lost]
+    else:
+        lines = ["", summary_table(list(outcome.rows)), *_findings(outcome)]
+    if outcome.interrupted:
+        lines.append(f"\nrun interrupted: every case finished so far is in {outcome.records}")
+    return "\n".join(lines)
+
+
+def _findings(outcome: RunOutcome) -> list[str]:
+    """Each failure shrunk, with its tables and replay line; then interpreter divergences and oracle findings."""
+    lines = []
+    for failure in outcome.failures:
+        lines.append(f"\nFAIL {failure.kernel}, shrunk to: {failure.result.case}")
+        for s in failure.result.subjects:
+            if not s.passed:
+                lines.append(comparison_table(s) + strips.appendix(s.located))
+        lines.append(f"  replay: {failure.replay}")
+    for r in outcome.rows:
+        if r.divergence and r.failed:
+            lines.append(
+                f"\nINTERPRETER DIVERGENCE: {r.kernel}: the two interpreters disagreed on {r.failed} of "
+                f"{r.examples} cases both ran; not counted as kernel failures (the faithful interpreter's "
+                f"verdict is the kernel's). Replayable files under {outcome.out / 'divergences'}"
+            )
+    for r in outcome.rows:
+        if r.oracle and r.failed:
+            lines.append(
+                f"\nORACLE FINDING: {r.kernel} was outside its own tolerance on {r.failed} of {r.examples} "
+                "cases; not counted against any kernel (the kernels are judged on the float64 truth). "
+                f"Its records are in {outcome.records}"
+            )
+    return lines
 
 
 def replay_header(path: object, record: FailureRecord, case: object) -> str:

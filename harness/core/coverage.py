@@ -21,13 +21,13 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.core.case import Case
+from harness.core.summary import KernelSummary
 
 if TYPE_CHECKING:
     from harness.core.contract import Implementation
-    from harness.store.records import CaseRecord, RunRecord
 
 # A predicate on a case: whether it exercised a parameter.
 Exercised = Callable[[Case], bool]
@@ -326,7 +326,44 @@ def declaring_name(implementation: str) -> str:
     return "pallas_flash" if ":" in implementation else implementation
 
 
-def cell_name(run: RunRecord | dict[str, Any] | None) -> str:
+class RunView(Protocol):
+    """What the coverage of a store reads of a run record (harness.store.records.RunRecord, a layer above)."""
+
+    @property
+    def status(self) -> str | None: ...
+
+    @property
+    def versions(self) -> dict[str, Any]: ...
+
+    @property
+    def api_parameters(self) -> dict[str, Any] | None: ...
+
+    def field(self, key: str) -> Any: ...
+
+
+class CaseView(Protocol):
+    """What the coverage of a store reads of a case record (harness.store.records.CaseRecord)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def case_id(self) -> str: ...
+
+    @property
+    def implementation(self) -> str: ...
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def role(self) -> str | None: ...
+
+    @property
+    def exercised(self) -> list[str] | None: ...
+
+
+def cell_name(run: RunView | dict[str, Any] | None) -> str:
     """A run's matrix cell as harness.environments.matrix names it (py3.11-jax0.10.2-torch2.13.0), from its versions
     (a run record, or its run.json)."""
     versions = (run.get("versions") if isinstance(run, dict) else run.versions if run is not None else None) or {}
@@ -354,8 +391,8 @@ class CellRow:
     same_cases_as: str | None = None  # an earlier cell that ran exactly the same cases
 
 
-def _verdict(records: list[CaseRecord], summaries: list[dict[str, Any]], runs: list[RunRecord]) -> str:
-    statuses = {s.get("status") for s in summaries}
+def _verdict(records: list[CaseView], summaries: list[KernelSummary], runs: list[RunView]) -> str:
+    statuses = {s.status for s in summaries}
     if any(not r.passed for r in records):
         return "ORACLE FINDING" if all(r.role == "oracle" for r in records) else "FAIL"
     for status in ("FAIL", "cannot run here", "interrupted"):
@@ -371,11 +408,7 @@ def _natural(text: str) -> tuple[Any, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
-def _summary_name(row: dict[str, Any]) -> str:
-    return str(row.get("kernel", "")).removesuffix(" (oracle)")
-
-
-def cell_rows(runs: dict[str, RunRecord], cases: list[CaseRecord]) -> list[CellRow]:
+def cell_rows(runs: dict[str, RunView], cases: list[CaseView]) -> list[CellRow]:
     """One row per (cell, implementation) that a run's summary or a case record names, cells in version
     order, then implementations: a kernel that cannot run in a cell has a row with no cases.
 
@@ -383,22 +416,21 @@ def cell_rows(runs: dict[str, RunRecord], cases: list[CaseRecord]) -> list[CellR
     drawn parameters are those run.json's api_parameters declares drawn and present, the exercised ones
     those the case records list.
     """
-    records: dict[tuple[str, str], list[CaseRecord]] = {}
+    records: dict[tuple[str, str], list[CaseView]] = {}
     run_ids: dict[tuple[str, str], set[str]] = {}
     for rec in cases:
         key = (cell_name(runs.get(rec.run_id)), rec.implementation)
         records.setdefault(key, []).append(rec)
         run_ids.setdefault(key, set()).add(rec.run_id)
     for run_id, run in runs.items():
-        for row in run.field("summary") or []:
-            if isinstance(row, dict) and row.get("kernel"):  # a bench or compile run's rows name no kernel
-                run_ids.setdefault((cell_name(run), _summary_name(row)), set()).add(run_id)
+        for row in KernelSummary.rows_of(run.field("summary")):  # a bench or compile run's rows name no kernel
+            run_ids.setdefault((cell_name(run), row.name), set()).add(run_id)
     first_seen: dict[tuple[str, tuple[str, ...]], str] = {}
     out = []
     for (cell, name), ids_of_runs in sorted(run_ids.items(), key=lambda kv: (_natural(kv[0][0]), kv[0][1])):
         recs = records.get((cell, name), [])
         mine = [runs[i] for i in sorted(ids_of_runs) if i in runs]
-        summaries = [s for run in mine for s in (run.field("summary") or []) if _summary_name(s) == name]
+        summaries = [s for run in mine for s in KernelSummary.rows_of(run.field("summary")) if s.name == name]
         presence: dict[str, dict[str, Any]] = {}
         for run in mine:
             presence.update(((run.api_parameters or {}).get(declaring_name(name))) or {})

@@ -17,8 +17,8 @@ from typing import Any
 from harness.core.case import DTYPES
 from harness.core.compare import Comparison
 from harness.core.coverage import CellRow, cell_rows
-from harness.core.features import Coverage
 from harness.core.locate import Located, where
+from harness.core.summary import KernelSummary
 from harness.gate import GateResult
 from harness.gate.thresholds import Thresholds
 from harness.report.conventions import ConventionRow
@@ -333,16 +333,15 @@ class RunView:
 def _pairwise(run: RunRecord | None) -> list[tuple[str, str, tuple[str, ...]]]:
     # `run` writes one summary row per kernel with its Coverage; rows of oracles and runs
     # written before it existed have none.
-    rows = run.more.get("summary") if run is not None else None
     out = []
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, dict) and row.get("pairwise") is not None:
-            try:
-                covered = Coverage.from_json(row["pairwise"])
-            except ValueError as e:
-                out.append((str(row.get("kernel")), f"unreadable pairwise coverage: {e}", ()))
-                continue
-            out.append((str(row.get("kernel")), covered.line(), covered.missing_pairs))
+    for row in KernelSummary.rows_of(run.field("summary") if run is not None else None):
+        try:
+            covered = row.coverage()
+        except ValueError as e:
+            out.append((row.kernel, f"unreadable pairwise coverage: {e}", ()))
+            continue
+        if covered is not None:
+            out.append((row.kernel, covered.line(), covered.missing_pairs))
     return out
 
 

@@ -20,6 +20,7 @@ import collections
 import ctypes
 import dataclasses
 import functools
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -35,7 +36,8 @@ from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.contract import Implementation
 from harness.core.smoke import iter_smoke_cases
-from harness.running import runner, signatures
+from harness.running import runner
+from harness.running.distinct import Failures, Shrink, ShrinkStats
 from harness.running.execute import is_interrupt
 from harness.running.runner import CaseResult
 
@@ -106,17 +108,6 @@ FRESH_ONE_IN = 16
 MAX_SHRUNK = 6
 
 
-@dataclasses.dataclass(frozen=True)
-class ShrinkStats:
-    """How one reported failure was shrunk."""
-
-    runs: int = 0  # cases run while shrinking it
-    exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
-    # False: reported as found (past MAX_SHRUNK, or met while shrinking another). A smoke case is
-    # shrunk already: it is the smallest case with its features.
-    shrunk: bool = True
-
-
 @dataclasses.dataclass(kw_only=True)
 class SearchOutcome:
     kernel: str
@@ -139,86 +130,6 @@ class SearchOutcome:
     @property
     def passed(self) -> bool:
         return not self.failures and self.error is None and all(r.passed for r in self.results)
-
-
-@dataclasses.dataclass(kw_only=True)
-class _Shrink:
-    """The failure being shrunk: the first of its signature, the best so far, and its budget spent."""
-
-    target: CaseResult
-    best: CaseResult
-    since: float
-    runs: int = 0
-    exhausted: bool = False
-
-
-class _Failures:
-    """The distinct failures of one search, and the failing cases they explain."""
-
-    def __init__(self, impl: Implementation, outcome: SearchOutcome, *, first_only: bool) -> None:
-        self.impl, self.outcome, self.first_only = impl, outcome, first_only
-        self.known: list[signatures.Signature] = []  # of outcome.failures, index by index
-        self.explained: set[Case] = set()
-        self.met: list[CaseResult] = []  # met while shrinking another, not yet explained
-        self.shrunk = 0  # failures shrunk, those replaced by a more general one too
-
-    def explains(self, result: CaseResult) -> bool:
-        if result.case in self.explained:
-            return True
-        known = zip(self.known, self.outcome.shrinks, strict=True)
-        return any(signatures.explains(sig, result, self.impl, anywhere=not s.shrunk) for sig, s in known)
-
-    def is_target(self, result: CaseResult, shrink: _Shrink | None) -> bool:
-        """Whether failing `result` is shrunk: a new failure (generating), or one like the target (shrinking)."""
-        if self.first_only:
-            return True  # any failure, as a search that stops at its first
-        if self.explains(result):
-            return False
-        if shrink is None:
-            return self.shrunk < MAX_SHRUNK
-        return signatures.same_kind(result, shrink.target)
-
-    def note(self, result: CaseResult, shrink: _Shrink | None) -> None:
-        """A failure that is not shrunk: reported as found when nothing explains it."""
-        if self.explains(result):
-            return
-        if shrink is None:
-            self.add(result, ShrinkStats(shrunk=False))
-        else:
-            self.met.append(result)
-
-    def add(self, result: CaseResult, stats: ShrinkStats, tried: Sequence[Case] = ()) -> None:
-        """Report `result`; it and the cases `tried` count as explained from now on."""
-        sig = signatures.signature(result, self.impl)
-        out = self.outcome
-        gone: list[int] = []
-        if stats.shrunk:
-            # Shrunk to fewer features than a failure reported before, of the same kind: the same
-            # bug, more generally (long keys fail at every query length, not only at unequal ones).
-            # It takes the place of the first it replaces, so failures stay in the order found.
-            gone = [i for i, f in enumerate(out.failures) if signatures.explains(sig, f, self.impl)]
-            for i in reversed(gone[1:]):
-                del out.failures[i], out.shrinks[i], self.known[i]
-            if gone:
-                out.failures[gone[0]], out.shrinks[gone[0]], self.known[gone[0]] = result, stats, sig
-        if not stats.shrunk or not gone:
-            out.failures.append(result)
-            out.shrinks.append(stats)
-            self.known.append(sig)
-        out.shrink_exhausted |= stats.exhausted
-        self.explained |= {result.case, *tried}
-
-    def finish(self, shrink: _Shrink) -> None:
-        self.shrunk += 1
-        # The failing case drawn is explained (so that a search drawn again goes on past it), not every
-        # candidate tried: a later shrink may need those on its way down.
-        self.add(shrink.best, ShrinkStats(runs=shrink.runs, exhausted=shrink.exhausted), [shrink.target.case])
-
-    def settle_met(self) -> None:
-        for result in self.met:
-            if not self.explains(result):
-                self.add(result, ShrinkStats(shrunk=False))
-        self.met.clear()
 
 
 class _KeptDatabase(ExampleDatabase):
@@ -249,7 +160,8 @@ class _KeptDatabase(ExampleDatabase):
 def _run_case(
     case: Case,
     subjects: list[Implementation],
-    state: dict,
+    live: set[Case],
+    bound: int,
     *,
     grads: bool,
     time_limit: float | None,
@@ -257,20 +169,19 @@ def _run_case(
     policy: str | None = None,
     smoke: bool = False,
 ) -> CaseResult:
-    """runner.run_case, with JAX's caches cleared past a bound on the programs held, and errors sorted.
+    """runner.run_case, with JAX's caches cleared past `bound` programs held (`live`), and errors sorted.
 
     An interrupt however it arrived is raised as KeyboardInterrupt; any other exception is
     the harness's (the kernels' own exceptions are results, caught in harness.running.execute).
     """
     program = pool.program_key(case)  # what compiled code depends on
-    live = state["programs"]
     if program not in live:
         # JAX keeps every compiled executable (30-60 MiB each for pallas_flash under the
         # interpreter, measured) until its caches are cleared: cleared when a new program
-        # would make more than LIVE_PROGRAMS, so a run's memory stays bounded
+        # would make more than `bound` (LIVE_PROGRAMS), so a run's memory stays bounded
         # (benchmarks/peak_rss.py) while cases from the run's pool reuse their programs; a pool
         # of more programs than that (splash's 12 smoke cases) raises the bound to hold it whole.
-        if len(live) >= state.get("live_programs", LIVE_PROGRAMS):
+        if len(live) >= bound:
             jax.clear_caches()
             live.clear()
         live.add(program)
@@ -315,6 +226,50 @@ def _harness_errors(on_result: Callable[[CaseResult], None]) -> Callable[[CaseRe
     return guarded
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Phase:
+    """One Hypothesis phase of a search after the smoke cases: what it draws, until the run has how many cases."""
+
+    name: str  # "pool" or "whole": its part of the derandomized seed (phase_seed)
+    key: bytes  # its key in the example database, as earlier releases saved it
+    drawn: st.SearchStrategy[Case]
+    until: int
+    entries: frozenset[Case] | None = None  # the programs of the pool it draws from; None for whole cases
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Search:
+    """One search while it goes: what it checks and how, and the state its phases share."""
+
+    kernel: Implementation
+    subjects: list[Implementation]
+    run: Callable[..., CaseResult]  # _run_case with the runner's options bound
+    budget: int  # distinct cases the search checks, smoke cases among them
+    seed: int | None
+    profile: settings
+    database: Path | None
+    shrink_budget: profiles.ShrinkBudget
+    max_shrinks: int
+    first_failure: bool
+    owns: Callable[[Case], bool] | None
+    on_result: Callable[[CaseResult], None]
+    outcome: SearchOutcome
+    failures: Failures
+    started: float
+    # Hypothesis may reach one case through several choice sequences, and replays the
+    # minimal one at the end; a case's result is deterministic, so each runs once.
+    seen: dict[Case, CaseResult] = dataclasses.field(default_factory=dict)
+    generated: set[Case] = dataclasses.field(default_factory=set)  # the cases in outcome.results
+    uses: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # cases per program
+    programs: set[Case] = dataclasses.field(default_factory=set)  # the programs JAX holds compiled now
+    live_programs: int | None = None  # the bound on those; None: LIVE_PROGRAMS
+    smoke: list[Case] = dataclasses.field(default_factory=list)  # the smoke cases this search checks
+    all_smoke: list[Case] = dataclasses.field(default_factory=list)  # every shard's: the pool starts from them
+    until: int = 0  # the case count the current phase stops at (the smoke cases': the budget)
+    entries: frozenset[Case] | None = None  # the programs of the pool being drawn from (or None)
+    shrink: Shrink | None = None  # the failure being shrunk
+
+
 def search(
     kernel: Implementation,
     oracles: list[Implementation],
@@ -349,211 +304,233 @@ def search(
     The search goes on after a failure: each failure that no failure found before explains
     (harness.running.signatures) is shrunk, up to MAX_SHRUNK of them, and reported once.
     first_failure: stop at the first failure, shrunk (any failure met while shrinking counts).
+
+    Phases: the smoke cases, then cases drawn from the pool, then whole cases; each phase's draw
+    is seeded from the run's seed (or, derandomized, the kernel's name) and the phase's name alone.
     """
     compat.enable_compilation_cache()
     outcome = SearchOutcome(kernel=kernel.name, results=[])
-    subjects = [kernel, *oracles]
-    budget = profiles.shrink_budget(profile)
-    max_shrinks = budget.runs if shrink_runs is None else shrink_runs
-    failures = _Failures(kernel, outcome, first_only=first_failure)
-    # Hypothesis may reach one case through several choice sequences, and replays the
-    # minimal one at the end; a case's result is deterministic, so each runs once.
-    seen: dict[Case, CaseResult] = {}
-    generated: set[Case] = set()  # the cases in outcome.results
-    # uses: cases checked per program; entries: the programs of the pool being drawn from (or None).
-    state: dict = {"shrink": None, "programs": set(), "uses": collections.Counter(), "entries": None}
-    started = time.perf_counter()
-    on_result = _harness_errors(on_result)
-
-    def run_new(case: Case) -> CaseResult | None:
-        """The case run, or None where the shrink budget is spent (a candidate not run counts as passing)."""
-        shrink: _Shrink | None = state["shrink"]
-        if shrink is not None:
-            if shrink.runs >= max_shrinks or time.perf_counter() - shrink.since > budget.seconds:
-                shrink.exhausted = True
-                return None
-            shrink.runs += 1
-            outcome.shrink_runs += 1
-        result = seen[case] = _run_case(
-            case,
-            subjects,
-            state,
-            grads=grads,
-            time_limit=time_limit,
-            interpret=interpret,
-            policy=interpreters,
-            smoke=case in smoke_set,
-        )
-        return result
-
-    def spent(case: Case) -> bool:
-        """Whether the case's program has had more cases than some pool entry: programs take turns."""
-        entries, uses = state["entries"], state["uses"]
-        return entries is not None and uses[pool.program_key(case)] > min(uses[e] for e in entries)
-
-    def check_case(case: Case) -> None:
-        shrink: _Shrink | None = state["shrink"]
-        new = shrink is None and case not in generated  # a case of the search, not a shrink candidate
-        if new and len(outcome.results) >= state["budget"]:
-            raise _Enough  # a new case past the budget: the search is done
-        if new and spent(case):
-            return  # passed over, not run: counts as passing
-        result = seen.get(case) or run_new(case)
-        if result is None:
-            return
-        if new:
-            generated.add(case)
-            state["uses"][pool.program_key(case)] += 1
-            outcome.results.append(result)
-            if not result.passed and outcome.first_failure_s is None:
-                outcome.first_failure_s = time.perf_counter() - started
-        target = not result.passed and failures.is_target(result, shrink)
-        if target:
-            if shrink is None:
-                shrink = state["shrink"] = _Shrink(target=result, best=result, since=time.perf_counter())
-            # The shrinker only tries candidates smaller than the current minimum, so
-            # every failure it reports is the new best.
-            shrink.best = result
-        elif not result.passed:
-            failures.note(result, shrink)
-        if new:
-            on_result(result)  # after the bookkeeping: an interrupt here loses nothing
-        if target:
-            raise CaseFailed(str(case))
-
-    # `check`'s source stays as it is: under a derandomized profile Hypothesis seeds its draws from
-    # a digest of the test function's source, so the draw does not move when check_case changes.
-    def check(case: Case) -> None:
-        check_case(case)
-
     base = profiles.get(profile)
-    budget_cases = base.max_examples if examples is None else examples
-    smoke_set: list[Case] = []  # the smoke cases this search checks
-    all_smoke: list[Case] = []  # every shard's: the pool starts from them
-    state["budget"] = budget_cases
-
-    def drawn_test(
-        drawn: st.SearchStrategy[Case], digest: bytes, examples: int, *, restarted: bool
-    ) -> Callable[[], None]:
-        draws = DRAWS_PER_CASE if state["entries"] is None else POOL_DRAWS_PER_CASE
-        # Quiet: the harness reports failures itself, and Hypothesis would tell a run that _Enough
-        # ended how to reproduce "this failure".
-        overrides: dict = {"max_examples": max(examples, 1) * draws, "verbosity": Verbosity.quiet}
-        if seed is not None:
-            overrides["derandomize"] = False
-        derandomized = base.derandomize and seed is None
-        if database and not derandomized:
-            saved = DirectoryBasedExampleDatabase(str(database))
-            overrides["database"] = _KeptDatabase(saved) if restarted else saved
-        else:
-            overrides["database"] = None
-        if owns is not None or smoke_set:
-            # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
-            smoked = set(smoke_set)
-            drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
-        test = settings(base, **overrides)(given(drawn)(check))
-        # Each kernel (and each phase) gets its own key in the example database and its own derandomized draw.
-        test.hypothesis.inner_test._hypothesis_internal_add_digest = digest
-        if seed is not None:
-            test = hypothesis.seed(seed)(test)
-        return test
-
-    def drawn_phases() -> Iterator[tuple[st.SearchStrategy[Case], bytes, int, frozenset[Case] | None]]:
-        """(strategy, digest, the run's case count when it is done, the pool's programs or None) for
-        each phase after the smoke cases."""
-        name = kernel.name.encode()
-        if not reuse:
-            yield strategies.cases(kernel), name, budget_cases, None
-            return
-        # Drawn after the smoke cases, with every shard's smoke cases: their programs are the run's
-        # most common ones. From the seed and the budget alone, so a shard draws the same pool every time.
-        extra = pool.extra_entries(budget_cases)
-        # The smoke cases' skeletons are in the pool whether or not they were checked first: without
-        # them a pool of a few extra entries can miss a whole feature (a tiling class) that 20 whole
-        # draws would meet (tests/test_planted.py, fwd_v_offset_minor_blocks without smoke cases).
-        skeletons_of = all_smoke if smoke else list(iter_smoke_cases(kernel))
-        # A shard owns whole programs (harness.running.shards): its pool is drawn from them alone.
-        pool_seed = pool.pool_seed(kernel, seed)
-        try:
-            skeletons = pool.draw_pool(kernel, extra=extra, seed=pool_seed, smoke=skeletons_of, owns=owns)
-        except Exception as e:
-            # Ctrl-C inside the pool's own Hypothesis draws comes out of Hypothesis's clean-up as an AssertionError.
-            if is_interrupt(e):
-                raise KeyboardInterrupt(str(e)) from e
-            raise
-        left = budget_cases - len(outcome.results)
-        if skeletons:
-            programs = frozenset(pool.program_key(e) for e in skeletons)
-            yield strategies.cases(kernel, pool=skeletons), name, budget_cases - left // FRESH_ONE_IN, programs
-        yield strategies.cases(kernel), name + b"/fresh", budget_cases, None
-
-    def run_phase(drawn: st.SearchStrategy[Case], digest: bytes, until: int, entries: frozenset[Case] | None) -> bool:
-        """Draw cases until the run has `until`; after each failure shrunk, draw on. False: stop the search."""
-        state["budget"], state["entries"] = until, entries
-        examples = until - len(outcome.results)
-        restarted = False
-        while until > len(outcome.results):
-            try:
-                _interrupts_as_themselves(drawn_test(drawn, digest, examples, restarted=restarted))
-                return True
-            except _Enough:
-                return True
-            except CaseFailed:
-                failures.finish(state["shrink"])
-                state["shrink"] = None
-                if first_failure:
-                    return False
-                # Drawn again from the start: the cases met so far are checked already (free), the
-                # failures shrunk are explained now, so Hypothesis draws on past them.
-                restarted = True
-        return True
-
-    def check_smoke(case: Case) -> bool:
-        """A smoke case checked; False: stop the search (its failure, with first_failure)."""
-        try:
-            check_case(case)
-        except CaseFailed:
-            # Reported as it is: a smoke case is already the smallest case with its features.
-            failures.add(state["shrink"].best, ShrinkStats())
-            state["shrink"] = None
-            return not first_failure
-        return True
-
+    budget = profiles.shrink_budget(profile)
+    run = functools.partial(_run_case, grads=grads, time_limit=time_limit, interpret=interpret, policy=interpreters)
+    s = _Search(
+        kernel=kernel,
+        subjects=[kernel, *oracles],
+        run=run,
+        budget=base.max_examples if examples is None else examples,
+        seed=seed,
+        profile=base,
+        database=database,
+        shrink_budget=budget,
+        max_shrinks=budget.runs if shrink_runs is None else shrink_runs,
+        first_failure=first_failure,
+        owns=owns,
+        on_result=_harness_errors(on_result),
+        outcome=outcome,
+        failures=Failures(kernel, outcome, first_only=first_failure, cap=MAX_SHRUNK),
+        started=time.perf_counter(),
+    )
+    s.until = s.budget
     # Smoke cases one at a time (iter_smoke_cases): a failing one stops a first-failure search
     # before the rest are even looked for.
-    smoke_iter = iter_smoke_cases(kernel) if smoke is True else iter(smoke or [])
+    smoke_cases = iter_smoke_cases(kernel) if smoke is True else iter(smoke or [])
     try:
-        going = True
-        for case in smoke_iter:
-            if len(smoke_set) >= budget_cases:
-                break
-            all_smoke.append(case)
-            # The run's pool: its smoke cases' programs and the extra entries (pool.draw_pool).
-            state["live_programs"] = max(LIVE_PROGRAMS, len(all_smoke) + 1)
-            if owns is None or owns(case):
-                smoke_set.append(case)
-                going = check_smoke(case)
-                if not going:
-                    break
-        if going and budget_cases > len(smoke_set):
-            for drawn, digest, until, entries in drawn_phases():
-                if until > len(outcome.results) and not run_phase(drawn, digest, until, entries):
-                    break
+        if _smoke_phase(s, smoke_cases) and s.budget > len(s.smoke):
+            _drawn_phases(s, reuse=reuse, smoked=smoke is not False)
     except _HarnessError as e:
         raise e.error from None
     except KeyboardInterrupt:
         # Keep the smallest failure found before the interrupt: it is a real one.
         outcome.interrupted = True
-        _keep_shrinking(failures, state)
+        _keep_shrinking(s)
     except hypothesis.errors.Flaky as e:
-        _keep_shrinking(failures, state)
+        _keep_shrinking(s)
         outcome.error = f"flaky failure (did not reproduce on replay): {str(e).splitlines()[0]}"
-    failures.settle_met()
+    s.failures.settle_met()
     return outcome
 
 
-def _keep_shrinking(failures: _Failures, state: dict) -> None:
+def _smoke_phase(s: _Search, cases: Iterator[Case]) -> bool:
+    """Check the smoke cases this search owns, within its budget; False: stop the search (a first failure)."""
+    for case in cases:
+        if len(s.smoke) >= s.budget:
+            break
+        s.all_smoke.append(case)
+        # The run's pool: its smoke cases' programs and the extra entries (pool.draw_pool).
+        s.live_programs = max(LIVE_PROGRAMS, len(s.all_smoke) + 1)
+        if s.owns is None or s.owns(case):
+            s.smoke.append(case)
+            if not _check_smoke(s, case):
+                return False
+    return True
+
+
+def _check_smoke(s: _Search, case: Case) -> bool:
+    """A smoke case checked; False: stop the search (its failure, with first_failure)."""
+    try:
+        _check(s, case)
+    except CaseFailed:
+        # Reported as it is: a smoke case is already the smallest case with its features.
+        assert s.shrink is not None
+        s.failures.add(s.shrink.best, ShrinkStats())
+        s.shrink = None
+        return not s.first_failure
+    return True
+
+
+def _drawn_phases(s: _Search, *, reuse: bool, smoked: bool) -> None:
+    """The phases after the smoke cases, each run until the search has its cases or is stopped."""
+    phases = [_pool_phase(s, smoked=smoked)] if reuse else []
+    key = s.kernel.name.encode() + (b"/fresh" if reuse else b"")
+    phases.append(_Phase(name="whole", key=key, drawn=strategies.cases(s.kernel), until=s.budget))
+    for phase in phases:
+        if phase is not None and phase.until > len(s.outcome.results) and not _run_phase(s, phase):
+            break
+
+
+def _pool_phase(s: _Search, *, smoked: bool) -> _Phase | None:
+    """Cases drawn from the run's pool of programs, until all but one in FRESH_ONE_IN of the budget
+    left; None where the pool is empty (a shard that owns none of its programs)."""
+    # Drawn after the smoke cases, with every shard's smoke cases: their programs are the run's
+    # most common ones. From the seed and the budget alone, so a shard draws the same pool every time.
+    extra = pool.extra_entries(s.budget)
+    # The smoke cases' skeletons are in the pool whether or not they were checked first: without
+    # them a pool of a few extra entries can miss a whole feature (a tiling class) that 20 whole
+    # draws would meet (tests/test_planted.py, fwd_v_offset_minor_blocks without smoke cases).
+    skeletons_of = s.all_smoke if smoked else list(iter_smoke_cases(s.kernel))
+    # A shard owns whole programs (harness.running.shards): its pool is drawn from them alone.
+    pool_seed = pool.pool_seed(s.kernel, s.seed)
+    try:
+        skeletons = pool.draw_pool(s.kernel, extra=extra, seed=pool_seed, smoke=skeletons_of, owns=s.owns)
+    except Exception as e:
+        # Ctrl-C inside the pool's own Hypothesis draws comes out of Hypothesis's clean-up as an AssertionError.
+        if is_interrupt(e):
+            raise KeyboardInterrupt(str(e)) from e
+        raise
+    if not skeletons:
+        return None
+    left = s.budget - len(s.outcome.results)
+    programs = frozenset(pool.program_key(e) for e in skeletons)
+    drawn = strategies.cases(s.kernel, pool=skeletons)
+    until = s.budget - left // FRESH_ONE_IN
+    return _Phase(name="pool", key=s.kernel.name.encode(), drawn=drawn, until=until, entries=programs)
+
+
+def _run_phase(s: _Search, phase: _Phase) -> bool:
+    """Draw cases until the run has `phase.until`; after each failure shrunk, draw on. False: stop the search."""
+    s.until, s.entries = phase.until, phase.entries
+    examples = phase.until - len(s.outcome.results)
+    restarted = False
+    while phase.until > len(s.outcome.results):
+        try:
+            _interrupts_as_themselves(_hypothesis_test(s, phase, examples, restarted=restarted))
+            return True
+        except _Enough:
+            return True
+        except CaseFailed:
+            assert s.shrink is not None
+            s.failures.finish(s.shrink)
+            s.shrink = None
+            if s.first_failure:
+                return False
+            # Drawn again from the start: the cases met so far are checked already (free), the
+            # failures shrunk are explained now, so Hypothesis draws on past them.
+            restarted = True
+    return True
+
+
+def phase_seed(kernel: str, seed: int | None, phase: str) -> int:
+    """The seed of one phase's draw: the run's seed where one is given (every phase draws from it, as
+    `--seed` always has), else (a derandomized profile) one from the kernel's name and the phase's alone,
+    so that no edit of this module moves a derandomized draw."""
+    if seed is not None:
+        return seed
+    return int(hashlib.sha256(f"{kernel}/{phase}".encode()).hexdigest()[:16], 16)
+
+
+def _hypothesis_test(s: _Search, phase: _Phase, examples: int, *, restarted: bool) -> Callable[[], None]:
+    """The Hypothesis test of one phase: up to `examples` new cases of `phase.drawn`."""
+    draws = DRAWS_PER_CASE if phase.entries is None else POOL_DRAWS_PER_CASE
+    # Quiet: the harness reports failures itself, and Hypothesis would tell a run that _Enough
+    # ended how to reproduce "this failure".
+    overrides: dict = {"max_examples": max(examples, 1) * draws, "verbosity": Verbosity.quiet}
+    if s.seed is not None:
+        overrides["derandomize"] = False  # as --seed always ran: the seed's own draw
+    seeded = s.seed is not None or s.profile.derandomize
+    if s.database and not seeded:
+        saved = DirectoryBasedExampleDatabase(str(s.database))
+        overrides["database"] = _KeptDatabase(saved) if restarted else saved
+    else:
+        overrides["database"] = None
+    drawn = phase.drawn
+    if s.owns is not None or s.smoke:
+        # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
+        smoked, owns = set(s.smoke), s.owns
+        drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
+
+    def check(case: Case) -> None:
+        _check(s, case)
+
+    test = settings(s.profile, **overrides)(given(drawn)(check))
+    # Each kernel and each phase has its own key in the example database (an unseeded run's).
+    test.hypothesis.inner_test._hypothesis_internal_add_digest = phase.key
+    if seeded:
+        test = hypothesis.seed(phase_seed(s.kernel.name, s.seed, phase.name))(test)
+    return test
+
+
+def _check(s: _Search, case: Case) -> None:
+    """Run one case Hypothesis drew (a case of the search, or a shrink candidate) and keep its verdict."""
+    new = s.shrink is None and case not in s.generated  # a case of the search, not a shrink candidate
+    if new and len(s.outcome.results) >= s.until:
+        raise _Enough  # a new case past the budget: the search is done
+    if new and _spent(s, case):
+        return  # passed over, not run: counts as passing
+    result = s.seen.get(case) or _run_new(s, case)
+    if result is None:
+        return
+    if new:
+        s.generated.add(case)
+        s.uses[pool.program_key(case)] += 1
+        s.outcome.results.append(result)
+        if not result.passed and s.outcome.first_failure_s is None:
+            s.outcome.first_failure_s = time.perf_counter() - s.started
+    target = not result.passed and s.failures.is_target(result, s.shrink)
+    if target:
+        if s.shrink is None:
+            s.shrink = Shrink(target=result, best=result, since=time.perf_counter())
+        # The shrinker only tries candidates smaller than the current minimum, so
+        # every failure it reports is the new best.
+        s.shrink.best = result
+    elif not result.passed:
+        s.failures.note(result, s.shrink)
+    if new:
+        s.on_result(result)  # after the bookkeeping: an interrupt here loses nothing
+    if target:
+        raise CaseFailed(str(case))
+
+
+def _spent(s: _Search, case: Case) -> bool:
+    """Whether the case's program has had more cases than some pool entry: programs take turns."""
+    return s.entries is not None and s.uses[pool.program_key(case)] > min(s.uses[e] for e in s.entries)
+
+
+def _run_new(s: _Search, case: Case) -> CaseResult | None:
+    """The case run, or None where the shrink budget is spent (a candidate not run counts as passing)."""
+    shrink = s.shrink
+    if shrink is not None:
+        if shrink.runs >= s.max_shrinks or time.perf_counter() - shrink.since > s.shrink_budget.seconds:
+            shrink.exhausted = True
+            return None
+        shrink.runs += 1
+        s.outcome.shrink_runs += 1
+    live = s.live_programs or LIVE_PROGRAMS
+    result = s.seen[case] = s.run(case, s.subjects, s.programs, live, smoke=case in s.smoke)
+    return result
+
+
+def _keep_shrinking(s: _Search) -> None:
     """The failure being shrunk when the search stopped, reported as shrunk so far."""
-    if state["shrink"] is not None:
-        failures.finish(state["shrink"])
-        state["shrink"] = None
+    if s.shrink is not None:
+        s.failures.finish(s.shrink)
+        s.shrink = None

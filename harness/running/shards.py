@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,9 @@ from harness.core.exit_codes import (
     EXIT_OK,
     EXIT_USAGE,
 )
+from harness.core.summary import KernelSummary
+from harness.store.files import atomic_write_json
+from harness.store.schema import RunStatus
 
 # Environment variable a worker of `run --jobs` finds its parent's token in (written to its run.json).
 PARENT_ENV = "ATTN_HARNESS_JOBS_PARENT"
@@ -89,11 +92,6 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
-def worker_argv(argv: list[str], shard: Shard) -> list[str]:
-    """`argv` (a `run` command line without --jobs or --shard) for one worker."""
-    return [*argv, "--jobs", "1", "--shard", str(shard)]
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Workers:
     """How the worker processes of one `run --jobs` ended."""
@@ -104,8 +102,8 @@ class Workers:
     codes: tuple[int, ...]  # each worker's exit status, by shard
 
 
-def run_workers(argv: list[str], jobs: int) -> Workers:
-    """Run `jobs` shards of `argv` as worker processes and wait for all.
+def run_workers(argv: Callable[[Shard], list[str]], jobs: int) -> Workers:
+    """Run `jobs` shards as worker processes, shard i's command line `argv(Shard(i, jobs))`, and wait for all.
 
     Each worker's output goes straight to this process's stdout and stderr (lines of
     different workers interleave; each line is whole). SIGINT and SIGTERM are handled here
@@ -114,7 +112,7 @@ def run_workers(argv: list[str], jobs: int) -> Workers:
     handlers (harness.cli.commands._shared.interrupt_signals), record what they finished and
     exit; a worker still running STOP_GRACE_S later is killed. A worker whose parent dies gets
     SIGTERM from the kernel (PARENT_PID_ENV, harness.running.worker.die_with_parent). The caller
-    marks a run.json a worker left "running" (harness.cli.commands.run).
+    marks a run.json a worker left "running" (harness.running.session).
     """
     token = uuid.uuid4().hex[:12]
     env = {**os.environ, PARENT_ENV: token, PARENT_PID_ENV: str(os.getpid())}
@@ -132,7 +130,7 @@ def run_workers(argv: list[str], jobs: int) -> Workers:
         for i in range(jobs):
             if stops:
                 break
-            cmd = [sys.executable, "-m", "harness", *worker_argv(argv, Shard(i, jobs))]
+            cmd = [sys.executable, "-m", "harness", *argv(Shard(i, jobs))]
             procs.append(subprocess.Popen(cmd, env=env))
         codes = [_wait(p, stops) for p in procs]
     if stops:
@@ -189,21 +187,27 @@ def worker_runs(store: Path, token: str) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda m: Shard.parse(m.get("shard", "0/1")).index)
 
 
-def merge_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_rows(runs: list[dict[str, Any]]) -> list[KernelSummary]:
     """One summary row per kernel (and oracle) over every worker's rows: counts summed,
     the worst error kept, seconds the longest worker's, status the most serious."""
     order = ("interrupted", "FAIL", "ORACLE FINDING", "INTERPRETER DIVERGENCE", "cannot run here", "PASS")
-    merged: dict[str, dict[str, Any]] = {}
+    merged: dict[str, KernelSummary] = {}
     for meta in runs:
-        for row in meta.get("summary", []):
-            into = merged.setdefault(row["kernel"], {**row, "examples": 0, "failed": 0, "seconds": 0.0, "worst": None})
-            into["examples"] += row["examples"]
-            into["failed"] += row["failed"]
-            into["seconds"] = max(into["seconds"], row["seconds"])
-            worsts = [w for w in (into["worst"], row["worst"]) if w is not None]
-            into["worst"] = max(worsts, default=None)
-            statuses = [into["status"], row["status"]]
-            into["status"] = min(statuses, key=lambda s: order.index(s) if s in order else -1)
+        for row in KernelSummary.rows_of(meta.get("summary")):
+            into = merged.get(row.kernel)
+            if into is None:
+                merged[row.kernel] = row
+                continue
+            worsts = [w for w in (into.worst, row.worst) if w is not None]
+            statuses = [into.status, row.status]
+            merged[row.kernel] = dataclasses.replace(
+                into,
+                examples=into.examples + row.examples,
+                failed=into.failed + row.failed,
+                seconds=max(into.seconds, row.seconds),
+                worst=max(worsts, default=None),
+                status=min(statuses, key=lambda s: order.index(s) if s in order else -1),
+            )
     return list(merged.values())
 
 
@@ -221,3 +225,22 @@ def worker_cases(store: Path, run_ids: set[str], kernel: str) -> list[Case]:
             if rec.get("implementation") == kernel and rec.get("kind") == "case" and not rec.get("shrunk"):
                 found.append((rec.get("time", ""), Case.from_json(rec["case"])))
     return [case for _, case in sorted(found, key=lambda tc: tc[0])]
+
+
+def mark_unfinished(store: Path, token: str, codes: list[int], *, interrupted: bool) -> None:
+    """A worker's run.json still "running" after it ended (killed before it could write more)
+    ends "interrupted" after a stop, else "failed" with how the worker ended."""
+    for path in store.glob("records/*/run.json"):
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("jobs_parent") != token or meta.get("status") != RunStatus.RUNNING:
+            continue
+        index = Shard.parse(meta.get("shard", "0/1")).index
+        code = codes[index] if index < len(codes) else None
+        if interrupted:
+            meta["status"] = RunStatus.INTERRUPTED
+        else:
+            meta |= {"status": RunStatus.FAILED, "error": f"the worker process ended with exit status {code}"}
+        atomic_write_json(path, meta)

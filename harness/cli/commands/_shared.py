@@ -1,4 +1,6 @@
-"""Options and steps several commands share, defined once: --out, --kernel, resolving specs, the store.
+"""Options and steps several commands share, defined once: --out, --kernel, --store, the stop on a signal.
+
+Resolving specs and creating the store are harness.running.session's, re-exported here for the other commands.
 
 Not a command itself (harness.cli skips modules whose names start with "_").
 """
@@ -10,17 +12,13 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.cli import UsageError
-from harness.core import contract
-from harness.store.files import RunStore
+# DEFAULT_STORE: where run, compile, bench and leak write their records; DEFAULT_KERNEL: what they check.
+from harness.running.session import DEFAULT_KERNEL, DEFAULT_STORE, StopToken, create_store, resolve  # noqa: F401
 
-# Where run, compile, bench and leak write their records, and the kernel they check by default.
-DEFAULT_STORE = Path("reports/store")
-DEFAULT_KERNEL = "pallas_flash"
 KERNEL_HELP = "built-in kernel name, MODULE:ATTR drop-in, or KERNEL=MODULE:ATTR"
 
 
@@ -52,27 +50,6 @@ def kernel_specs(args: argparse.Namespace) -> list[str]:
     return args.kernel or [DEFAULT_KERNEL]
 
 
-def resolve(specs: list[str], role: str) -> list[contract.Implementation]:
-    """The implementations `specs` name; an unknown or broken one is bad input (exit 2)."""
-    out = []
-    for spec in specs:
-        try:
-            impl = contract.resolve(spec)
-        except contract.UnknownImplementation:
-            raise  # an InputError: its message names the spec and what exists
-        except Exception as e:  # noqa: BLE001 - importing a MODULE:ATTR drop-in runs its code: bad input
-            line = (str(e).strip().splitlines() or [""])[0]
-            raise UsageError(f"--{role} {spec!r} failed to load: {type(e).__name__}: {line}; fix that module") from None
-        if role == "oracle" and impl.role != "oracle":
-            raise UsageError(f"--oracle {spec!r} is a {impl.role}; oracles: {contract.names('oracle')}")
-        out.append(impl)
-    return out
-
-
-# Signals received during the run. The handler's KeyboardInterrupt is lost when it lands in
-# code that ignores exceptions (a garbage-collection callback of XLA's or Hypothesis's, measured):
-# the run's next finished case then raises it again (harness.cli.commands.run), and nothing is printed.
-SIGNALLED: list[int] = []
 # A stop often comes twice: Ctrl-C reaches a `run --jobs` worker from the terminal and again as
 # its parent's forwarded SIGTERM. A signal this soon after the last raised one is recorded, not raised,
 # so the second cannot land in the first one's clean-up (later ones still interrupt a lost first).
@@ -80,30 +57,34 @@ REPEAT_S = 2.0
 
 
 @contextlib.contextmanager
-def interrupt_signals() -> Iterator[None]:
-    """Ctrl-C and `kill` stop the run: the summary and run.json say interrupted.
+def interrupt_signals(stop: StopToken | None = None) -> Iterator[StopToken]:
+    """Ctrl-C and `kill` stop the run: `stop` records each signal, and the first raises KeyboardInterrupt.
 
-    Installed whatever the run inherited: a background job of a non-interactive shell (and
-    some CI agents) starts with SIGINT ignored, and Python then installs no handler of its own.
+    The handler's KeyboardInterrupt is lost when it lands in code that ignores exceptions (a
+    garbage-collection callback of XLA's or Hypothesis's, measured): the run's next finished case
+    then sees the token and stops (harness.running.session), and nothing is printed. Installed
+    whatever the run inherited: a background job of a non-interactive shell (and some CI agents)
+    starts with SIGINT ignored, and Python then installs no handler of its own.
     """
+    stop = StopToken() if stop is None else stop
+    last = [0.0]
 
     def handler(signum: int, frame: object) -> None:
         now = time.monotonic()
-        again = bool(SIGNALLED) and now - last[0] < REPEAT_S
-        SIGNALLED.append(signum)
-        if not again:
+        # Once a stopped run has settled (only its summary and run.json are left), a signal is recorded only.
+        quiet = stop.requested() and (stop.settled or now - last[0] < REPEAT_S)
+        stop.request(signum)
+        if not quiet:
             last[0] = now
             raise KeyboardInterrupt(f"signal {signum}")
 
     def unraisable(args: Any) -> None:
         # The handler's KeyboardInterrupt raised inside a garbage-collection callback (Hypothesis
         # times GC with one) cannot propagate: Python would print it as a traceback. It is already
-        # recorded in SIGNALLED, and the run stops at its next finished case.
-        if not (isinstance(args.exc_value, KeyboardInterrupt) and SIGNALLED):
+        # recorded in the token, and the run stops at its next finished case.
+        if not (isinstance(args.exc_value, KeyboardInterrupt) and stop.requested()):
             previous_hook(args)
 
-    SIGNALLED.clear()
-    last = [0.0]
     previous = {}
     previous_hook = sys.unraisablehook
     try:
@@ -114,11 +95,11 @@ def interrupt_signals() -> Iterator[None]:
     if previous:
         sys.unraisablehook = unraisable
     try:
-        yield
+        yield stop
     finally:
         if previous:
             sys.unraisablehook = previous_hook
-        if SIGNALLED and previous:
+        if stop.requested() and previous:
             # The run has stopped: what is left is its summary, run.json and the exit. A later
             # signal from here on would only cut that short (a KeyboardInterrupt traceback from
             # an exit handler: tests/test_run_interrupted.py fails without this block and passes
@@ -126,20 +107,7 @@ def interrupt_signals() -> Iterator[None]:
             # process lands in any thread that does not block it, where the default action
             # would kill the run (a `run --jobs` worker whose parent died gets one per thread).
             for sig in previous:
-                signal.signal(sig, lambda signum, frame: SIGNALLED.append(signum))
+                signal.signal(sig, lambda signum, frame: stop.request(signum))
         else:
             for sig, old in previous.items():
                 signal.signal(sig, old)
-
-
-def create_store(out: Path, meta: dict, implementations: Iterable[str] | None = None) -> RunStore:
-    """The run's store; an --out that cannot hold one is bad input (exit 2), said before any case runs.
-    implementations: those the run checks, whose APIs run.json records (default: every registered one)."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out={str(out)!r} is a file; give a directory (it is created if missing)")
-    try:
-        return RunStore.create(out, meta=meta, implementations=implementations)
-    except OSError as e:
-        raise UsageError(
-            f"--out={str(out)!r} cannot be written ({e.strerror or e}); give a writable directory"
-        ) from None

@@ -1,0 +1,593 @@
+"""A run as an object: `RunPlan` holds everything one `run` needs, `run_session` carries it out.
+
+The plan is frozen and keyword-only, validates itself, and writes itself back as a command line
+(`RunPlan.to_argv`, derived from the fields): the workers of `run --jobs` and the shards CI starts
+get exactly this run, and an option is never written twice. `run_session(plan, sink, stop)` builds
+the run's store through its sink, searches each kernel, writes the failure files, merges the
+shards of `--jobs` and decides the exit status; the CLI only parses a plan and prints the outcome.
+A stop (Ctrl-C, `kill`) reaches the run as a `StopToken` the caller's signal handler sets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.core import compat, contract, features, placement, profiles
+from harness.core.errors import InputError
+from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
+from harness.core.summary import KernelSummary
+from harness.running import runner, shards, signatures, summaries, worker
+from harness.running.failures import divergence_line, write_divergence, write_failure
+from harness.running.runner import CaseResult
+from harness.running.search import SearchOutcome, search
+from harness.store.derive import repro_command
+from harness.store.files import RunStore
+from harness.store.schema import KernelStatus, RunStatus
+from harness.tpu import crosscheck
+
+# The kernel a run checks when none is named, where its records go, and the same-dtype JAX oracle
+# that is the ruler every subject is measured by (never a subject itself: the default oracles are all but it).
+DEFAULT_KERNEL = "pallas_flash"
+DEFAULT_STORE = Path("reports/store")
+RULER = "jax_reference"
+
+
+class StopToken:
+    """A stop asked for (Ctrl-C, `kill`): the signals received, and whether the run has settled.
+
+    The caller's signal handler calls `request`; the run checks `requested()` after each finished
+    case, so a stop whose KeyboardInterrupt was lost (raised where exceptions are ignored) still ends it.
+    """
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+        # The run has stopped searching: what is left is its summary and run.json (see `settle`).
+        self.settled = False
+
+    def request(self, signum: int) -> None:
+        self.signals.append(signum)
+
+    def requested(self) -> bool:
+        return bool(self.signals)
+
+    def settle(self) -> None:
+        """Called when the search is over: a signal after a stop is then recorded, never raised."""
+        self.settled = True
+
+
+def _flag(flag: str, default: Any = None, *, negate: bool = False, factory: Any = None) -> Any:
+    """A plan field written on the command line as `flag` (negate: a flag that sets the field False)."""
+    meta = {"flag": flag, "negate": negate}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunPlan:
+    """Every option of one `run`, resolved (profile, interpreter and jobs have their defaults applied)."""
+
+    kernels: tuple[str, ...] = _flag("--kernel", (DEFAULT_KERNEL,))  # specs: names, MODULE:ATTR drop-ins
+    oracles: tuple[str, ...] | None = _flag("--oracle")  # None: every oracle but the ruler
+    examples: int | None = _flag("--examples")  # None: the profile's
+    seed: int | None = _flag("--seed")
+    profile: str = _flag("--profile", factory=profiles.profile_name)
+    out: Path = _flag("--out", DEFAULT_STORE)
+    grads: bool = _flag("--no-grads", True, negate=True)
+    database: bool = _flag("--no-database", True, negate=True)
+    case_timeout: float | None = _flag("--case-timeout")  # None: the default (see time_limit)
+    verbose: bool = _flag("--verbose", False)
+    in_process: bool = _flag("--in-process", False)
+    max_shrinks: int | None = _flag("--max-shrinks")
+    first_failure: bool = _flag("--first-failure", False)
+    jobs: int = _flag("--jobs", 1)
+    shard: shards.Shard | None = _flag("--shard")
+    smoke: bool = _flag("--no-smoke", True, negate=True)
+    pool: bool = _flag("--no-pool", True, negate=True)
+    cross_interpret: bool = _flag("--cross-interpret", False)
+    interpreter: str = _flag("--interpreter", "fast")  # runner.INTERPRETER_POLICIES
+    detect_races: bool = _flag("--detect-races", False)
+    uninitialized_memory: str = _flag("--uninitialized-memory", "nan")
+    grid_order_seed: int | None = _flag("--grid-order-seed")
+
+    def __post_init__(self) -> None:
+        problems = _problems(self)
+        if problems:
+            raise InputError(problems[0])  # one line, as every usage error: the first to fix
+
+    def to_argv(self) -> list[str]:
+        """This plan as a `run` command line: parsing it gives this plan back (tests/test_session.py)."""
+        argv = ["run"]
+        for f in dataclasses.fields(self):
+            flag, value = f.metadata["flag"], getattr(self, f.name)
+            if f.metadata["negate"]:
+                argv += [] if value else [flag]
+            elif isinstance(value, bool):
+                argv += [flag] if value else []
+            elif isinstance(value, tuple):
+                argv += [x for v in value for x in (flag, v)]
+            elif value is not None:
+                argv += [flag, str(value)]
+        return argv
+
+    def worker(self, shard: shards.Shard) -> RunPlan:
+        """The plan of one worker of this `--jobs` run: `shard` of it, in one process."""
+        return dataclasses.replace(self, jobs=1, shard=shard)
+
+    @property
+    def checks(self) -> bool:
+        """Whether a check only the faithful interpreter can make is asked for."""
+        return self.detect_races or self.grid_order_seed is not None
+
+    @property
+    def interpret(self) -> compat.InterpretOptions:
+        return compat.InterpretOptions(
+            detect_races=self.detect_races,
+            uninitialized_memory=self.uninitialized_memory,
+            random_seed=self.grid_order_seed,
+            check_grid_order=self.grid_order_seed is not None,
+            interpreter="faithful" if self.interpreter == "faithful" else "fast",
+        )
+
+    def time_limit(self) -> float | None:
+        """The per-case time limit of kernel calls: --case-timeout, else the default; None in-process.
+
+        --cross-interpret runs its interpreted twins in this process, so it keeps the kernels here too.
+        """
+        if self.case_timeout is not None:
+            return self.case_timeout
+        if self.in_process or self.cross_interpret:
+            return None
+        try:
+            return worker.default_time_limit()
+        except ValueError as e:
+            raise InputError(str(e)) from None
+
+
+def _problems(plan: RunPlan) -> list[str]:
+    """What is wrong with `plan`, each said as the option to fix; [] when it is a plan that can run."""
+    out = []
+    if plan.examples is not None and plan.examples < 1:
+        out.append(f"--examples={plan.examples} must be at least 1")
+    timeout = plan.case_timeout
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        out.append(f"--case-timeout={timeout} must be a positive number of seconds")
+    if timeout is not None and plan.in_process:
+        out.append("--in-process runs kernels with no time limit; drop --case-timeout")
+    if plan.max_shrinks is not None and plan.max_shrinks < 0:
+        out.append(f"--max-shrinks={plan.max_shrinks} must be at least 0")
+    if plan.grid_order_seed is not None and plan.grid_order_seed < 0:
+        out.append(f"--grid-order-seed={plan.grid_order_seed} must be non-negative")
+    if plan.interpreter not in runner.INTERPRETER_POLICIES:
+        out.append(f"--interpreter={plan.interpreter!r} must be one of {runner.INTERPRETER_POLICIES}")
+    elif plan.checks and plan.interpreter != "faithful":
+        out.append(f"--detect-races and --grid-order-seed need --interpreter faithful, not {plan.interpreter}")
+    if plan.uninitialized_memory not in compat.UNINITIALIZED_MEMORY:
+        out.append(f"--uninitialized-memory={plan.uninitialized_memory!r} must be one of {compat.UNINITIALIZED_MEMORY}")
+    if plan.profile not in profiles.PROFILES:
+        out.append(f"unknown profile {plan.profile!r}; profiles: {', '.join(profiles.PROFILES)}")
+    if plan.jobs < 1:
+        out.append(f"--jobs={plan.jobs} must be at least 1")
+    if plan.jobs > 1 and plan.shard is not None:
+        out.append(f"--shard={plan.shard} checks one shard in this process; drop --jobs={plan.jobs} (or use --jobs 1)")
+    if not plan.kernels:
+        out.append("a run needs at least one --kernel")
+    return out
+
+
+def plan_from_options(options: dict[str, Any]) -> RunPlan:
+    """The plan of parsed `run` options (argparse's dests, None where not given), defaults applied:
+    the default kernel, $ATTN_HARNESS_PROFILE, $ATTN_HARNESS_JOBS, and the interpreter a check needs."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(RunPlan):
+        given = options.get(f.metadata["flag"].lstrip("-").replace("-", "_"))
+        if f.metadata["negate"]:
+            values[f.name] = not given
+        elif isinstance(given, list):
+            values[f.name] = tuple(given)
+        elif given is not None:
+            values[f.name] = given
+    try:
+        values["profile"] = profiles.profile_name(options.get("profile"))
+        values["jobs"] = shards.default_jobs() if options.get("jobs") is None else options["jobs"]
+        if options.get("shard") is not None:
+            values["shard"] = shards.Shard.parse(options["shard"])
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if options.get("interpreter") is None:
+        checks = options.get("detect_races") or options.get("grid_order_seed") is not None
+        values["interpreter"] = "faithful" if checks else "fast"
+    return RunPlan(**values)
+
+
+def resolve(specs: list[str] | tuple[str, ...], role: str) -> list[contract.Implementation]:
+    """The implementations `specs` name; an unknown or broken one is bad input (exit 2)."""
+    out = []
+    for spec in specs:
+        try:
+            impl = contract.resolve(spec)
+        except contract.UnknownImplementation:
+            raise  # an InputError: its message names the spec and what exists
+        except Exception as e:  # noqa: BLE001 - importing a MODULE:ATTR drop-in runs its code: bad input
+            line = (str(e).strip().splitlines() or [""])[0]
+            raise InputError(f"--{role} {spec!r} failed to load: {type(e).__name__}: {line}; fix that module") from None
+        if role == "oracle" and impl.role != "oracle":
+            raise InputError(f"--oracle {spec!r} is a {impl.role}; oracles: {contract.names('oracle')}")
+        out.append(impl)
+    return out
+
+
+def create_store(out: Path, meta: dict[str, Any], implementations: list[str] | None = None) -> RunStore:
+    """The run's store; an --out that cannot hold one is bad input (exit 2), said before any case runs.
+    implementations: those the run checks, whose APIs run.json records (default: every registered one)."""
+    create_dir(out)
+    try:
+        return RunStore.create(out, meta=meta, implementations=implementations)
+    except OSError as e:
+        why = e.strerror or e
+        raise InputError(f"--out={str(out)!r} cannot be written ({why}); give a writable directory") from None
+
+
+def create_dir(out: Path) -> None:
+    """The store directory; an --out that cannot be one is bad input (exit 2)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out={str(out)!r} is a file; give a directory (it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = e.strerror or e
+        raise InputError(f"--out={str(out)!r} cannot be written ({why}); give a writable directory") from None
+
+
+class Sink(Protocol):
+    """Where a run's records and progress go: the store, and (the CLI's) the terminal."""
+
+    def open(self, meta: dict[str, Any], implementations: list[str]) -> Path:
+        """Start the run's records (run.json says "running"); the directory they are in."""
+
+    def write_case(self, result: CaseResult, *, shrunk: bool = False, failure_file: str | None = None) -> None: ...
+
+    def write_meta(self, meta: dict[str, Any]) -> None: ...
+
+    def progress(self, index: int, total: int, result: CaseResult) -> None:
+        """Case `index` of up to `total` finished (after its records are written)."""
+
+    def say(self, line: str) -> None: ...
+
+
+class StoreSink:
+    """The sink of a real run: a results store under `out`; what the run says is printed."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.store: RunStore | None = None
+
+    def open(self, meta: dict[str, Any], implementations: list[str]) -> Path:
+        self.store = create_store(self.out, meta, implementations)
+        return self.store.dir
+
+    def write_case(self, result: CaseResult, *, shrunk: bool = False, failure_file: str | None = None) -> None:
+        assert self.store is not None, "open() the sink first"
+        self.store.write_case(result, shrunk=shrunk, failure_file=failure_file)
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        assert self.store is not None, "open() the sink first"
+        self.store.write_meta(meta)
+
+    def progress(self, index: int, total: int, result: CaseResult) -> None:
+        pass
+
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Failure:
+    """One reported failure: the kernel, the failing case (shrunk), and its replayable failure file."""
+
+    kernel: str
+    result: CaseResult
+    path: Path
+
+    @property
+    def replay(self) -> str:
+        return repro_command(str(self.path))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Merged:
+    """What the parent of a `run --jobs` adds to the merged summary."""
+
+    jobs: int
+    run_ids: tuple[str, ...]
+    coverage: tuple[str, ...]  # per kernel, its pairwise coverage line over every worker's cases
+    lost: tuple[str, ...]  # per worker killed before it could say why, how it ended
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """How a run ended: its exit status, summary rows, failures, and where its records are."""
+
+    code: int
+    rows: tuple[KernelSummary, ...]
+    records: Path  # the run's directory, or (a --jobs run) the store its workers share
+    out: Path
+    failures: tuple[Failure, ...] = ()
+    interrupted: bool = False
+    merged: Merged | None = None
+
+
+def run_session(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
+    """Carry out `plan`: in this process, or (jobs > 1) as that many worker processes into one store.
+
+    Raises InputError for bad input (said before any case runs), and any other exception for the
+    harness's own failure, with run.json saying "failed".
+    """
+    if plan.jobs > 1:
+        return _run_jobs(plan, sink)
+    return _run_here(plan, sink, stop)
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Run:
+    """One run in this process while it goes: what it checks, and what it has found so far."""
+
+    plan: RunPlan
+    sink: Sink
+    stop: StopToken
+    kernels: list[contract.Implementation]
+    oracles: list[contract.Implementation]
+    meta: dict[str, Any]
+    time_limit: float | None
+    records: Path  # the run's directory in the store
+    rows: list[KernelSummary] = dataclasses.field(default_factory=list)
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+
+
+def _prepare(plan: RunPlan, sink: Sink, stop: StopToken) -> _Run:
+    """Resolve the plan's implementations, check what needs them, and open the store."""
+    kernels = resolve(plan.kernels, "kernel")
+    if plan.cross_interpret and not crosscheck.twins(kernels):
+        raise InputError("--cross-interpret needs a kernel running natively on a TPU; here none does")
+    if plan.cross_interpret and plan.case_timeout is not None:
+        raise InputError("--cross-interpret runs its interpreted twins in-process; drop --case-timeout")
+    time_limit = plan.time_limit()
+    if os.environ.get(shards.PARENT_PID_ENV):
+        # A worker of `run --jobs`: stop (as interrupted) when the parent dies, never run on as an orphan.
+        worker.die_with_parent(signal.SIGTERM, int(os.environ[shards.PARENT_PID_ENV]))
+    default_oracles = [n for n in contract.names("oracle") if n != RULER]
+    oracles = resolve(plan.oracles if plan.oracles is not None else default_oracles, "oracle")
+    meta: dict[str, Any] = {"command": sys.argv, "profile": plan.profile, "kernels": [k.name for k in kernels]}
+    if plan.shard is not None:
+        meta["shard"] = str(plan.shard)
+    if os.environ.get(shards.PARENT_ENV):
+        meta["jobs_parent"] = os.environ[shards.PARENT_ENV]
+    meta |= {"interpret": plan.interpret.to_json(), "case_timeout": time_limit}
+    # The report renders conventions from records, never from live objects.
+    meta["conventions"] = {i.name: i.conventions.to_json() for i in (*kernels, *oracles)}
+    # Where each side computed: kernels on the accelerator, the references on the CPU (harness.core.placement).
+    meta["placement"] = {"references": placement.describe(placement.reference_device())}
+    meta["placement"] |= {i.name: i.device() for i in (*kernels, *oracles)}
+    records = sink.open(meta, [i.name for i in (*kernels, *oracles)])
+    sink.say(f"results -> {records}")
+    sink.say(f"references (float64 truth, ruler, oracles) on {meta['placement']['references']}")
+    implementations = {"kernels": kernels, "oracles": oracles}
+    return _Run(plan=plan, sink=sink, stop=stop, meta=meta, time_limit=time_limit, records=records, **implementations)
+
+
+def _run_here(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
+    """The run in this process: each kernel searched in turn; run.json always ends with a status."""
+    run = _prepare(plan, sink, stop)
+    interrupted = False
+    try:
+        interrupted = _run_kernels(run)
+    except KeyboardInterrupt:
+        interrupted = True
+    except SystemExit as e:
+        # Only kernel code run in this process (--in-process) exits mid-run: never a pass (exit 3).
+        error = f"SystemExit({e.code!r}) inside the run: a kernel run with --in-process exited"
+        _write_failed(run, error)
+        raise RuntimeError(f"{error}; run it without --in-process to see that kernel's failure recorded") from None
+    except Exception as e:
+        if not stop.requested():
+            _write_failed(run, f"{type(e).__name__}: {e}"[:500])
+            raise
+        # A stop that landed inside a library which turned its KeyboardInterrupt into an error of
+        # its own (Hypothesis's wrapped_test asserts on its state): the run was interrupted, not broken.
+        interrupted = True
+    except BaseException as e:
+        _write_failed(run, f"{type(e).__name__}: {e}"[:500])
+        raise
+    finally:
+        stop.settle()
+        worker.shutdown()
+    cannot = {r.kernel: r.error for r in run.rows if r.status == KernelStatus.CANNOT_RUN}
+    status = RunStatus.INTERRUPTED if interrupted else (RunStatus.CANNOT_RUN if cannot else RunStatus.FINISHED)
+    sink.write_meta({**run.meta, "status": status, "summary": _json(run.rows), "cannot_run": cannot})
+    return RunOutcome(
+        code=exit_code(run.rows, run.failures, interrupted=interrupted),
+        rows=tuple(run.rows),
+        records=run.records,
+        out=plan.out,
+        failures=tuple(run.failures),
+        interrupted=interrupted,
+    )
+
+
+def exit_code(rows: list[KernelSummary], failures: list[Failure], *, interrupted: bool) -> int:
+    """1 for a stop, a failure or a kernel that did not pass; 4 where a kernel cannot run here; else 0.
+    Oracle and interpreter-divergence rows never fail the run: their findings are reported apart."""
+    if interrupted:
+        return EXIT_FAIL
+    passing = (KernelStatus.PASS, KernelStatus.CANNOT_RUN)
+    if failures or any(r.status not in passing for r in rows if r.is_kernel):
+        return EXIT_FAIL
+    return EXIT_CANNOT_RUN if any(r.status == KernelStatus.CANNOT_RUN for r in rows) else EXIT_OK
+
+
+def _json(rows: list[KernelSummary]) -> list[dict[str, Any]]:
+    return [r.to_json() for r in rows]
+
+
+def _write_failed(run: _Run, error: str) -> None:
+    """run.json says "failed" with the error (exit 3 in harness.cli): it must not stay "running"."""
+    with contextlib.suppress(OSError):
+        run.sink.write_meta({**run.meta, "status": RunStatus.FAILED, "error": error, "summary": _json(run.rows)})
+
+
+def _run_kernels(run: _Run) -> bool:
+    """Search each kernel in turn, adding its summary rows and failures; True if interrupted."""
+    for kernel in run.kernels:
+        # A forward-only kernel (no VJP: the decode kernels) is checked, and replayed, forward only.
+        grads = run.plan.grads and kernel.capabilities.grads
+        n = _examples(run.plan, kernel)
+        _say_kernel(run, kernel, n, grads)
+        reason = kernel.cannot_run()
+        if reason is not None:
+            # A result, not a skip: recorded in run.json with the interpreter's own error.
+            run.sink.say(f"   {KernelStatus.CANNOT_RUN}: {reason}")
+            run.rows.append(summaries.cannot_run_row(kernel.name, reason))
+            continue
+        start = time.perf_counter()
+        outcome = _search(run, kernel, n, grads)
+        covered = features.coverage(kernel, [r.case for r in outcome.results])
+        run.sink.say(f"   {covered.line()}")
+        run.rows.append(summaries.kernel_row(kernel.name, outcome, time.perf_counter() - start, covered))
+        divergence_row = summaries.divergence_row(kernel.name, outcome.results)
+        run.rows.extend([divergence_row] if divergence_row else [])
+        run.rows.extend(summaries.oracle_rows(outcome.results, run.oracles))
+        if outcome.error:
+            run.sink.say(f"   {outcome.error}")
+        _write_failures(run, kernel, outcome, grads)
+        if outcome.interrupted:
+            return True
+    return False
+
+
+def _examples(plan: RunPlan, kernel: contract.Implementation) -> int:
+    """The cases this run (this shard of it) checks of `kernel`."""
+    total = plan.examples or profiles.get(plan.profile).max_examples
+    return plan.shard.examples(total) if plan.shard is not None else total
+
+
+def _say_kernel(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> None:
+    against = ", ".join(o.name for o in run.oracles) or "the float64 truth only"
+    run.sink.say(
+        f"== {kernel.name} on {kernel.backend()} ({kernel.device()}) vs {against}, "
+        f"up to {n} cases, profile {run.plan.profile}" + (", forward only" if not grads else "")
+    )
+    if kernel.backend() == "tpu_interpret":
+        runs_on = ", ".join(kernel.interpreters()) or "none"
+        run.sink.say(
+            f"   no TPU attached: the kernel runs under a Pallas TPU interpreter on CPU (--interpreter "
+            f"{run.plan.interpreter}; it runs under: {runs_on})"
+        )
+
+
+def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> SearchOutcome:
+    """One kernel's search, each finished case recorded and said as it comes."""
+    plan, done = run.plan, [0]
+
+    def on_result(result: CaseResult) -> None:
+        done[0] += 1
+        for subject in result.divergences:
+            path = write_divergence(
+                plan.out,
+                result,
+                subject,
+                kernel=kernel,
+                oracles=run.oracles,
+                grads=grads,
+                interpret=plan.interpret,
+                time_limit=run.time_limit,
+            )
+            run.sink.say(f"   {divergence_line(subject)}\n   replay: {repro_command(str(path))}")
+        run.sink.write_case(result)
+        run.sink.progress(done[0], n, result)
+        if run.stop.requested():
+            raise KeyboardInterrupt(f"signal {run.stop.signals[0]}")
+
+    shard = plan.shard
+    return search(
+        kernel,
+        [*run.oracles, *(crosscheck.twins([kernel]) if plan.cross_interpret else [])],
+        examples=n,
+        seed=plan.seed,
+        profile=plan.profile,
+        database=plan.out / ".hypothesis" if plan.database else None,
+        grads=grads,
+        time_limit=run.time_limit,
+        interpret=plan.interpret,
+        interpreters=plan.interpreter,
+        shrink_runs=plan.max_shrinks,
+        smoke=plan.smoke,
+        reuse=plan.pool,
+        owns=shard.owns if shard is not None and shard.count > 1 else None,
+        first_failure=plan.first_failure,
+        on_result=on_result,
+    )
+
+
+def _write_failures(run: _Run, kernel: contract.Implementation, outcome: SearchOutcome, grads: bool) -> None:
+    """Every distinct failure of the search, each with its own failure file and replay line."""
+    for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
+        search_info = {
+            "profile": run.plan.profile,
+            "cases": len(outcome.results),
+            "failure": f"{n} of {len(outcome.failures)}",
+            "signature": str(signatures.signature(failure, kernel)),
+            "shrunk": shrink.shrunk,
+            "shrink_runs": shrink.runs,
+            "shrink_exhausted": shrink.exhausted,
+        }
+        path = write_failure(
+            run.plan.out,
+            failure,
+            kernel=kernel,
+            oracles=run.oracles,
+            grads=grads,
+            time_limit=run.time_limit,
+            interpret=run.plan.interpret,
+            search=search_info,
+        )
+        run.sink.write_case(failure, shrunk=True, failure_file=str(path))
+        run.failures.append(Failure(kernel=kernel.name, result=failure, path=path))
+
+
+def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
+    """`plan.jobs` worker processes, shard i of them each, into one store; then the merged summary.
+
+    The workers handle a stop themselves (harness.running.shards.run_workers forwards it to them).
+    """
+    kernels = resolve(plan.kernels, "kernel")  # bad input is said once, before any worker starts
+    create_dir(plan.out)
+    sink.say(f"{plan.jobs} worker processes, one shard each, into {plan.out}")
+    done = shards.run_workers(lambda shard: plan.worker(shard).to_argv(), plan.jobs)
+    shards.mark_unfinished(plan.out, done.token, list(done.codes), interrupted=done.interrupted)
+    runs = shards.worker_runs(plan.out, done.token)
+    ids = tuple(m["run_id"] for m in runs)
+    coverage = tuple(
+        f"{k.name}: {features.coverage(k, shards.worker_cases(plan.out, set(ids), k.name)).line()}" for k in kernels
+    )
+    # A worker killed before it could say why: its run.json says "failed" (or "interrupted").
+    lost = tuple(
+        f"shard {i}/{plan.jobs}: the worker process {worker.how_it_died(code)}"
+        for i, code in enumerate(done.codes)
+        if code < 0
+    )
+    return RunOutcome(
+        code=done.code,
+        rows=tuple(shards.merge_rows(runs)),
+        records=plan.out,
+        out=plan.out,
+        interrupted=done.interrupted,
+        merged=Merged(jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost),
+    )

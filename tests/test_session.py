@@ -1,0 +1,184 @@
+"""A run as an object: the plan's command line round trip, its validation, and run_session with a fake sink."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli.commands import run as run_command
+from harness.core.errors import InputError
+from harness.running import session
+from harness.running.runner import CaseResult
+from harness.running.session import RunPlan
+from harness.running.shards import Shard
+from harness.store.schema import RunStatus
+
+# Per field of RunPlan, a plan that differs from the default plan in that field (and in what the
+# value needs: a check only the faithful interpreter makes). A field missing here fails
+# test_every_field_is_in_the_table, so a new option is round-tripped before it is trusted.
+CHANGED: dict[str, dict[str, Any]] = {
+    "kernels": {"kernels": ("tests._fakes:CORRECT", "pallas_flash")},
+    "oracles": {"oracles": ("jax_reference", "torch_sdpa")},
+    "examples": {"examples": 7},
+    "seed": {"seed": 12},
+    "profile": {"profile": "nightly"},
+    "out": {"out": Path("/tmp/some where/store")},
+    "grads": {"grads": False},
+    "database": {"database": False},
+    "case_timeout": {"case_timeout": 2.5},
+    "verbose": {"verbose": True},
+    "in_process": {"in_process": True},
+    "max_shrinks": {"max_shrinks": 0},
+    "first_failure": {"first_failure": True},
+    "jobs": {"jobs": 3},
+    "shard": {"shard": Shard(2, 5)},
+    "smoke": {"smoke": False},
+    "pool": {"pool": False},
+    "cross_interpret": {"cross_interpret": True},
+    "interpreter": {"interpreter": "both"},
+    "detect_races": {"detect_races": True, "interpreter": "faithful"},
+    "uninitialized_memory": {"uninitialized_memory": "zero"},
+    "grid_order_seed": {"grid_order_seed": 4, "interpreter": "faithful"},
+}
+
+
+def parse(argv: list[str]) -> RunPlan:
+    """A `run` command line as the CLI reads it."""
+    assert argv[0] == "run"
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser)
+    return session.plan_from_options(vars(parser.parse_args(argv[1:])))
+
+
+def test_every_field_is_in_the_table() -> None:
+    assert set(CHANGED) == {f.name for f in dataclasses.fields(RunPlan)}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGED))
+def test_a_plan_parses_back_from_its_command_line(name: str) -> None:
+    plan = RunPlan(**CHANGED[name])
+    assert getattr(plan, name) != getattr(RunPlan(), name), f"CHANGED[{name!r}] leaves {name} at its default"
+    assert parse(plan.to_argv()) == plan
+
+
+def test_a_plan_with_every_field_changed_parses_back() -> None:
+    changes = {k: v for change in CHANGED.values() for k, v in change.items()}
+    changes |= {"jobs": 1, "in_process": False, "interpreter": "faithful"}  # what --shard and the checks need
+    plan = RunPlan(**changes)
+    assert parse(plan.to_argv()) == plan
+
+
+def test_the_defaults_are_applied_when_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTN_HARNESS_PROFILE", "nightly")
+    monkeypatch.setenv("ATTN_HARNESS_JOBS", "3")
+    plan = parse(["run"])
+    assert (plan.kernels, plan.oracles, plan.profile, plan.jobs) == (("pallas_flash",), None, "nightly", 3)
+    assert plan.interpreter == "fast" and parse(["run", "--detect-races"]).interpreter == "faithful"
+
+
+def test_a_worker_is_its_shard_of_the_plan_in_one_process() -> None:
+    plan = RunPlan(jobs=4, examples=9, seed=3)
+    argv = plan.worker(Shard(1, 4)).to_argv()
+    assert argv[argv.index("--jobs") + 1] == "1" and argv[argv.index("--shard") + 1] == "1/4"
+    assert parse(argv) == dataclasses.replace(plan, jobs=1, shard=Shard(1, 4))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param({"examples": 0}, "--examples=0 must be at least 1", id="examples"),
+        pytest.param({"case_timeout": float("nan")}, "--case-timeout=nan must be a positive", id="timeout-nan"),
+        pytest.param({"case_timeout": 1.0, "in_process": True}, "drop --case-timeout", id="timeout-in-process"),
+        pytest.param({"max_shrinks": -1}, "--max-shrinks=-1 must be at least 0", id="shrinks"),
+        pytest.param({"grid_order_seed": -1, "interpreter": "faithful"}, "must be non-negative", id="grid-seed"),
+        pytest.param({"detect_races": True}, "need --interpreter faithful, not fast", id="races-fast"),
+        pytest.param({"interpreter": "hlo"}, "--interpreter='hlo' must be one of", id="interpreter"),
+        pytest.param({"profile": "weekly"}, "unknown profile 'weekly'", id="profile"),
+        pytest.param({"jobs": 0}, "--jobs=0 must be at least 1", id="jobs"),
+        pytest.param({"jobs": 2, "shard": Shard(0, 2)}, "drop --jobs=2 (or use --jobs 1)", id="jobs-and-shard"),
+        pytest.param({"kernels": ()}, "at least one --kernel", id="no-kernel"),
+    ],
+)
+def test_a_bad_plan_says_which_option_to_fix(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
+        RunPlan(**changes)
+
+
+class FakeSink:
+    """Records what a run hands its sink; `on_progress` runs after each case (to ask for a stop)."""
+
+    def __init__(self, tmp: Path, on_progress: Any = None) -> None:
+        self.dir, self.on_progress = tmp / "records" / "fake-run", on_progress
+        self.opened: dict[str, Any] | None = None
+        self.cases: list[tuple[CaseResult, bool, str | None]] = []
+        self.metas: list[dict[str, Any]] = []
+        self.progressed: list[tuple[int, int]] = []
+        self.said: list[str] = []
+
+    def open(self, meta: dict[str, Any], implementations: list[str]) -> Path:
+        self.opened = {**meta, "implementations": implementations}
+        return self.dir
+
+    def write_case(self, result: CaseResult, *, shrunk: bool = False, failure_file: str | None = None) -> None:
+        self.cases.append((result, shrunk, failure_file))
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self.metas.append(meta)
+
+    def progress(self, index: int, total: int, result: CaseResult) -> None:
+        self.progressed.append((index, total))
+        if self.on_progress is not None:
+            self.on_progress(index)
+
+    def say(self, line: str) -> None:
+        self.said.append(line)
+
+
+def _plan(tmp_path: Path, kernel: str, **changes: Any) -> RunPlan:
+    base = {"kernels": (kernel,), "oracles": ("jax_reference",), "examples": 3, "seed": 1, "grads": False}
+    base |= {"database": False, "in_process": True, "smoke": False, "profile": "ci", "out": tmp_path}
+    return RunPlan(**base | changes)
+
+
+def test_a_passing_run_writes_each_case_to_its_sink_and_exits_0(tmp_path: Path) -> None:
+    sink = FakeSink(tmp_path)
+    outcome = session.run_session(_plan(tmp_path, "tests._fakes:CORRECT"), sink, session.StopToken())
+    assert outcome.code == 0 and not outcome.interrupted and not outcome.failures
+    assert sink.opened is not None and sink.opened["implementations"] == ["tests._fakes:CORRECT", "jax_reference"]
+    assert sink.progressed == [(1, 3), (2, 3), (3, 3)] and len(sink.cases) == 3
+    assert sink.metas[-1]["status"] == RunStatus.FINISHED and outcome.records == sink.dir
+    (row, oracle) = outcome.rows
+    assert (row.kernel, row.examples, row.status, row.pairwise is not None) == ("tests._fakes:CORRECT", 3, "PASS", True)
+    assert oracle.oracle and sink.metas[-1]["summary"] == [r.to_json() for r in outcome.rows]
+
+
+def test_a_stop_asked_for_ends_the_run_at_the_next_finished_case(tmp_path: Path) -> None:
+    stop = session.StopToken()
+    sink = FakeSink(tmp_path, on_progress=lambda index: stop.request(signal.SIGTERM))
+    outcome = session.run_session(_plan(tmp_path, "tests._fakes:CORRECT", examples=5), sink, stop)
+    assert outcome.interrupted and outcome.code == 1 and stop.settled
+    assert len(sink.cases) == 1 and sink.metas[-1]["status"] == RunStatus.INTERRUPTED
+    assert outcome.rows[0].status == "interrupted"
+
+
+def test_a_failing_kernel_exits_1_with_its_failure_file_and_replay_line(tmp_path: Path) -> None:
+    sink = FakeSink(tmp_path)
+    plan = _plan(tmp_path, "tests._fakes:NAN", first_failure=True, max_shrinks=1)
+    outcome = session.run_session(plan, sink, session.StopToken())
+    (failure,) = outcome.failures
+    assert outcome.code == 1 and failure.kernel == "tests._fakes:NAN" and failure.path.is_file()
+    assert failure.path.parent == tmp_path / "failures" and str(failure.path) in failure.replay
+    assert (failure.result, True, str(failure.path)) in sink.cases  # the shrunk case, recorded with its file
+    assert sink.metas[-1]["status"] == RunStatus.FINISHED and outcome.rows[0].status == "FAIL"
+
+
+def test_bad_input_is_said_before_the_store_is_opened(tmp_path: Path) -> None:
+    sink = FakeSink(tmp_path)
+    with pytest.raises(InputError, match="unknown implementation 'nonesuch'"):
+        session.run_session(_plan(tmp_path, "nonesuch"), sink, session.StopToken())
+    assert sink.opened is None
