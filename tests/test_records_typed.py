@@ -48,8 +48,6 @@ NESTED_FIELDS = frozenset(
 # String-keyed reads in files other helpers own this session, each naming its owner; the lead
 # empties this at merge. A listed read that is gone fails the test (the list cannot go stale).
 OWNED_ELSEWHERE: dict[tuple[str, str, str], str] = {
-    # run.json's per-kernel summary rows: s27run types them (KernelSummary).
-    ("harness/report/data.py", "more", "summary"): "s27run",
     # run.json's recorded conventions (harness.core.contract.Conventions.to_json): the class in
     # contract.py has no from_json to read them back with; s27kernels owns contract.py.
     **{("harness/report/conventions.py", "conventions", k): "s27kernels" for k in ("bias", "causal", "gqa")},
