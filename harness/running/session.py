@@ -333,7 +333,8 @@ def run_session(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
     """
     if plan.jobs > 1:
         return _run_jobs(plan, sink)
-    return _run_here(plan, sink, stop)
+    with worker.session():  # the run's own kernel worker, closed with the run
+        return _run_here(plan, sink, stop)
 
 
 @dataclasses.dataclass(kw_only=True)
