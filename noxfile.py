@@ -39,7 +39,7 @@ def _load(name: str):  # noqa: ANN202 - a module object
 
 
 MATRIX = _load("environments/matrix")
-COMPAT = _load("core/compat")
+DEVICES = _load("core/devices")
 # `python -c HARNESS ...`: the CLI, with a crash (even while importing) exiting 3, never 1.
 HARNESS = _load("core/exit_codes").ENTRY
 
@@ -175,7 +175,7 @@ def tpu(session: nox.Session) -> None:
     args = [a for a in session.posargs if a != REQUIRE_TPU]
     required = REQUIRE_TPU in session.posargs
     # Before installing anything: a TPU host has /dev/accel* or /dev/vfio.
-    if required and not COMPAT.tpu_device_files():
+    if required and not DEVICES.tpu_device_files():
         session.error("--require-tpu: no TPU attached to this host (no /dev/accel* or /dev/vfio)")
     install(session, "tpu", "tokamax")
     on_tpu = _has_tpu(session)

@@ -2,7 +2,7 @@
 
 A Pallas kernel runs natively on its platform and otherwise as the same kernel code under an
 interpreter: `TpuKernel` (the Pallas TPU interpreter, set up around the call by
-harness.core.compat.tpu_kernel_context) or `GpuKernel` (Triton on a GPU, `interpret=True` elsewhere).
+harness.core.interpret.tpu_kernel_context) or `GpuKernel` (Triton on a GPU, `interpret=True` elsewhere).
 Either keeps the function under test (upstream's, or a drop-in with its signature), names the
 backend a result was computed on, and computes the outputs (the logsumexp from a forward call of
 its own) on the kernel device. Beside them: lane-aligned tiles and the block-name check every
@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
-from harness.core import compat, placement
+from harness.core import devices, interpret, placement
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.core.inputs import Inputs
@@ -95,7 +95,7 @@ class PallasKernel(Implementation):
 
 class TpuKernel(PallasKernel):
     """A Pallas TPU kernel: native on a TPU, else the same kernel code under a Pallas interpreter
-    (harness.core.compat.INTERPRETERS: "fast" or "faithful", as InterpretOptions.interpreter says)."""
+    (harness.core.interpret.INTERPRETERS: "fast" or "faithful", as InterpretOptions.interpreter says)."""
 
     # A small case inside the adapter's contract (a forward and, where it has one, a backward pass):
     # what `interpreters` probes the kernel on. Adapters whose contract excludes it set their own.
@@ -103,7 +103,7 @@ class TpuKernel(PallasKernel):
 
     @staticmethod
     def native() -> bool:
-        return compat.has_tpu()
+        return devices.has_tpu()
 
     def interpreters(self) -> tuple[str, ...]:
         """ "faithful" unless cannot_run() says the TPU interpret mode fails here; "fast" when the
@@ -122,7 +122,7 @@ class TpuKernel(PallasKernel):
         return "tpu" if self.native() else "tpu_interpret"
 
     def _context(self) -> AbstractContextManager[Any]:
-        return compat.tpu_kernel_context()
+        return interpret.tpu_kernel_context()
 
 
 _FAST_PROBES: dict[tuple[type, Any], str | None] = {}
@@ -141,7 +141,7 @@ def _probe_fast(kernel: TpuKernel) -> str | None:
     from harness.core.errors import one_line
     from harness.core.inputs import make_inputs
 
-    reason = compat.hlo_interpreter()
+    reason = interpret.hlo_interpreter()
     if reason is not None:
         return reason
     case = kernel.probe_case
@@ -149,7 +149,7 @@ def _probe_fast(kernel: TpuKernel) -> str | None:
     if problems:
         raise ValueError(f"{kernel.name}: probe_case is outside its contract ({'; '.join(problems)}); set probe_case")
     try:
-        with compat.using_interpret_options(compat.InterpretOptions(interpreter="fast")):
+        with interpret.using_interpret_options(interpret.InterpretOptions(interpreter="fast")):
             kernel.run(case, make_inputs(case), grads=kernel.capabilities.grads)
     except Exception as e:  # noqa: BLE001 - the interpreter's own error is the answer
         return one_line(e)
@@ -161,7 +161,7 @@ class GpuKernel(PallasKernel):
 
     @staticmethod
     def native() -> bool:
-        return compat.jax_platform() == "gpu"
+        return devices.jax_platform() == "gpu"
 
     def backend(self) -> str:
         return "gpu" if self.native() else "gpu_interpret"

@@ -1,4 +1,4 @@
-"""compat: the interpreter each Pallas TPU kernel call runs under, chosen by InterpretOptions."""
+"""interpret: the interpreter each Pallas TPU kernel call runs under, chosen by InterpretOptions."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
 
-from harness.core import compat
+from harness.core import interpret
 
 
 def _add_one(x_ref, o_ref):
     o_ref[...] = x_ref[...] + 1.0
 
 
-def _interpret_param(options: compat.InterpretOptions):
+def _interpret_param(options: interpret.InterpretOptions):
     """The `interpret` parameter of a pallas_call traced inside tpu_kernel_context under `options`."""
     x = jnp.zeros((8, 128), jnp.float32)
     f = lambda x: pl.pallas_call(_add_one, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)  # noqa: E731
-    with compat.using_interpret_options(options), compat.tpu_kernel_context():
+    with interpret.using_interpret_options(options), interpret.tpu_kernel_context():
         jaxpr = jax.make_jaxpr(f)(x)
         assert (f(x) == 1.0).all()
     (eqn,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "pallas_call"]
@@ -26,31 +26,34 @@ def _interpret_param(options: compat.InterpretOptions):
 
 
 def test_fast_runs_the_hlo_interpreter_and_faithful_the_tpu_interpret_mode():
-    assert compat.hlo_interpreter() is None  # this jax has a way to force it (probed)
-    assert _interpret_param(compat.InterpretOptions(interpreter="fast")) is True
-    faithful = _interpret_param(compat.InterpretOptions(interpreter="faithful"))
+    assert interpret.hlo_interpreter() is None  # this jax has a way to force it (probed)
+    assert _interpret_param(interpret.InterpretOptions(interpreter="fast")) is True
+    faithful = _interpret_param(interpret.InterpretOptions(interpreter="faithful"))
     assert faithful is not True and type(faithful).__name__.endswith("InterpretParams")
 
 
 def test_the_fast_mode_ends_with_its_block():
-    with compat.using_interpret_options(compat.InterpretOptions(interpreter="fast")), compat.tpu_kernel_context():
+    with (
+        interpret.using_interpret_options(interpret.InterpretOptions(interpreter="fast")),
+        interpret.tpu_kernel_context(),
+    ):
         pass
-    assert _interpret_param(compat.DEFAULT_INTERPRET) is not True
+    assert _interpret_param(interpret.DEFAULT_INTERPRET) is not True
 
 
 def test_options_saved_before_the_interpreter_field_read_as_faithful():
     old = {"detect_races": False, "uninitialized_memory": "nan", "random_seed": None, "check_grid_order": False}
-    assert compat.InterpretOptions.from_json(old).interpreter == "faithful"
-    fast = compat.InterpretOptions(interpreter="fast")
-    assert compat.InterpretOptions.from_json(fast.to_json()) == fast
+    assert interpret.InterpretOptions.from_json(old).interpreter == "faithful"
+    fast = interpret.InterpretOptions(interpreter="fast")
+    assert interpret.InterpretOptions.from_json(fast.to_json()) == fast
 
 
 def test_an_unknown_interpreter_is_refused_with_the_choices():
     with pytest.raises(ValueError, match=r"interpreter='hlo' is not one of \('fast', 'faithful'\)"):
-        compat.InterpretOptions(interpreter="hlo")
+        interpret.InterpretOptions(interpreter="hlo")
 
 
-@pytest.mark.parametrize("mode", compat._HLO_MODES, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("mode", interpret._HLO_MODES, ids=lambda m: m.__name__)
 def test_every_way_of_forcing_the_hlo_interpreter_works_on_this_release(mode):
     # Older releases get the first way that passes the probe; each is checked here where it can be.
-    assert compat._traced_interpret(mode) is True
+    assert interpret._traced_interpret(mode) is True
