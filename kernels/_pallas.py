@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
-from harness.core import devices, interpret, placement
+from harness.core import devices, interpret, placement, versions
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.core.inputs import Inputs
@@ -106,13 +106,27 @@ class TpuKernel(PallasKernel):
         return devices.has_tpu()
 
     def interpreters(self) -> tuple[str, ...]:
-        """ "faithful" unless cannot_run() says the TPU interpret mode fails here; "fast" when the
-        kernel runs probe_case under the HLO interpreter without raising (probed once per function).
-        Empty on a TPU host, where the kernel runs natively."""
+        """ "faithful" where this jax has the TPU interpret mode and cannot_run() finds no failure under it;
+        "fast" when the kernel runs probe_case under the HLO interpreter without raising (probed once per
+        function). Empty on a TPU host, where the kernel runs natively."""
         if self.native():
             return ()
-        out = () if self.cannot_run() is not None else ("faithful",)
-        return (("fast",) if _runs_fast(self) is None else ()) + out
+        faithful = () if interpret.faithful_interpreter() or self.cannot_run() else ("faithful",)
+        return (("fast",) if _runs_fast(self) is None else ()) + faithful
+
+    def cannot_run(self) -> str | None:
+        """Why no Pallas interpreter runs the kernel here, None when one does: the adapter calls an API this
+        jax lacks (seen on probe_case), or this jax lacks the TPU interpret mode and the HLO interpreter
+        refuses probe_case (each reason given). A gap of the harness's or the release's, recorded as
+        "cannot run here", never as the kernel's failure."""
+        if self.native():
+            return None
+        fast = _runs_fast(self)
+        gap = _API_GAPS.get((type(self), self.fn))
+        if gap is not None:
+            return f"the adapter calls an API this jax lacks: {gap}"
+        missing = interpret.faithful_interpreter()
+        return None if missing is None or fast is None else f"{missing}; under the HLO interpreter: {fast}"
 
     def fast_refusal(self) -> str | None:
         """The HLO interpreter's error on probe_case, or None when the kernel runs under it."""
@@ -126,6 +140,8 @@ class TpuKernel(PallasKernel):
 
 
 _FAST_PROBES: dict[tuple[type, Any], str | None] = {}
+# Per adapter class and function: the probe's error where it says this jax lacks an API the adapter calls.
+_API_GAPS: dict[tuple[type, Any], str] = {}
 
 
 def _runs_fast(kernel: TpuKernel) -> str | None:
@@ -152,6 +168,9 @@ def _probe_fast(kernel: TpuKernel) -> str | None:
         with interpret.using_interpret_options(interpret.InterpretOptions(interpreter="fast")):
             kernel.run(case, make_inputs(case), grads=kernel.capabilities.grads)
     except Exception as e:  # noqa: BLE001 - the interpreter's own error is the answer
+        gap = versions.missing_api(e)
+        if gap is not None:
+            _API_GAPS[(type(kernel), kernel.fn)] = gap
         return one_line(e)
     return None
 
@@ -165,3 +184,35 @@ class GpuKernel(PallasKernel):
 
     def backend(self) -> str:
         return "gpu" if self.native() else "gpu_interpret"
+
+    def cannot_run(self) -> str | None:
+        """Why the adapter cannot call the kernel in this release: an API it needs that this jax lacks, seen on
+        the smallest case of its contract (forward only, once per adapter class and function); None when it
+        can. Any other error on that case is left to the search to find and shrink."""
+        key = (type(self), self.fn)
+        if key not in _API_GAPS and key not in _GPU_PROBED:
+            _GPU_PROBED.add(key)
+            gap = _probe_api(self)
+            if gap is not None:
+                _API_GAPS[key] = gap
+        gap = _API_GAPS.get(key)
+        return None if gap is None else f"the adapter calls an API this jax lacks: {gap}"
+
+
+_GPU_PROBED: set[tuple[type, Any]] = set()
+
+
+def _probe_api(kernel: PallasKernel) -> str | None:
+    """versions.missing_api of the error `kernel` raises on the smallest case of its contract, forward only."""
+    from hypothesis import HealthCheck, find, settings
+
+    from harness.core.inputs import make_inputs
+    from harness.core.strategies import cases
+
+    quiet = settings(database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    case = find(cases(kernel), lambda _: True, settings=quiet)
+    try:
+        kernel.run(case, make_inputs(case), grads=False)
+    except Exception as e:  # noqa: BLE001 - only an API this jax lacks is the answer; the rest is the search's
+        return versions.missing_api(e)
+    return None

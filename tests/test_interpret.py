@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -57,3 +59,44 @@ def test_an_unknown_interpreter_is_refused_with_the_choices():
 def test_every_way_of_forcing_the_hlo_interpreter_works_on_this_release(mode):
     # Older releases get the first way that passes the probe; each is checked here where it can be.
     assert interpret._traced_interpret(mode) is True
+
+
+def _without_the_tpu_interpret_mode(monkeypatch):
+    """This jax as jax 0.6 is: no force_tpu_interpret_mode, no InterpretParams (nor its older name)."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    for name in ("force_tpu_interpret_mode", "InterpretParams", "TPUInterpretParams"):
+        monkeypatch.delattr(pltpu, name, raising=False)
+    from kernels import _pallas
+
+    # Probed anew (the way to force the HLO interpreter too), the real probes kept for later tests.
+    monkeypatch.setattr(_pallas, "_FAST_PROBES", {})
+    monkeypatch.setattr(interpret, "_hlo_mode", functools.cache(interpret._hlo_mode.__wrapped__))
+
+
+def test_a_missing_tpu_interpret_mode_is_said_and_the_kernel_runs_on_the_hlo_interpreter(monkeypatch):
+    from harness.core import contract
+
+    _without_the_tpu_interpret_mode(monkeypatch)
+    reason = interpret.faithful_interpreter()
+    assert "force_tpu_interpret_mode and InterpretParams, which this jax lacks" in reason
+    flash = contract.resolve("pallas_flash")
+    assert flash.interpreters() == ("fast",) and flash.cannot_run() is None
+    assert interpret._hlo_mode() is interpret._config_true  # the way forced where the function is missing
+    with pytest.raises(interpret.InterpreterUnavailable, match="lacks"):
+        with interpret.using_interpret_options(interpret.DEFAULT_INTERPRET), interpret.tpu_kernel_context():
+            pass
+
+
+def test_no_interpreter_for_a_kernel_is_cannot_run_here_never_a_failure(monkeypatch, tmp_path, capsys):
+    # As on a release with neither interpreter: the harness's gap, so exit 4 with the reason and no failure file.
+    from harness import cli
+
+    _without_the_tpu_interpret_mode(monkeypatch)
+    monkeypatch.setattr(interpret, "_HLO_MODES", (interpret._force_mode_true,))  # needs the missing function
+    code = cli.main(["run", "--kernel", "pallas_flash", "--examples", "1", "--jobs", "1", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_CANNOT_RUN, out
+    assert "cannot run here: the TPU interpret mode (interpreter='faithful') needs" in out
+    assert "under the HLO interpreter: no way to run Pallas TPU kernels under the HLO interpreter" in out
+    assert not list(tmp_path.rglob("failures/*")) and "FAIL" not in out

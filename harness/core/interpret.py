@@ -270,8 +270,18 @@ def _traced_interpret(mode: Callable[[], contextlib.AbstractContextManager[None]
         out = f(jnp.zeros((8, 128), jnp.float32))  # it must also run, and compute
     if not bool((out == 1.0).all()):
         return None
-    eqns = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "pallas_call"]
+    eqns = [e for e in _equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
     return eqns[0].params.get("interpret") if eqns else None
+
+
+def _equations(jaxpr: Any) -> Iterator[Any]:
+    """Every equation of `jaxpr` and of the jaxprs inside it (jax 0.4.x wraps a pallas_call in a pjit)."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for value in eqn.params.values():
+            inner = value if hasattr(value, "eqns") else getattr(value, "jaxpr", None)
+            if hasattr(inner, "eqns"):
+                yield from _equations(inner)
 
 
 @functools.cache

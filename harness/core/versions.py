@@ -43,3 +43,17 @@ def enable_x64() -> Iterator[None]:
 
         with ctx():
             yield
+
+
+def missing_api(e: BaseException) -> str | None:
+    """`e` in one line when it says the installed jax lacks an API the harness or an adapter calls (a module,
+    or a name in one: added in a later release, or renamed); None for any other error.
+
+    Such an error is the harness's gap in that release ("cannot run here"), never the kernel's failure.
+    """
+    text = str(e).splitlines()[0] if str(e) else ""
+    if isinstance(e, AttributeError) and text.startswith("module 'jax"):
+        return f"{type(e).__name__}: {text}"
+    if isinstance(e, ImportError) and (e.name or "").split(".")[0] in ("jax", "jaxlib"):
+        return f"{type(e).__name__}: {text}"
+    return None
