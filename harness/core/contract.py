@@ -358,6 +358,9 @@ def resolve(spec: str) -> Implementation:
         reg = registry()
         if spec in reg:
             return reg[spec]
+        why = next((w for m, w in _UNAVAILABLE.items() if m.rpartition(".")[2] == spec), None)
+        if why is not None:  # a built-in this environment lacks a package or jax API for
+            raise UnknownImplementation(f"{spec!r} cannot run here: its module is not loaded ({why})")
         raise UnknownImplementation(
             f"unknown implementation {spec!r}; use one of {sorted(reg)}, MODULE:ATTR, or KERNEL=MODULE:ATTR"
         )
