@@ -258,8 +258,8 @@ def build(spec: EnvSpec, root: Path | str | None = None, *, log: Callable[[str],
 
 
 def leave_out(requirements: tuple[str, ...], failure: str) -> tuple[tuple[str, ...], str] | None:
-    """`requirements` less what the resolver's `failure` names that an environment may go without, and that
-    requirement; None when it names nothing optional. jax[tpu]==X becomes jax==X and jaxlib==X: jax[tpu]
+    """`requirements` less what the resolver's `failure` names that an environment may go without, and what
+    was left out; None when it names nothing optional. jax[tpu]==X becomes jax==X and jaxlib==X: jax[tpu]
     0.4.30 to 0.5.0 pin a libtpu-nightly that no index serves any more."""
     for req in requirements:
         name = _name(req)
@@ -268,7 +268,7 @@ def leave_out(requirements: tuple[str, ...], failure: str) -> tuple[tuple[str, .
         if req.startswith("jax[tpu]==") and "libtpu" in failure:
             version = req.split("==", 1)[1]
             rest = tuple(r for r in requirements if r != req)
-            return (*rest, f"jax=={version}", f"jaxlib=={version}"), req
+            return (*rest, f"jax=={version}", f"jaxlib=={version}"), f"the [tpu] extra of jax=={version}"
     return None
 
 
