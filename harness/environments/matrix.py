@@ -3,11 +3,11 @@
 Each cell is a virtualenv with these exact versions, in which the suite (ci profile: every
 kernel that installs there, EXAMPLES cases each), the TPU compile checks and the benchmarks
 run, all recording into one store; each run's run.json holds the versions it ran with
-(harness.core.compat.library_versions) and which parameters of each wrapped API exist there
+(harness.core.versions.library_versions) and which parameters of each wrapped API exist there
 (api_parameters, harness.core.coverage).
 
-Adding a version is adding a line. A release whose API moved is handled in
-harness/core/compat.py, never here or elsewhere.
+Adding a version is adding a line. A release whose API moved is handled in harness/core
+(interpret.py for the interpreters, versions.py, devices.py), never here or elsewhere.
 
 Columns: python, jax (jaxlib is the same release), libtpu (the release jax[tpu] pins; "-": none),
 torch ("-": none), and optionally tokamax ("-" or absent: none). Choices, and why:
