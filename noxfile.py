@@ -40,7 +40,7 @@ def _load(name: str):  # noqa: ANN202 - a module object
 
 
 MATRIX = _load("environments/matrix")
-COMPAT = _load("core/compat")
+DEVICES = _load("core/devices")
 # `python -c HARNESS ...`: the CLI, with a crash (even while importing) exiting 3, never 1.
 HARNESS = _load("core/exit_codes").ENTRY
 
@@ -163,9 +163,9 @@ REQUIRE_TPU = "--require-tpu"
 
 
 def _has_tpu(session: nox.Session) -> bool:
-    """Whether JAX in the session's environment sees a TPU (harness.core.compat decides)."""
+    """Whether JAX in the session's environment sees a TPU (harness.core.devices decides)."""
     out = session.run(
-        "python", "-c", "from harness.core import compat; print(compat.has_tpu())", silent=True, log=False
+        "python", "-c", "from harness.core import devices; print(devices.has_tpu())", silent=True, log=False
     )
     return str(out).strip().splitlines()[-1:] == ["True"]
 
@@ -176,7 +176,7 @@ def tpu(session: nox.Session) -> None:
     args = [a for a in session.posargs if a != REQUIRE_TPU]
     required = REQUIRE_TPU in session.posargs
     # Before installing anything: a TPU host has /dev/accel* or /dev/vfio.
-    if required and not COMPAT.tpu_device_files():
+    if required and not DEVICES.tpu_device_files():
         session.error("--require-tpu: no TPU attached to this host (no /dev/accel* or /dev/vfio)")
     install(session, "tpu", "tokamax")
     on_tpu = _has_tpu(session)
@@ -227,12 +227,23 @@ def _kernels(session: nox.Session) -> dict[str, int]:
 @nox.parametrize(["python", "cell"], [nox.param(interpreter(c.python), c, id=c.name) for c in MATRIX.CELLS])
 def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.environments.matrix.Cell
     """One library-version cell: every kernel that installs there (ci profile), the compile checks, the benchmarks."""
+    _run_cell(session, cell)
+
+
+@nox.session
+@nox.parametrize(["python", "cell"], [nox.param(interpreter(c.python), c, id=c.name) for c in MATRIX.HISTORY_CELLS])
+def history(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.environments.matrix.Cell
+    """One release before the TPU interpret mode (jax 0.4.30 to 0.6): as a matrix cell, on the HLO interpreter."""
+    _run_cell(session, cell)
+
+
+def _run_cell(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.environments.matrix.Cell
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text(cell.constraints((ROOT / DEFAULT_CONSTRAINTS).read_text()))
     # --no-deps for the project: a cell without torch must not pull it in as a dependency.
     session.install("-c", str(constraints), "--no-deps", "-e", ".")
     session.install("-c", str(constraints), *MATRIX.COMMON, *cell.pins())
-    session.run("python", "-c", "from harness.core import compat; print(compat.library_versions())")
+    session.run("python", "-c", "from harness.core import versions; print(versions.library_versions())")
     # Runs go on after a recorded discrepancy (exit 1), so every cell yields all its records;
     # bad usage (2) or a crash stops the cell.
     # 4: a kernel that cannot run in this cell (recorded with its error, harness.core.exit_codes.EXIT_CANNOT_RUN).
@@ -243,9 +254,10 @@ def matrix(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.envi
     for argv in MATRIX.run_steps(kernels):
         session.run(*harness, *argv, "--out", STORE, *session.posargs, success_codes=ok)
     # The Pallas TPU kernels that register here, compiled for every TPU generation: memory, cost, the
-    # trace, lowering and compile times, and the Mosaic kernel bodies they lower to.
+    # trace, lowering and compile times, and the Mosaic kernel bodies they lower to. Not without libtpu.
     compiled = [x for k in ("pallas_flash", "pallas_splash") if k in kernels for x in ("--kernel", k)]
-    session.run(*harness, "compile", *compiled, "--out", STORE, success_codes=ok)
+    if cell.libtpu:
+        session.run(*harness, "compile", *compiled, "--out", STORE, success_codes=ok)
     session.run(*harness, "bench", "--out", STORE, success_codes=ok)
     # Per cell so far and kernel: the verdict and the API coverage (1: a drawn parameter no case exercised).
     session.run(*harness, "coverage", "--store", STORE, success_codes=[0, RECORDED_FAILURE])

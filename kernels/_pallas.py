@@ -2,7 +2,7 @@
 
 A Pallas kernel runs natively on its platform and otherwise as the same kernel code under an
 interpreter: `TpuKernel` (the Pallas TPU interpreter, set up around the call by
-harness.core.compat.tpu_kernel_context) or `GpuKernel` (Triton on a GPU, `interpret=True` elsewhere).
+harness.core.interpret.tpu_kernel_context) or `GpuKernel` (Triton on a GPU, `interpret=True` elsewhere).
 Either keeps the function under test (upstream's, or a drop-in with its signature), names the
 backend a result was computed on, and computes the outputs (the logsumexp from a forward call of
 its own) on the kernel device. Beside them: lane-aligned tiles and the block-name check every
@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
-from harness.core import compat, placement
+from harness.core import devices, interpret, placement, versions
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.core.inputs import Inputs
@@ -95,7 +95,7 @@ class PallasKernel(Implementation):
 
 class TpuKernel(PallasKernel):
     """A Pallas TPU kernel: native on a TPU, else the same kernel code under a Pallas interpreter
-    (harness.core.compat.INTERPRETERS: "fast" or "faithful", as InterpretOptions.interpreter says)."""
+    (harness.core.interpret.INTERPRETERS: "fast" or "faithful", as InterpretOptions.interpreter says)."""
 
     # A small case inside the adapter's contract (a forward and, where it has one, a backward pass):
     # what `interpreters` probes the kernel on. Adapters whose contract excludes it set their own.
@@ -103,16 +103,30 @@ class TpuKernel(PallasKernel):
 
     @staticmethod
     def native() -> bool:
-        return compat.has_tpu()
+        return devices.has_tpu()
 
     def interpreters(self) -> tuple[str, ...]:
-        """ "faithful" unless cannot_run() says the TPU interpret mode fails here; "fast" when the
-        kernel runs probe_case under the HLO interpreter without raising (probed once per function).
-        Empty on a TPU host, where the kernel runs natively."""
+        """ "faithful" where this jax has the TPU interpret mode and cannot_run() finds no failure under it;
+        "fast" when the kernel runs probe_case under the HLO interpreter without raising (probed once per
+        function). Empty on a TPU host, where the kernel runs natively."""
         if self.native():
             return ()
-        out = () if self.cannot_run() is not None else ("faithful",)
-        return (("fast",) if _runs_fast(self) is None else ()) + out
+        faithful = () if interpret.faithful_interpreter() or self.cannot_run() else ("faithful",)
+        return (("fast",) if _runs_fast(self) is None else ()) + faithful
+
+    def cannot_run(self) -> str | None:
+        """Why no Pallas interpreter runs the kernel here, None when one does: the adapter calls an API this
+        jax lacks (seen on probe_case), or this jax lacks the TPU interpret mode and the HLO interpreter
+        refuses probe_case (each reason given). A gap of the harness's or the release's, recorded as
+        "cannot run here", never as the kernel's failure."""
+        if self.native():
+            return None
+        fast = _runs_fast(self)
+        gap = _API_GAPS.get((type(self), self.fn))
+        if gap is not None:
+            return f"the adapter calls an API this jax lacks: {gap}"
+        missing = interpret.faithful_interpreter()
+        return None if missing is None or fast is None else f"{missing}; under the HLO interpreter: {fast}"
 
     def fast_refusal(self) -> str | None:
         """The HLO interpreter's error on probe_case, or None when the kernel runs under it."""
@@ -122,10 +136,12 @@ class TpuKernel(PallasKernel):
         return "tpu" if self.native() else "tpu_interpret"
 
     def _context(self) -> AbstractContextManager[Any]:
-        return compat.tpu_kernel_context()
+        return interpret.tpu_kernel_context()
 
 
 _FAST_PROBES: dict[tuple[type, Any], str | None] = {}
+# Per adapter class and function: the probe's error where it says this jax lacks an API the adapter calls.
+_API_GAPS: dict[tuple[type, Any], str] = {}
 
 
 def _runs_fast(kernel: TpuKernel) -> str | None:
@@ -141,7 +157,7 @@ def _probe_fast(kernel: TpuKernel) -> str | None:
     from harness.core.errors import one_line
     from harness.core.inputs import make_inputs
 
-    reason = compat.hlo_interpreter()
+    reason = interpret.hlo_interpreter()
     if reason is not None:
         return reason
     case = kernel.probe_case
@@ -149,9 +165,12 @@ def _probe_fast(kernel: TpuKernel) -> str | None:
     if problems:
         raise ValueError(f"{kernel.name}: probe_case is outside its contract ({'; '.join(problems)}); set probe_case")
     try:
-        with compat.using_interpret_options(compat.InterpretOptions(interpreter="fast")):
+        with interpret.using_interpret_options(interpret.InterpretOptions(interpreter="fast")):
             kernel.run(case, make_inputs(case), grads=kernel.capabilities.grads)
     except Exception as e:  # noqa: BLE001 - the interpreter's own error is the answer
+        gap = versions.missing_api(e)
+        if gap is not None:
+            _API_GAPS[(type(kernel), kernel.fn)] = gap
         return one_line(e)
     return None
 
@@ -161,7 +180,39 @@ class GpuKernel(PallasKernel):
 
     @staticmethod
     def native() -> bool:
-        return compat.jax_platform() == "gpu"
+        return devices.jax_platform() == "gpu"
 
     def backend(self) -> str:
         return "gpu" if self.native() else "gpu_interpret"
+
+    def cannot_run(self) -> str | None:
+        """Why the adapter cannot call the kernel in this release: an API it needs that this jax lacks, seen on
+        the smallest case of its contract (forward only, once per adapter class and function); None when it
+        can. Any other error on that case is left to the search to find and shrink."""
+        key = (type(self), self.fn)
+        if key not in _API_GAPS and key not in _GPU_PROBED:
+            _GPU_PROBED.add(key)
+            gap = _probe_api(self)
+            if gap is not None:
+                _API_GAPS[key] = gap
+        gap = _API_GAPS.get(key)
+        return None if gap is None else f"the adapter calls an API this jax lacks: {gap}"
+
+
+_GPU_PROBED: set[tuple[type, Any]] = set()
+
+
+def _probe_api(kernel: PallasKernel) -> str | None:
+    """versions.missing_api of the error `kernel` raises on the smallest case of its contract, forward only."""
+    from hypothesis import HealthCheck, find, settings
+
+    from harness.core.inputs import make_inputs
+    from harness.core.strategies import cases
+
+    quiet = settings(database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    case = find(cases(kernel), lambda _: True, settings=quiet)
+    try:
+        kernel.run(case, make_inputs(case), grads=False)
+    except Exception as e:  # noqa: BLE001 - only an API this jax lacks is the answer; the rest is the search's
+        return versions.missing_api(e)
+    return None

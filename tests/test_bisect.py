@@ -198,3 +198,53 @@ def test_pip_configuration_is_read_not_hard_coded() -> None:
     assert opts.extra_index_urls == ("file:///a/simple", "file:///b/simple") and opts.find_links == ("/x", "/y")
     assert opts.args(constraints=False)[-4:] == ["--find-links", "/x", "--find-links", "/y"]
     assert opts.args()[-2:] == ["--constraint", "/c.txt"]
+
+
+def test_an_optional_package_that_cannot_install_beside_a_release_is_left_out_and_said(
+    index: Path, tmp_path: Path
+) -> None:
+    # As tokamax 0.0.12 needs jax >= 0.9.2: this "tokamax" needs tinykernel >= 1.5, so 1.0..1.4 go without it.
+    local = tmp_path / "index"
+    local.mkdir()
+    for wheel in index.iterdir():
+        (local / wheel.name).write_bytes(wheel.read_bytes())
+    build_wheel(local, "tokamax", "0.0.12", {"tokamax/__init__.py": ""}, requires=("tinykernel>=1.5",))
+    opts = envs.IndexOptions(no_index=True, find_links=(str(local),))
+    log: list[str] = []
+
+    def env_for(version: str) -> envs.EnvSpec:
+        return envs.EnvSpec(
+            python=sys.executable, requirements=(f"tinykernel=={version}", "tokamax==0.0.12"), index=opts
+        )
+
+    script = tmp_path / "replay.py"
+    script.write_text(REPLAY)
+    file = _failure_file(tmp_path, _correct())
+    argv = lambda env: [str(env.python), str(script), str(file)]  # noqa: E731
+    try_version = bisect.replayer(env_for, argv, root=tmp_path / "envs", log=log.append)
+    result = bisect.search("tinykernel", VERSIONS, try_version, direction="regression")
+    assert (result.last_good.version, result.first_bad.version) == ("1.4", WRONG_FROM)
+    said = {
+        s.version: "[built without tokamax==0.0.12: cannot install beside this release]" in s.detail
+        for s in result.steps
+    }
+    assert said == {s.version: s.version < WRONG_FROM for s in result.steps} and any(said.values())
+    assert any("left out tokamax==0.0.12, which cannot install beside it: Because" in line for line in log)
+    text = bisect.format_result(result)
+    assert "built without tokamax==0.0.12" in text
+    # The environment holds no tokamax where it was left out, and says why when reused.
+    env = envs.build(env_for("1.4"), tmp_path / "envs", log=log.append)
+    assert "tokamax" not in env.installed() and "tinykernel>=1.5" in env.left_out()["tokamax==0.0.12"]
+    assert "tokamax" in envs.build(env_for("1.5"), tmp_path / "envs", log=log.append).installed()
+
+
+def test_jax_without_its_tpu_extra_where_the_extra_pins_a_libtpu_no_index_serves() -> None:
+    failure = "Because there is no version of libtpu-nightly==0.1.dev20240617 and jax[tpu]==0.4.30 depends on it"
+    reqs = ("jax[tpu]==0.4.30", "tokamax==0.0.12", "numpy==2.4.6")
+    assert envs.leave_out(reqs, failure) == (
+        ("tokamax==0.0.12", "numpy==2.4.6", "jax==0.4.30", "jaxlib==0.4.30"),
+        "the [tpu] extra of jax==0.4.30",
+    )
+    tokamax = "Because tokamax==0.0.12 depends on jaxlib>=0.9.2 and jax==0.7.0 depends on jaxlib==0.7.0"
+    assert envs.leave_out(reqs, tokamax) == (("jax[tpu]==0.4.30", "numpy==2.4.6"), "tokamax==0.0.12")
+    assert envs.leave_out(reqs, "Because numpy==2.4.6 needs python>=3.11") is None  # nothing optional named

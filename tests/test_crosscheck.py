@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cli import main
-from harness.core import compat, contract
+from harness.core import compat, contract, devices
 from harness.core.case import Case
 from harness.running.runner import run_case
 from harness.tpu import crosscheck
@@ -25,7 +25,7 @@ def test_cross_interpret_off_a_tpu_is_a_usage_error(capsys: pytest.CaptureFixtur
 
 def test_a_twin_runs_under_the_interpreter_even_on_a_tpu_host(monkeypatch: pytest.MonkeyPatch) -> None:
     flash = contract.registry()["pallas_flash"]
-    monkeypatch.setattr(compat, "has_tpu", lambda: True)  # as on a TPU host
+    monkeypatch.setattr(devices, "has_tpu", lambda: True)  # as on a TPU host
     (twin,) = crosscheck.twins([flash])
     assert (twin.name, twin.backend(), flash.backend()) == ("pallas_flash@interpret", "tpu_interpret", "tpu")
     backends = []

@@ -155,3 +155,10 @@ def test_cells_with_the_same_capabilities_draw_the_same_cases() -> None:
     lines = runs[0].stdout.splitlines()
     assert len(lines) >= 2 and all(len(ln.split()) == 4 for ln in lines), runs[0].stdout  # name and 3 ids
     assert runs[0].stdout == runs[1].stdout
+
+
+def test_history_cells_reach_back_to_jax_0_4_30_and_a_cell_may_have_no_libtpu():
+    assert min(matrix.HISTORY_CELLS, key=lambda c: _key(c.jax)).jax == "0.4.30"
+    assert all(_key(c.jax) < _key(matrix.CELLS[0].jax) for c in matrix.HISTORY_CELLS)
+    (cell,) = matrix.parse("3.11  0.4.30  -  2.13.0\n")
+    assert cell.libtpu is None and cell.pins() == ["jax==0.4.30", "jaxlib==0.4.30", "torch==2.13.0"]

@@ -49,3 +49,28 @@ def test_a_kernel_the_hlo_interpreter_cannot_run_is_declared_faithful_only() -> 
     kernel = FaithfulOnly(name="faithful_only")
     assert kernel.interpreters() == ("faithful",)
     assert kernel.fast_refusal() == "NotImplementedError: no discharge rule for this primitive"
+
+
+def test_an_api_this_jax_lacks_is_cannot_run_here_never_a_failure(monkeypatch, tmp_path, capsys) -> None:
+    # As on jax 0.5.0, whose gpu attention module has no BlockSizes: exit 4 with the reason, no failure file.
+    import json
+
+    from harness import cli
+    from harness.core import versions
+    from kernels import _pallas, pallas_gpu
+
+    monkeypatch.delattr(pallas_gpu.upstream, "BlockSizes")
+    monkeypatch.setattr(_pallas, "_API_GAPS", {})
+    monkeypatch.setattr(_pallas, "_GPU_PROBED", set())
+    code = cli.main(["run", "--kernel", "pallas_gpu", "--examples", "2", "--jobs", "1", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    why = "the adapter calls an API this jax lacks: AttributeError: module 'jax.experimental.pallas.ops.gpu.attention'"
+    assert code == cli.EXIT_CANNOT_RUN, out
+    assert f"cannot run here: {why}" in out and "FAIL" not in out
+    assert not list(tmp_path.rglob("failures/*"))
+    (meta,) = tmp_path.glob("records/*/run.json")
+    assert json.loads(meta.read_text())["cannot_run"]["pallas_gpu"].startswith(why)
+    # Only such an error is a gap; a kernel's own error is the search's to find.
+    assert versions.missing_api(AttributeError("module 'jax.nn' has no attribute 'dot_product_attention'"))
+    assert versions.missing_api(AttributeError("'int' object has no attribute 'shape'")) is None
+    assert versions.missing_api(RuntimeError("module 'jax' ...")) is None

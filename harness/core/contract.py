@@ -404,10 +404,19 @@ def register(impl: Implementation, *, here: bool = True) -> Implementation:
 def _import(module: str) -> None:
     try:
         importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] not in OPTIONAL_FRAMEWORKS:
+    except ImportError as e:
+        name = e.name or ""
+        if name.startswith("jax."):
+            # An upstream module (or a name in one) this jax release does not have yet: not in this cell.
+            _UNAVAILABLE[module] = f"this jax release lacks it: {e}"
+            return
+        if not isinstance(e, ModuleNotFoundError) or name.split(".")[0] not in OPTIONAL_FRAMEWORKS:
             raise
         _UNAVAILABLE[module] = f"{e.name} is not installed"
+    except AttributeError as e:
+        if not str(e).startswith("module 'jax"):
+            raise
+        _UNAVAILABLE[module] = f"this jax release lacks it: {e}"  # an API it wraps, added later (jax.nn...)
 
 
 def _discover(packages_: tuple[str, ...] | None = None) -> None:
@@ -476,6 +485,9 @@ def resolve(spec: str) -> Implementation:
         reg = registry()
         if spec in reg:
             return reg[spec]
+        why = next((w for m, w in _UNAVAILABLE.items() if m.rpartition(".")[2] == spec), None)
+        if why is not None:  # a built-in this environment lacks a package or jax API for
+            raise UnknownImplementation(f"{spec!r} cannot run here: its module is not loaded ({why})")
         raise UnknownImplementation(
             f"unknown implementation {spec!r}; use one of {sorted(reg)}, MODULE:ATTR, or KERNEL=MODULE:ATTR"
         )

@@ -4,7 +4,8 @@
 regression, newest first for a fix), confirms the bad end, then halves the range, one
 replay per step, until a release that passes sits next to one that fails. A release that
 cannot be installed or replayed here is reported and skipped: it is never counted as good
-or bad, and the search goes on around it.
+or bad, and the search goes on around it.  An optional package that cannot install beside a
+release (tokamax before jax 0.9.2) is left out of that release's environment, and its step says so.
 
 The two steps that touch the world are injected: `try_version(version) -> Step` builds the
 environment and replays there. `replayer` makes the real one: an environment per version
@@ -157,10 +158,17 @@ def replayer(
         last = tail[-1] if tail else f"exit {done.returncode}"
         outcome = {0: GOOD, 1: BAD}.get(done.returncode, SKIPPED)
         detail = last if outcome != SKIPPED else f"the replay could not run (exit {done.returncode}): {last}"
-        log(f"  {version}: {outcome.upper()}  ({last})")
+        detail += without(env)
+        log(f"  {version}: {outcome.upper()}  ({last}){without(env)}")
         return Step(version=version, outcome=outcome, detail=detail, command=line)
 
     return try_version
+
+
+def without(env: envs.Env) -> str:
+    """What the environment was built without (envs.OPTIONAL_PACKAGES), for a step's line; "" when nothing."""
+    left = env.left_out()
+    return f" [built without {', '.join(sorted(left))}: cannot install beside this release]" if left else ""
 
 
 def harness_replay(file: Path) -> Callable[[envs.Env], list[str]]:

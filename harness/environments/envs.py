@@ -34,6 +34,11 @@ from pathlib import Path
 
 UV_REQUIREMENT = "uv==0.13.9"
 COMPLETE = ".complete"
+LEFT_OUT = "left_out.json"
+# Packages an environment goes without where they cannot install beside the release under test, so
+# that upgrade and bisect reach every release: tokamax needs jax >= 0.9.2 (its package metadata); a
+# kernel it provides is then not registered there, "cannot run here" on that side.
+OPTIONAL_PACKAGES = ("tokamax",)
 
 
 class EnvError(Exception):
@@ -142,6 +147,11 @@ class Env:
         """name -> version of every distribution in the environment, as recorded when it was built."""
         return json.loads((self.path / "installed.json").read_text())
 
+    def left_out(self) -> dict[str, str]:
+        """requirement -> why: what the spec asked for that could not install beside the rest (LEAVE_OUT)."""
+        path = self.path / LEFT_OUT
+        return json.loads(path.read_text()) if path.exists() else {}  # none in environments built before the file
+
 
 def uv_binary() -> str:
     """uv on PATH, else the one the `uv` package installed beside this interpreter."""
@@ -233,11 +243,8 @@ def build(spec: EnvSpec, root: Path | str | None = None, *, log: Callable[[str],
     if spec.constraints:
         (path / "constraints.txt").write_text(spec.constraints)
         base += ["--constraint", str(path / "constraints.txt")]
-    log(f"env {what}: uv {shlex.join(base[1:] + list(spec.requirements))}")
-    if spec.requirements:
-        done = _run(base + list(spec.requirements))
-        if done.returncode != 0:
-            raise EnvError(f"cannot build the {what} environment: {resolution_failure(done.stderr)}")
+    left_out = _install(base, spec.requirements, what, log=log)
+    (path / LEFT_OUT).write_text(json.dumps(left_out, indent=1, sort_keys=True))
     for project in spec.editable:
         done = _run(base + ["--no-deps", "--editable", project])
         if done.returncode != 0:
@@ -248,6 +255,42 @@ def build(spec: EnvSpec, root: Path | str | None = None, *, log: Callable[[str],
     (path / "spec.json").write_text(json.dumps(dataclasses.asdict(spec), indent=1, sort_keys=True))
     (path / COMPLETE).write_text("")
     return env
+
+
+def leave_out(requirements: tuple[str, ...], failure: str) -> tuple[tuple[str, ...], str] | None:
+    """`requirements` less what the resolver's `failure` names that an environment may go without, and what
+    was left out; None when it names nothing optional. jax[tpu]==X becomes jax==X and jaxlib==X: jax[tpu]
+    0.4.30 to 0.5.0 pin a libtpu-nightly that no index serves any more."""
+    for req in requirements:
+        name = _name(req)
+        if name in OPTIONAL_PACKAGES and name in failure:
+            return tuple(r for r in requirements if r != req), req
+        if req.startswith("jax[tpu]==") and "libtpu" in failure:
+            version = req.split("==", 1)[1]
+            rest = tuple(r for r in requirements if r != req)
+            return (*rest, f"jax=={version}", f"jaxlib=={version}"), f"the [tpu] extra of jax=={version}"
+    return None
+
+
+def _install(
+    base: list[str], requirements: tuple[str, ...], what: str, *, log: Callable[[str], None]
+) -> dict[str, str]:
+    """Install `requirements` with the uv command `base`, leaving out (leave_out) what cannot install beside the
+    rest, one at a time, each said in the log; returns requirement -> why for each left out."""
+    left_out: dict[str, str] = {}
+    while requirements:
+        log(f"env {what}: uv {shlex.join(base[1:] + list(requirements))}")
+        done = _run(base + list(requirements))
+        if done.returncode == 0:
+            break
+        failure = resolution_failure(done.stderr)
+        fewer = leave_out(requirements, failure)
+        if fewer is None:
+            raise EnvError(f"cannot build the {what} environment: {failure}")
+        requirements, dropped = fewer
+        left_out[dropped] = failure
+        log(f"env {what}: left out {dropped}, which cannot install beside it: {failure}")
+    return left_out
 
 
 def available_versions(package: str, index: IndexOptions, *, python: str = sys.executable) -> list[str]:

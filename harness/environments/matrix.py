@@ -3,16 +3,21 @@
 Each cell is a virtualenv with these exact versions, in which the suite (ci profile: every
 kernel that installs there, EXAMPLES cases each), the TPU compile checks and the benchmarks
 run, all recording into one store; each run's run.json holds the versions it ran with
-(harness.core.compat.library_versions) and which parameters of each wrapped API exist there
+(harness.core.versions.library_versions) and which parameters of each wrapped API exist there
 (api_parameters, harness.core.coverage).
 
-Adding a version is adding a line. A release whose API moved is handled in
-harness/core/compat.py, never here or elsewhere.
+Adding a version is adding a line. A release whose API moved is handled in harness/core
+(interpret.py for the interpreters, versions.py, devices.py), never here or elsewhere.
 
-Columns: python, jax (jaxlib is the same release), libtpu (the release jax[tpu] pins),
+Columns: python, jax (jaxlib is the same release), libtpu (the release jax[tpu] pins; "-": none),
 torch ("-": none), and optionally tokamax ("-" or absent: none). Choices, and why:
-- jax 0.7.0 is the oldest release where the kernel runs under the TPU interpreter:
-  pltpu.force_tpu_interpret_mode first appears in 0.7.0 (0.6.2 has InterpretParams only).
+- MATRIX starts at jax 0.7.0, the oldest release with the TPU interpret mode (the faithful
+  interpreter: pltpu.force_tpu_interpret_mode first appears in 0.7.0). HISTORY holds the releases
+  before it, back to 0.4.30, where the Pallas TPU kernels run under the HLO interpreter alone
+  (harness.core.interpret) and a kernel whose module or API the release lacks is left out or
+  "cannot run here"; `nox -s history` runs them apart, so that `nox -s matrix` still fits its hour.
+- jax[tpu] 0.4.30 to 0.5.0 pin a libtpu-nightly no index serves any more: those cells have no libtpu
+  (no compile checks). jax 0.4.30 installs beside numpy 2.4.6 and runs its kernels (measured).
 - jax 0.11 and later require Python >= 3.12.
 - torch: 2.13.0 is the CPU build on this project's machines; 2.14.1 is a CUDA build
   (several GB, taken from a local wheel mirror), so it appears in one cell only. PyPI has
@@ -39,6 +44,14 @@ MATRIX = """
 3.11      0.10.2    0.0.42.*   2.14.1   0.0.12
 3.12      0.11.2    0.0.48.*   -        0.0.12
 3.12      0.12.0.1  0.0.50.*   -        0.0.12
+"""
+
+# The releases before the TPU interpret mode (`nox -s history`); tokamax needs jax >= 0.9.2.
+HISTORY = """
+# python  jax       libtpu     torch
+3.11      0.4.30    -          2.13.0
+3.11      0.5.3     0.0.11.*   2.13.0
+3.11      0.6.2     0.0.17.*   2.13.0
 """
 
 # Installed in every cell at the versions of constraints/default.txt, besides the pins above.
@@ -94,7 +107,7 @@ class MatrixError(ValueError):
 class Cell:
     python: str
     jax: str
-    libtpu: str
+    libtpu: str | None
     torch: str | None
     tokamax: str | None = None
 
@@ -104,7 +117,7 @@ class Cell:
 
     def pins(self) -> list[str]:
         """Requirement specifiers for this cell's libraries."""
-        out = [f"jax=={self.jax}", f"jaxlib=={self.jax}", f"libtpu=={self.libtpu}"]
+        out = [f"jax=={self.jax}", f"jaxlib=={self.jax}"] + ([f"libtpu=={self.libtpu}"] if self.libtpu else [])
         out += [f"torch=={self.torch}"] if self.torch else []
         return out + ([f"tokamax=={self.tokamax}"] if self.tokamax else [])
 
@@ -135,7 +148,7 @@ def parse(text: str = MATRIX) -> list[Cell]:
         cell = Cell(
             python=python,
             jax=jax,
-            libtpu=libtpu,
+            libtpu=None if libtpu == "-" else libtpu,
             torch=None if torch == "-" else torch,
             tokamax=None if tokamax == "-" else tokamax,
         )
@@ -146,6 +159,7 @@ def parse(text: str = MATRIX) -> list[Cell]:
 
 
 CELLS: list[Cell] = parse()
+HISTORY_CELLS: list[Cell] = parse(HISTORY)
 
 
 def run_steps(kernels: Sequence[str] | Mapping[str, int]) -> list[list[str]]:

@@ -7,16 +7,18 @@ the other for it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import traceback
 
-from harness.core import compat
+from harness.core import interpret as interpreters
 from harness.core.case import Case
-from harness.core.compat import InterpretOptions
 from harness.core.contract import Implementation, Outputs
 from harness.core.errors import one_line
 from harness.core.inputs import Inputs
+from harness.core.interpret import InterpretOptions
+from harness.core.races import RaceCounter
 from harness.tpu import native
 
 
@@ -53,6 +55,11 @@ def is_interrupt(e: BaseException) -> bool:
     return False
 
 
+def _run(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool, interpret: InterpretOptions) -> Outputs:
+    with interpreters.using_interpret_options(interpret):
+        return impl.run(case, inputs, grads=grads)
+
+
 def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool, interpret: InterpretOptions) -> Execution:
     """Run `impl` under the interpreter options `interpret` (their checks included).
 
@@ -63,19 +70,22 @@ def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool, in
     interpreted = impl.backend() == "tpu_interpret"
     # Races and grid order are the TPU interpret mode's checks; the HLO interpreter has neither.
     checked = interpreted and interpret.interpreter == "faithful"
-    compat.clear_races()
+    counter = RaceCounter()
+    # Outside the try: a jax with no race state to count is the harness's gap, never the kernel's error.
+    counting = counter.counting() if checked and interpret.detect_races else contextlib.nullcontext()
     try:
-        with compat.using_interpret_options(interpret):
-            got = impl.run(case, inputs, grads=grads)
-        reordered = None
-        if checked and interpret.check_grid_order:
-            # Another permutation of the 'parallel' grid axes (the interpreter's default seed is 0).
-            other = dataclasses.replace(interpret, random_seed=(interpret.random_seed or 0) + 1)
-            with compat.using_interpret_options(other):
-                reordered = impl.run(case, inputs, grads=grads)
+        with counting:
+            got = _run(impl, case, inputs, grads=grads, interpret=interpret)
+            reordered = None
+            if checked and interpret.check_grid_order:
+                # Another permutation of the 'parallel' grid axes (the interpreter's default seed is 0).
+                other = dataclasses.replace(interpret, random_seed=(interpret.random_seed or 0) + 1)
+                reordered = _run(impl, case, inputs, grads=grads, interpret=other)
+    except interpreters.InterpreterUnavailable:
+        raise  # the installed jax lacks the interpreter asked for: the harness's gap, not a finding
     except Exception as e:  # noqa: BLE001 - a kernel's exception is a finding, not a harness crash
         if interpreted:
-            compat.reset_tpu_interpreter()
+            interpreters.reset_tpu_interpreter()
         if is_interrupt(e):
             raise KeyboardInterrupt(one_line(e)) from e
         return Execution(
@@ -84,7 +94,7 @@ def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool, in
             traceback=traceback.format_exc(limit=8),
             seconds=time.perf_counter() - start,
         )
-    races = compat.races_found() if checked and interpret.detect_races else None
+    races = counter.found if checked and interpret.detect_races else None
     seconds = time.perf_counter() - start
     timing = native.measure(impl, case, grads=grads).to_json() if native.measured(impl) else None
     return Execution(outputs=got, races=races, reordered=reordered, seconds=seconds, native=timing)

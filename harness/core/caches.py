@@ -1,0 +1,42 @@
+"""JAX's persistent compilation cache: where compiled programs are kept across runs.
+
+The references compile once per shape and dtype (harness.core.jaxvjp.compiled_outputs) and are read
+back from here by the next run. Programs with host callbacks (every kernel under the Pallas
+TPU interpreter) are never served from it: JAX keys them by their callbacks.
+"""
+
+from __future__ import annotations
+
+import os
+
+# The directory, or "off" to disable the cache.
+COMPILATION_CACHE_ENV = "ATTN_HARNESS_COMPILATION_CACHE"
+COMPILATION_CACHE_MAX_BYTES = 2 * 2**30
+
+
+def compilation_cache_dir() -> str | None:
+    """$ATTN_HARNESS_COMPILATION_CACHE, else $XDG_CACHE_HOME (or ~/.cache)/attention-harness/jax; None when "off"."""
+    chosen = os.environ.get(COMPILATION_CACHE_ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("off", "") else chosen
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "attention-harness", "jax")
+
+
+def enable_compilation_cache() -> str | None:
+    """Turn on JAX's persistent compilation cache (once; a directory set by the user is kept); returns it."""
+    import jax
+
+    path = jax.config.jax_compilation_cache_dir or compilation_cache_dir()
+    if path is None or jax.config.jax_compilation_cache_dir == path:
+        return path
+    jax.config.update("jax_compilation_cache_dir", path)
+    # The references compile in a fraction of a second, under JAX's default threshold of 1 s.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_compilation_cache_max_size", COMPILATION_CACHE_MAX_BYTES)
+    # JAX decides once, at its first compilation, whether the cache is used: a program compiled
+    # before this call (a kernel's cannot-run probe) would leave it off for the whole process.
+    from jax.experimental.compilation_cache import compilation_cache
+
+    compilation_cache.reset_cache()
+    return path
