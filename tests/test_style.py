@@ -202,6 +202,8 @@ ALLOWED_STATE: dict[str, str] = {
     "harness/core/jaxvjp.py:_COMPILED": "a cache: compiled reference programs, LRU-bounded (COMPILED_KEEP)",
     "harness/core/reference.py:_TRUTH_SEEN": "a cache: which truth programs are worth compiling (both paths agree)",
     "harness/running/worker.py:_session": "a context variable: the worker of the session open in this context",
+    "harness/core/interpret.py:_interpret": "a context variable: the interpreter options of the block open here",
+    "harness/core/interpret.py:_force_interpret": "a context variable: whether the block open here forces interpret",
     # The registry, nox's pattern (STYLE.md): filled once by register() as the kernel modules import,
     # read through copies; a kernel is one file because nothing else lists it.
     "harness/core/contract.py:_REGISTRY": "the registry: what registered here",
@@ -211,11 +213,7 @@ ALLOWED_STATE: dict[str, str] = {
     "harness/core/locate.py:_TILE_NAMES": "the registry: tile names, a kernel's own added as it registers",
 }
 # State other helpers remove this session, each naming its owner; the lead empties this at merge.
-STATE_OWNED_ELSEWHERE: dict[str, str] = {
-    "harness/core/compat.py:_races_seen": "s26code",
-    "harness/core/compat.py:_interpret": "s26code",
-    "harness/core/compat.py:_force_interpret": "s26code",
-}
+STATE_OWNED_ELSEWHERE: dict[str, str] = {}
 
 
 def _mutated_names(tree: ast.AST) -> set[str]:
