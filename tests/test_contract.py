@@ -401,3 +401,19 @@ def test_each_restriction_source_is_in_this_release(impl, restriction):
         assert " ".join(restriction.check.split()) in " ".join(path.read_text().split()), (
             f"{impl.name}: {restriction.check!r} is not in {restriction.upstream} of this release"
         )
+
+
+def test_a_built_in_kernel_whose_module_cannot_load_here_exits_4(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A harness gap (a package or jax API this environment lacks) is "cannot run here", never bad usage."""
+    from harness import cli
+    from harness.core import contract
+
+    contract.registry()  # discovered first, so that the planted entry is not overwritten
+    monkeypatch.setitem(contract._UNAVAILABLE, "kernels.gone_kernel", "gonepkg is not installed")
+    code = cli.main(["run", "--kernel", "gone_kernel", "--examples", "1", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "'gone_kernel' cannot run here: its module is not loaded (gonepkg is not installed)" in err
+    assert not list(tmp_path.rglob("failures/*.json"))

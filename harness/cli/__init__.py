@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core import compat
+from harness.core.contract import NotLoadedHere
 from harness.core.errors import InputError
 from harness.core.exit_codes import (  # noqa: F401 - the commands read them from here
     ENTRY,
@@ -104,6 +105,9 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return int(args._main(args))
+    except NotLoadedHere as e:
+        print(f"{e}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
     except INPUT_ERRORS as e:
         line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"error: {line}", file=sys.stderr)

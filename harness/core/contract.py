@@ -55,6 +55,11 @@ class UnknownImplementation(InputError, LookupError):
     """A --kernel / --oracle name that no module registered and no MODULE:ATTR resolves."""
 
 
+class NotLoadedHere(UnknownImplementation):
+    """A built-in implementation whose module this environment cannot load (a package or jax API it
+    lacks): the CLI exits 4, cannot run here, not 2; a caller that only resolves sees a lookup error."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Capabilities:
     """What an implementation accepts; strategies draw only inside it.
@@ -487,7 +492,7 @@ def resolve(spec: str) -> Implementation:
             return reg[spec]
         why = next((w for m, w in _UNAVAILABLE.items() if m.rpartition(".")[2] == spec), None)
         if why is not None:  # a built-in this environment lacks a package or jax API for
-            raise UnknownImplementation(f"{spec!r} cannot run here: its module is not loaded ({why})")
+            raise NotLoadedHere(f"{spec!r} cannot run here: its module is not loaded ({why})")
         raise UnknownImplementation(
             f"unknown implementation {spec!r}; use one of {sorted(reg)}, MODULE:ATTR, or KERNEL=MODULE:ATTR"
         )
