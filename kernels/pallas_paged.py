@@ -142,6 +142,9 @@ class PallasPaged(TpuKernel):
         causal="none: one query per sequence sees its keys [0, length)",
         gqa="native: num_q_heads a multiple of num_kv_heads",
         empty_rows="unwritten",
+        # each sequence its own grid cells (a megacore mode splits them between cores)
+        reproducible=True,
+        batch_invariant=True,
         notes=(
             "layout q [batch, q_heads, head_dim], pages [kv_heads, pool, page_size, head_dim]; no sm_scale "
             "argument: the adapter multiplies q by the scale (in the case dtype). A sequence of length 0 is "

@@ -273,6 +273,9 @@ class PallasSplash(TpuKernel):
         causal="CausalMask(offset): keys j <= i + offset; the adapter passes 0 (top-left) or kv_len - q_len",
         gqa="native: make_splash_mha takes kv_heads dividing q_heads; make_splash_mqa when kv_heads == 1",
         empty_rows="nan_or_convex",
+        # a fixed key-block schedule per head; the backward reduces heads in grid order
+        reproducible=True,
+        batch_invariant=True,
         notes=(
             "no sm_scale argument: the adapter multiplies q by the scale (in the case dtype). "
             "Rows with no visible key are undefined upstream: NaN when the row's query tile visits no key "

@@ -26,6 +26,9 @@ class ConventionRow:
     observed: str  # the empty_rows values the records carry
     notes: str
     source: str
+    # Conventions.reproducible / batch_invariant: "bitwise", or the declared reason (issue 28).
+    reproducible: str = "?"
+    batch_invariant: str = "?"
 
 
 def _from_registry(name: str) -> dict[str, Any] | None:
@@ -35,6 +38,11 @@ def _from_registry(name: str) -> dict[str, Any] | None:
         return contract.resolve(name).conventions.to_json()
     except (contract.UnknownImplementation, ImportError, AttributeError):
         return None
+
+
+def _bitwise(conv: dict[str, Any], name: str) -> str:
+    value = conv.get(name, "?")
+    return "bitwise" if value is True else str(value)
 
 
 def collect(records: Records) -> tuple[list[ConventionRow], str]:
@@ -70,6 +78,8 @@ def collect(records: Records) -> tuple[list[ConventionRow], str]:
                 observed=", ".join(sorted(observed[name])) or "-",
                 notes=str(conv.get("notes", "")),
                 source=source,
+                reproducible=_bitwise(conv, "reproducible"),
+                batch_invariant=_bitwise(conv, "batch_invariant"),
             )
         )
     if sources == {"recorded in run.json"}:

@@ -87,7 +87,7 @@ class CaseRecord(_Record):
     KIND = Kind.CASE
     REQUIRED = {"implementation": str, "case_id": str, "passed": bool, "comparisons": list}
     # exercised is left out only of records written before it existed (a list otherwise, [] included).
-    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised", "interpreter", "shadow"})
+    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised", "interpreter", "shadow", "checks"})
 
     case_id: str
     implementation: str
@@ -116,6 +116,9 @@ class CaseRecord(_Record):
     # The same kernel under the other interpreter, where both ran: interpreter, passed, error,
     # comparisons (against the truth, and "<q>[vs faithful]" against this record's outputs), seconds.
     shadow: JSON | None = None
+    # The checks besides the comparison with the truth that ran (harness.running.checks.CHECKS); None in
+    # records written before it existed.
+    checks: list[str] | None = None
 
     @property
     def interpreted_by(self) -> str | None:
