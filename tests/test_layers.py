@@ -75,6 +75,9 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.signatures",
                 "harness.running.failures",
                 "harness.running.leak",
+                "harness.running.determinism",
+                "harness.running.batch",
+                "harness.running.checks",
             ),
             "environments": (
                 "harness.environments.envs",

@@ -81,9 +81,9 @@ def _smallest_where(impl: Implementation, condition: Callable[[Case], bool]) -> 
 
 def smoke_cases(impl: Implementation) -> list[Case]:
     """The smoke set of `impl`: each declared mask component, tiling class and dtype in at least one
-    case (feature_cases), each extreme-value regime (regime_cases), then each drawn API parameter
-    those cases left unexercised (api_cases)."""
-    return feature_cases(impl) + regime_cases(impl) + api_cases(impl)
+    case (feature_cases), each drawn API parameter those cases left unexercised (api_cases), then each
+    extreme-value regime (regime_cases)."""
+    return feature_cases(impl) + api_cases(impl) + regime_cases(impl)
 
 
 def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
@@ -105,8 +105,8 @@ def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
 
 def _found(impl: Implementation) -> Iterator[Case]:
     yield from feature_cases(impl)
-    yield from regime_cases(impl)
     yield from api_cases(impl)
+    yield from regime_cases(impl)
 
 
 # What the draw depends on besides the kernel's name and capabilities: the strategies, masks,
