@@ -1,4 +1,4 @@
-"""The checks beyond the truth, as records carry them and `coverage` counts them (harness.core.coverage.check_counts)."""
+"""The checks beyond the truth, as records carry them and `coverage` counts them (coverage.check_counts)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ CASE = Case(batch=2, q_heads=1, kv_heads=1, q_len=1, kv_len=64, head_dim=64, dty
 
 
 def _record(case: Case, name: str = "pallas_paged", **fields) -> CaseRecord:
-    return CaseRecord(
-        run_id="r", case_id=case.case_id, implementation=name, passed=True, comparisons=[], case=case.to_json(), **fields
-    )
+    ids = {"run_id": "r", "case_id": case.case_id, "implementation": name}
+    return CaseRecord(**ids, passed=True, comparisons=[], case=case.to_json(), **fields)
 
 
 def test_each_kernel_counts_the_cases_each_check_ran_on_and_old_records_count_what_their_case_shows():
@@ -32,7 +31,8 @@ def test_each_kernel_counts_the_cases_each_check_ran_on_and_old_records_count_wh
     assert counts == {
         "pallas_paged": {"cases": 3, "reproducible": 2, "batch_invariant": 1, "extreme_values": 1, "megacore": 1}
     }
-    assert "pallas_paged: 3 cases; reproducible 2, batch_invariant 1, extreme_values 1, megacore 1" in check_table(counts)
+    line = "pallas_paged: 3 cases; reproducible 2, batch_invariant 1, extreme_values 1, megacore 1"
+    assert line in check_table(counts)
 
 
 def test_a_record_without_checks_reads_and_writes_as_before():
