@@ -26,9 +26,9 @@ class ConventionRow:
     observed: str  # the empty_rows values the records carry
     notes: str
     source: str
-    # Conventions.reproducible / batch_invariant: "bitwise", or the declared reason (issue 28).
-    reproducible: str = "?"
-    batch_invariant: str = "?"
+    # What is declared the same bits (Conventions.reproducible, batch_invariant): "rerun", "row alone",
+    # both, or "-"; a reason it is not joins the notes (issue 28).
+    bitwise: str = "?"
 
 
 def _from_registry(name: str) -> dict[str, Any] | None:
@@ -40,9 +40,19 @@ def _from_registry(name: str) -> dict[str, Any] | None:
         return None
 
 
-def _bitwise(conv: dict[str, Any], name: str) -> str:
-    value = conv.get(name, "?")
-    return "bitwise" if value is True else str(value)
+_BITWISE = {"reproducible": "rerun", "batch_invariant": "row alone"}
+
+
+def _bitwise(conv: dict[str, Any]) -> str:
+    if not any(name in conv for name in _BITWISE):
+        return "?"  # declared before the fields existed
+    return ", ".join(label for name, label in _BITWISE.items() if conv.get(name) is True) or "-"
+
+
+def _not_bitwise(conv: dict[str, Any]) -> list[str]:
+    return [
+        f"Not bitwise ({label}): {conv[name]}." for name, label in _BITWISE.items() if conv.get(name, True) is not True
+    ]
 
 
 def collect(records: Records) -> tuple[list[ConventionRow], str]:
@@ -76,10 +86,9 @@ def collect(records: Records) -> tuple[list[ConventionRow], str]:
                 gqa=str(conv.get("gqa", "?")),
                 empty_rows=str(conv.get("empty_rows", "?")),
                 observed=", ".join(sorted(observed[name])) or "-",
-                notes=str(conv.get("notes", "")),
+                notes=" ".join([str(conv.get("notes", "")), *_not_bitwise(conv)]).strip(),
                 source=source,
-                reproducible=_bitwise(conv, "reproducible"),
-                batch_invariant=_bitwise(conv, "batch_invariant"),
+                bitwise=_bitwise(conv),
             )
         )
     if sources == {"recorded in run.json"}:
