@@ -178,6 +178,9 @@ class TokamaxAttention(Implementation):
         causal="top-left (is_causal; query i sees keys j <= i)",
         gqa="native: key/value heads dividing the query heads",
         empty_rows="uniform",
+        # the XLA (or Triton, cuDNN, Mosaic) program of one case: the same bits each call, each batch row alone
+        reproducible=True,
+        batch_invariant=True,
         notes=(
             "layout [batch, seq, heads, head_dim] (the adapter transposes). Masked logits get a finite "
             "value, so a query row with no visible key (a padded query beyond query_seq_lengths, a "

@@ -150,6 +150,10 @@ class PallasFlash(TpuKernel):
         causal="top-left (query i sees keys j <= i)",
         gqa="none: the adapter repeats k/v heads; gradients sum back through the repeat",
         empty_rows="uniform",
+        # one grid cell per (batch, head, q tile), its key loop in a fixed order; but the backward's
+        # di = sum(o * do) is XLA's, whose CPU reduction depends on the batch size
+        reproducible=True,
+        batch_invariant="dq and dk by an ulp: di is reduced by XLA (docs/findings/pallas_flash_dq_batch_dependent.md)",
         notes=(
             "masked logits get a finite mask value (-0.7 * float32 max), so a row with no visible key "
             "averages every key the kernel visits: all keys, or under causal only the key tiles up to "

@@ -140,6 +140,9 @@ class PallasGpuDecode(GpuKernel):
         causal="none: one query per sequence sees its keys [start_idx, kv_seq_len)",
         gqa="native: gqa takes kv_heads dividing q_heads; mqa for one kv head",
         empty_rows="zeros",
+        # one program per (batch, kv head, split): its splits combined in a fixed order
+        reproducible=True,
+        batch_invariant=True,
         notes=(
             "layout q [batch, q_heads, head_dim], k/v [batch, kv_len, kv_heads, head_dim] (the adapter "
             "transposes). A row with no visible key (start_idx >= kv_seq_len) skips every split and divides "

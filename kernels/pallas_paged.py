@@ -10,7 +10,8 @@ The oracles compute the truth from the dense K/V and never see pages.
 blocks (the page layout; none changes the mathematics): page_size, pages_per_compute_block,
   spare_pages (pool pages no sequence uses), and flags present with value 1 (block sizes
   are positive): megacore_kv_head or megacore_batch (megacore_mode "kv_head" / "batch",
-  absent: None), split_seq_dim (inline_seq_dim=False; absent: the default True).
+  absent: None; under the faithful interpreter on two simulated cores), split_seq_dim
+  (inline_seq_dim=False; absent: the default True).
 kv_format "int8": the pages are QuantizedTensor(int8 codes, scales) (quantization_utils); float32
   cases only so (float32 pages are computed at bfloat16 precision: docs/findings/pallas_paged_float32_pages_bf16.md).
 soft cap (Case.soft_cap): passed as attn_logits_soft_cap where this release's signature has it.
@@ -32,8 +33,8 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import paged_attention as upstream
 from jax.experimental.pallas.ops.tpu.paged_attention import quantization_utils
 
+from harness.core import compat, paging
 from harness.core import coverage as cov
-from harness.core import paging
 from harness.core.case import Case
 from harness.core.contract import About, Capabilities, Conventions, Outputs, Restriction, register
 from harness.core.inputs import Inputs, int8_grid
@@ -68,11 +69,11 @@ RESTRICTIONS = (
 )
 
 
-def _megacore_runs() -> bool:
-    """Megacore modes run only on a TPU: under the Pallas TPU interpreter (jax 0.10.2) a call with
-    megacore_mode "kv_head" or "batch" never returns (docs/findings/pallas_paged_megacore_interpreter_hang.md;
-    upstream's docstring: "the kernel may hang" where megacore is not enabled)."""
-    return TpuKernel.native()
+# TPU cores the faithful interpreter simulates for a megacore mode: with the default one core the
+# kernel waits forever for the second core's half of the grid; with two, both modes return and
+# match megacore_mode=None exactly (docs/findings/pallas_paged_megacore_interpreter_hang.md:
+# about 3 s a call). The fast interpreter runs the core axis as an ordinary sequential grid axis.
+MEGACORE_CORES = 2
 
 
 @st.composite
@@ -84,10 +85,9 @@ def _layout(draw: Any, case: Case) -> dict[str, int]:
     per_block = draw(st.sampled_from(divisors(pages)))
     layout = {"page_size": page_size, "pages_per_compute_block": per_block, "spare_pages": draw(st.integers(1, 3))}
     # megacore "kv_head" needs an even kv head count, "batch" an even batch (upstream checks);
-    # neither under the interpreter, where both hang (_megacore_runs).
+    # under the faithful interpreter a megacore mode runs on MEGACORE_CORES simulated cores.
     modes = [None]
-    if _megacore_runs():
-        modes += ["megacore_kv_head"] * (case.kv_heads % 2 == 0) + ["megacore_batch"] * (case.batch % 2 == 0)
+    modes += ["megacore_kv_head"] * (case.kv_heads % 2 == 0) + ["megacore_batch"] * (case.batch % 2 == 0)
     mode = draw(st.sampled_from(modes))
     if mode is not None:
         layout[mode] = 1
@@ -124,14 +124,9 @@ API = (
             ),
             cov.Param(
                 name="megacore_mode",
-                drawn='None, "kv_head", "batch"',
+                drawn='None, "kv_head", "batch" (under the interpreter on two simulated cores)',
                 exercised=lambda c: any(f in c.block_dict for f in MEGACORE),
                 why="counted: cases with a megacore mode",
-            )
-            if _megacore_runs()
-            else cov.Param(
-                name="megacore_mode",
-                why="None only: a megacore mode hangs under the Pallas TPU interpreter; drawn on a TPU",
             ),
             cov.Param(
                 name="inline_seq_dim", drawn="True, False", exercised=cov.block(SPLIT), why="counted: cases with False"
@@ -175,6 +170,9 @@ class PallasPaged(TpuKernel):
         causal="none: one query per sequence sees its keys [0, length)",
         gqa="native: num_q_heads a multiple of num_kv_heads",
         empty_rows="unwritten",
+        # each sequence its own grid cells (a megacore mode splits them between cores)
+        reproducible=True,
+        batch_invariant=True,
         notes=(
             "layout q [batch, q_heads, head_dim], pages [kv_heads, pool, page_size, head_dim]; no sm_scale "
             "argument: the adapter multiplies q by the scale (in the case dtype). A sequence of length 0 is "
@@ -226,11 +224,6 @@ class PallasPaged(TpuKernel):
             out.append(f"flags {flags} must be 1 (present) or absent")
         if len(set(flags) & set(MEGACORE)) > 1:
             out.append(f"at most one of {sorted(MEGACORE)}")
-        if set(flags) & set(MEGACORE) and not _megacore_runs():
-            out.append(
-                f"{sorted(set(flags) & set(MEGACORE))} hangs under the Pallas TPU interpreter "
-                "(docs/findings/pallas_paged_megacore_interpreter_hang.md); only on a TPU"
-            )
         if "megacore_kv_head" in flags and case.kv_heads % 2:
             out.append(f"megacore_kv_head needs an even kv_heads, got {case.kv_heads}")
         if "megacore_batch" in flags and case.batch % 2:
@@ -257,7 +250,11 @@ class PallasPaged(TpuKernel):
             q = q[:, :, 0, :] * jnp.asarray(scale, q.dtype)
             return self.fn(q, k_pages, v_pages, lengths, indices, **kw)[:, :, None, :]
 
-        return self.outputs(f, inputs, grads=False)
+        if kw["megacore_mode"] is None:
+            return self.outputs(f, inputs, grads=False)
+        cores = dataclasses.replace(compat.interpret_options(), cores=MEGACORE_CORES)
+        with compat.using_interpret_options(cores):
+            return self.outputs(f, inputs, grads=False)
 
     @staticmethod
     def _pages(x: np.ndarray, table: paging.PageTable, case: Case, salt: int) -> Any:

@@ -168,6 +168,9 @@ class PallasRaggedPaged(TpuKernel):
         causal="bottom-right per sequence: the q[b] queries are the last q[b] of its kv[b] keys",
         gqa="native: num_q_heads a multiple of num_kv_heads",
         empty_rows="nan",
+        # each sequence its own grid cells; every grid axis "arbitrary", so run in order
+        reproducible=True,
+        batch_invariant=True,
         notes=(
             "ragged layout: queries packed [tokens, q_heads, head_dim] with cu_q_lens; kv pages combined "
             "[pages, page_size, 2 * kv_heads, head_dim]. Padding query rows do not exist in that layout: "

@@ -65,6 +65,9 @@ class TorchSDPABackend(Implementation):
             gqa="the adapter repeats k/v heads",
             # Declared masks leave every row a visible key (top-left causal), so this is never checked.
             empty_rows="zeros",
+            # torch's CPU kernels split work by thread count, fixed within a process
+            reproducible=True,
+            batch_invariant=True,
             notes="untested on the CPU hosts this harness was built on",
         )
         self.description = f"torch {torch.__version__} SDPA, {backend_name} backend on CUDA"

@@ -266,6 +266,9 @@ XLA_CONVENTIONS = Conventions(
     causal="top-left (is_causal builds tril(ones(T, S)))",
     gqa="native: key heads may divide query heads",
     empty_rows="uniform",
+    # one compiled XLA program per case; XLA on CPU has no atomics
+    reproducible=True,
+    batch_invariant=True,
     notes=(
         "masked logits become a finite large negative number, so a row with no visible key averages all values; "
         "query rows past query_seq_lengths are set to 0; return_residual's logsumexp is rounded to the input dtype"
@@ -313,6 +316,10 @@ CUDNN = DotProductAttention(
         causal="top-left",
         gqa="native",
         empty_rows="uniform",
+        # cuDNN's fused backward may accumulate dQ with atomics (its frontend's deterministic
+        # algorithm is opt-in); GPU only, never run here
+        reproducible="not declared: cuDNN's backward may sum dQ with atomics (deterministic mode is opt-in)",
+        batch_invariant=True,
         notes="declared masks leave no row without a visible key, so the empty-row value is never checked",
     ),
     About(

@@ -171,6 +171,8 @@ def case_record(
         **{
             # The drawn API parameters the case exercised (harness.core.coverage.exercised), "API.param".
             "exercised": [f"flash_attention.flash_attention.{p}" for p in ("q", "k", "v")] if role == "kernel" else [],
+            # The checks beyond the truth that ran (harness.core.coverage.CHECKS).
+            "checks": ["reproducible"] if role == "kernel" else [],
             **extra,
             # A shadow given as its JSON (as a test writes it) is typed as the record holds it.
             **({"shadow": Shadow.from_json(extra["shadow"])} if isinstance(extra.get("shadow"), dict) else {}),

@@ -85,6 +85,9 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.shards",
                 "harness.running.summaries",
                 "harness.running.distinct",
+                "harness.running.determinism",
+                "harness.running.batch",
+                "harness.running.checks",
             ),
             "environments": (
                 "harness.environments.envs",

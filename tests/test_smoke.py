@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from harness.core import contract, coverage, features, smoke
-from harness.core.case import Case
+from harness.core.case import EXTREME_REGIMES, Case
 from harness.running.search import search
 from tests import _fakes
 
@@ -20,8 +20,11 @@ def _drawn(impl) -> set[str]:
 
 def test_the_flash_smoke_set_covers_every_mask_tiling_dtype_and_drawn_api_parameter_in_five_small_cases():
     flash = contract.registry()["pallas_flash"]
-    cases = smoke.smoke_cases(flash)
-    assert len(cases) == 5  # 4 for the features; 1 for sm_scale and save_residuals together
+    # 4 for the features; 1 for sm_scale and save_residuals together; then one per extreme regime.
+    cases, regimes = smoke.smoke_cases(flash)[:5], smoke.smoke_cases(flash)[5:]
+    assert [c.regime for c in regimes] == list(EXTREME_REGIMES)
+    # Each regime meets a mask (causal first): a finite mask value shows only where a mask hides a key.
+    assert regimes[0].mask.causal == "top_left" and all(c.mask_label != "none" for c in regimes)
     assert set().union(*(coverage.exercised(flash, c) for c in cases)) == _drawn(flash)
     assert set().union(*(coverage.exercised(flash, c) for c in cases[:4])) < _drawn(flash)
     seen = set().union(*(features.of(c, flash) for c in cases))
@@ -31,7 +34,7 @@ def test_the_flash_smoke_set_covers_every_mask_tiling_dtype_and_drawn_api_parame
         assert not flash.violations(case)
         assert case.batch == 1 and case.q_heads == 1 and max(case.q_len, case.kv_len) <= 256
     assert "mask:causal_top_left" in features.of(cases[0], flash)  # the commonest bugs first
-    assert smoke.smoke_cases(flash) == cases  # the same every run
+    assert smoke.smoke_cases(flash) == cases + regimes  # the same every run
 
 
 def test_a_search_starts_with_the_smoke_cases_and_counts_them_in_its_examples():
@@ -79,13 +82,15 @@ class _WithApi(_fakes.FakeKernel):
 
 def test_api_cases_follow_the_feature_cases_and_exercise_what_they_left_unexercised():
     kernel = _WithApi("tests.test_smoke:api")
-    cases = smoke.smoke_cases(kernel)
+    cases, regimes = smoke.smoke_cases(kernel), smoke.regime_cases(kernel)
+    assert regimes and cases[len(cases) - len(regimes) :] == regimes  # the extreme regimes last
+    cases = cases[: len(cases) - len(regimes)]
     feature_cases = [c for c in cases if c.scale is None]
     assert cases[: len(feature_cases)] == feature_cases  # features first, the API case last
     assert [c.scale is not None for c in cases] == [False] * len(feature_cases) + [True]
     # The smallest such case: Hypothesis's shrink, not whatever draw the pool had.
     assert cases[-1].q_len == cases[-1].kv_len == 16 and cases[-1].head_dim == 32
-    assert smoke.smoke_cases(kernel) == cases  # the same every run
+    assert smoke.smoke_cases(kernel)[: len(cases)] == cases  # the same every run
 
 
 def test_a_search_that_stops_at_a_feature_case_never_looks_for_the_api_cases(monkeypatch):

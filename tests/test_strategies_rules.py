@@ -36,6 +36,8 @@ from harness.core.masks import (
     shows_some_key,
 )
 from harness.core.strategies import (
+    EXACT_SCALES,
+    LIMIT_SCALES,
     ORPHAN_ID,
     SCALES,
     SOFT_CAPS,
@@ -390,7 +392,9 @@ def test_cases_draw_every_declared_value_and_nothing_else() -> None:
     assert {c.q_heads // c.kv_heads for c in drawn} == {1, 2} and all(c.q_heads % c.kv_heads == 0 for c in drawn)
     assert values["q_len"] == values["kv_len"] == {16, 48} and any(c.q_len != c.kv_len for c in drawn)
     assert values["head_dim"] == {32, 64} and values["dtype"] == {"float32", "bfloat16"}
-    assert values["bias"] == {True, False} and values["scale"] == {None, *SCALES}
+    # The extreme-value regimes draw power-of-two scales of their own (strategies.EXACT_SCALES).
+    extreme = {*EXACT_SCALES, *(s for scales in LIMIT_SCALES.values() for s in scales)}
+    assert values["bias"] == {True, False} and values["scale"] == {None, *SCALES, *extreme}
     assert values["regime"] == set(REGIMES) and values["kv_format"] == {None}
     assert min(values["seed"]) >= 0 and max(values["seed"]) <= 2**16 and len(values["seed"]) > 10
     assert values["soft_cap"] == {None} and values["sinks"] == values["residuals"] == {False}

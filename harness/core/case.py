@@ -20,8 +20,13 @@ FLOAT64 = "float64"
 CASE_DTYPES: tuple[str, ...] = (*DTYPES, FLOAT64)
 # normal: unit-normal q, k, v. large: q and k scaled so logits reach tens to hundreds,
 # where an exp without max-subtraction overflows. ties: every key in a row identical,
-# so each query's logits are all equal (softmax must be exactly uniform).
-REGIMES: tuple[str, ...] = ("normal", "large", "ties")
+# so each query's logits are all equal (softmax must be exactly uniform). The extreme-value
+# regimes (harness.core.inputs, issue 28): dominant (one key per row ~1e5 above the rest), offset
+# (every row's logits shifted ~1e5 below or above zero), near_max (values near the dtype's largest
+# finite number); each needs a power-of-two softmax scale (inputs.exact_scale), so that a correct
+# kernel's float32 logits stay exact however far from zero they lie.
+EXTREME_REGIMES: tuple[str, ...] = ("dominant", "offset", "near_max")
+REGIMES: tuple[str, ...] = ("normal", "large", "ties", *EXTREME_REGIMES)
 # K/V storage formats besides the case dtype. int8: k and v are held as int8 codes times a
 # per-token power-of-two step (harness.core.inputs.int8_grid), as a quantized KV cache holds them;
 # every implementation, oracles included, sees the dequantized values in the case dtype,
@@ -84,6 +89,11 @@ class Case:
             raise CaseError(f"regime={self.regime!r} is not one of {REGIMES}")
         if self.scale is not None and not (math.isfinite(self.scale) and self.scale > 0):
             raise CaseError(f"scale={self.scale!r} must be a positive finite number or None")
+        if self.regime in EXTREME_REGIMES and math.frexp(self.sm_scale)[0] != 0.5:
+            raise CaseError(
+                f"regime={self.regime!r} needs a power-of-two scale (exact logits), got {self.sm_scale:g}; "
+                "set scale=1.0 or 0.25, or a head_dim of 64 or 256"
+            )
         if self.soft_cap is not None and (
             isinstance(self.soft_cap, bool) or not (math.isfinite(self.soft_cap) and self.soft_cap > 0)
         ):

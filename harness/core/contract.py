@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from harness.core.case import DTYPES, KV_FORMATS, Case
+from harness.core.case import DTYPES, KV_FORMATS, REGIMES, Case
 from harness.core.errors import InputError
 from harness.core.locate import TileNames, declare_tiles
 from harness.core.masks import MASK_COMPONENTS, RESTRICTIONS
@@ -99,6 +99,8 @@ class Capabilities:
     kv_format_only_dtypes: tuple[str, ...] = ()
     # Any head_dim runs (an oracle on the dense mask): head_dims are then only what strategies draw.
     any_head_dim: bool = False
+    # The value regimes (harness.core.case.REGIMES) it is held to; one left out cites its finding.
+    regimes: tuple[str, ...] = REGIMES
 
     def __post_init__(self) -> None:
         stray = self.mask_components - MASK_COMPONENTS - {"bias"}
@@ -220,6 +222,18 @@ class Conventions:
     gqa: str  # native GQA support, or how the adapter provides it
     empty_rows: EmptyRows  # see EmptyRows
     notes: str = ""
+    # True where two runs of one case on fresh copies of its inputs return the same bits, outputs and
+    # gradients (harness.running.determinism), else the reason they may not (atomics, a random order).
+    reproducible: bool | str = True
+    # True where a batch row's results are the same bits computed alone as in the whole batch, else why
+    # not (then held to the tolerance instead) (harness.running.batch).
+    batch_invariant: bool | str = True
+
+    def __post_init__(self) -> None:
+        for name in ("reproducible", "batch_invariant"):
+            value = getattr(self, name)
+            if value is not True and not (isinstance(value, str) and value):
+                raise ValueError(f"Conventions.{name}={value!r} must be True or the reason it does not hold")
 
     def to_json(self) -> dict[str, str]:
         return dataclasses.asdict(self)
@@ -337,6 +351,8 @@ class Implementation(abc.ABC):
             out.append(f"q_len={case.q_len} not in {caps.q_lens}")
         if case.kv_format is not None and case.kv_format not in caps.kv_formats:
             out.append(f"kv_format={case.kv_format} not in {caps.kv_formats or '(none)'}")
+        if case.regime not in caps.regimes:
+            out.append(f"regime={case.regime} not in {caps.regimes}")
         if case.kv_format is None and case.dtype in caps.kv_format_only_dtypes:
             out.append(f"dtype={case.dtype} only with kv_format in {caps.kv_formats} (plain pages lose precision)")
         # residuals are not a violation: an implementation that returns none is simply not checked on them.

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.core.case import Case
+from harness.core.case import EXTREME_REGIMES, Case
 from harness.core.summary import KernelSummary
 
 if TYPE_CHECKING:
@@ -456,3 +456,32 @@ def cell_rows(runs: dict[str, RunView], cases: list[CaseView]) -> list[CellRow]:
             )
         )
     return out
+
+
+# --- The checks beyond the comparison with the truth (issue 28), counted per implementation ---
+
+# reproducible: rerun on fresh copies of the inputs (harness.running.determinism); batch_invariant: a
+# batch row alone (harness.running.batch); extreme_values: an extreme value regime
+# (harness.core.case.EXTREME_REGIMES); megacore: a megacore mode (kernels/pallas_paged.py).
+CHECKS: tuple[str, ...] = ("reproducible", "batch_invariant", "extreme_values", "megacore")
+
+
+def case_checks(case: Case) -> list[str]:
+    """The checks a case makes by what it is: its value regime, a megacore mode among its blocks."""
+    out = ["extreme_values"] if case.regime in EXTREME_REGIMES else []
+    return out + (["megacore"] if any(name.startswith("megacore") for name, _ in case.blocks) else [])
+
+
+def check_counts(records: Iterable[CaseRecord]) -> dict[str, dict[str, int]]:
+    """Per kernel: its distinct cases ("cases") and how many of them each of CHECKS ran on. A record
+    from before CaseRecord.checks counts only the checks its case makes by itself (case_checks)."""
+    seen: dict[str, dict[str, set[str]]] = {}
+    for rec in records:
+        if rec.role == "oracle" or rec.case is None:
+            continue
+        ran = set(rec.checks or ()) | set(case_checks(Case.from_json(rec.case)))
+        per = seen.setdefault(rec.implementation, {"cases": set()} | {c: set() for c in CHECKS})
+        per["cases"].add(rec.case_id)
+        for check in ran & set(CHECKS):
+            per[check].add(rec.case_id)
+    return {name: {key: len(ids) for key, ids in per.items()} for name, per in sorted(seen.items())}

@@ -7,7 +7,7 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 
-from harness.core.case import Case
+from harness.core.case import EXTREME_REGIMES, Case
 from harness.core.masks import dense_mask, empty_rows
 
 NP_DTYPES = {
@@ -21,6 +21,77 @@ NP_DTYPES = {
 # logits have standard deviation about LARGE**2, so rows reach |logit| ~ 100, past
 # float32's exp overflow at ~88 unless the kernel subtracts the running max.
 LARGE = 5.0
+
+# --- The extreme-value regimes (harness.core.case.EXTREME_REGIMES) ---
+# Far from zero, float32 logits keep only a few bits after the point (ulp(1e5) = 2**-7), so a
+# kernel and the same-dtype ruler would each round them differently and the comparison would judge
+# noise. So these regimes keep a correct kernel's logits exact: q, k (and a bias) lie on a grid of
+# multiples of 1/GRID, the softmax scale is a power of two (Case checks it), and the shift's
+# factors are powers of two; every product is then a multiple of 1/GRID**2 and every partial
+# sum of a row's dot product, in any order, stays below 2**24 of those units (EXACT_DOT).
+GRID = 2
+EXACT_DOT = 2.0**21
+# float16: the dot product itself must stay inside float16's range (max 65504), where the ruler
+# (the reference in the case dtype) forms it before scaling.
+EXACT_DOT_OF = {"float16": 2.0**14}
+# How far the offset and dominant regimes move logits: past any finite mask value a kernel might
+# use in place of -inf (flashinfer-ai/flashinfer#4267: -5e4), within float16's range for float16
+# cases (a kernel that forms float16 logits must still represent them; max 65504).
+SHIFT = {"float16": 2.0**14}
+DEFAULT_SHIFT = 2.0**17
+# near_max: values as large as an online softmax's unnormalised accumulator allows: it sums a row's
+# weighted values with weights up to 1 before dividing (and a row with no visible key, under a finite
+# mask value, sums them all), so the values peak at M / (2 * kv_len) of the dtype's largest finite
+# number M and that sum stays finite; larger, every such kernel overflows where the truth is finite
+# (measured: pallas_flash, pallas_gpu at M / 16). The output cotangent is ~1/sqrt(M), so the
+# backward's dout . v products stay near sqrt(M), far inside float32 (q and k stay ordinary: at M
+# their logits would overflow every kernel's float32 arithmetic, a limit, not a bug).
+NEAR_MAX_SPREAD = 4  # the values' standard deviation is the peak over this: 4 sigma, few clipped
+
+
+def _grid(x: np.ndarray) -> np.ndarray:
+    return np.rint(x * GRID) / GRID
+
+
+def _shift_factors(case: Case) -> tuple[float, float, float]:
+    """The logit shift T and powers of two a * b = T / scale (the shift's q and k components); T is
+    capped where T / scale would pass EXACT_DOT (a tiny scale), so the logits stay exact."""
+    shift = min(SHIFT.get(case.dtype, DEFAULT_SHIFT), EXACT_DOT_OF.get(case.dtype, EXACT_DOT) * case.sm_scale)
+    e = round(np.log2(shift / case.sm_scale))
+    return shift, 2.0 ** (e - e // 2), 2.0 ** (e // 2)
+
+
+def _extreme(case: Case, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, v: np.ndarray, bias):
+    """q, k, v and the bias of an extreme regime, from the unit-normal draws (bias may be None).
+
+    offset: each query row's logits all moved by +-T (its sign drawn per row): in the bias when the
+      case has one, else through q[..., 0] = +-a against k[..., 0] = b for every key.
+    dominant: one key per (batch, kv head), at a drawn position, T above the other keys of every
+      query that sees it (q[..., 0] = a, that key's k[..., 0] = b, the others' 0).
+    near_max: v as large as a row's unnormalised sum allows (NEAR_MAX_SPREAD)."""
+    q, k = _grid(q), _grid(k)
+    bias = None if bias is None else _grid(bias)
+    shift, a, b = _shift_factors(case)
+    if case.regime == "offset":
+        sign = rng.choice([-1.0, 1.0], size=q.shape[:-1])
+        if bias is not None:
+            bias = bias + sign[..., None] * shift
+        else:
+            q[..., 0], k[..., 0] = sign * a, b
+    elif case.regime == "dominant":
+        q[..., 0], k[..., 0] = a, 0.0
+        key = rng.integers(0, case.kv_len, size=k.shape[:2])
+        np.put_along_axis(k[..., 0], key[..., None], b, axis=-1)
+    else:
+        peak = float(ml_dtypes.finfo(NP_DTYPES[case.dtype]).max) / (2 * case.kv_len)
+        v = np.clip(v * peak / NEAR_MAX_SPREAD, -peak, peak)
+    return q, k, v, bias
+
+
+def _cotangent_scale(case: Case) -> float:
+    if case.regime != "near_max":
+        return 1.0
+    return float(np.exp2(-np.ceil(np.log2(float(ml_dtypes.finfo(NP_DTYPES[case.dtype]).max)) / 2)))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -82,8 +153,6 @@ def make_inputs(case: Case) -> Inputs:
         q, k = q * LARGE, k * LARGE
     elif case.regime == "ties":
         k = np.broadcast_to(k[:, :, :1, :], kshape).copy()
-    if case.kv_format == "int8":
-        k, v = (codes * step for codes, step in (int8_grid(k), int8_grid(v)))
     bias = None
     if case.bias:
         bias = rng.standard_normal((case.batch, case.q_heads, case.q_len, case.kv_len))
@@ -92,9 +161,14 @@ def make_inputs(case: Case) -> Inputs:
         elif case.regime == "ties":
             # A bias that varies per key would break the ties; keep it constant per row.
             bias = np.broadcast_to(bias[..., :1], bias.shape).copy()
+    if case.regime in EXTREME_REGIMES:
+        # Drawn after the normal regimes' arrays, so their cases keep their inputs bit for bit.
+        q, k, v, bias = _extreme(case, rng, q, k, v, bias)
+    if case.kv_format == "int8":
+        k, v = (codes * step for codes, step in (int8_grid(k), int8_grid(v)))
     visible = dense_mask(case.mask, batch=case.batch, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
     empty = empty_rows(visible)
-    dout = rng.standard_normal(qshape) * ~empty[..., None]
+    dout = rng.standard_normal(qshape) * ~empty[..., None] * _cotangent_scale(case)
     sinks = None
     if case.sinks:
         # Drawn after every other array, so a case without sinks keeps its inputs bit for bit.

@@ -49,6 +49,8 @@ class InterpretOptions:
     interpreter: "faithful" (the TPU interpret mode, the one the options above configure) or
       "fast" (the HLO interpreter, which has none of those checks; INTERPRETERS). Options saved
       before the field existed read as "faithful": what they ran under.
+    cores: TPU cores the faithful interpreter simulates (InterpretParams.num_cores_or_threads); a
+      megacore grid needs 2 (docs/findings/pallas_paged_megacore_interpreter_hang.md).
     """
 
     detect_races: bool = False
@@ -56,6 +58,7 @@ class InterpretOptions:
     random_seed: int | None = None
     check_grid_order: bool = False
     interpreter: str = "faithful"
+    cores: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.detect_races, bool):
@@ -71,6 +74,8 @@ class InterpretOptions:
             raise ValueError(f"interpret check_grid_order={self.check_grid_order!r} must be true or false")
         if self.interpreter not in INTERPRETERS:
             raise ValueError(f"interpret interpreter={self.interpreter!r} is not one of {INTERPRETERS}")
+        if not isinstance(self.cores, int) or isinstance(self.cores, bool) or self.cores < 1:
+            raise ValueError(f"interpret cores={self.cores!r} must be a positive integer")
         if self.interpreter == "fast" and self.checks:
             # The HLO interpreter runs the grid in order and has no race detector.
             raise ValueError("race detection and the grid-order check need interpreter='faithful', not 'fast'")
@@ -81,7 +86,10 @@ class InterpretOptions:
         return self.detect_races or self.check_grid_order
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.cores == 1:  # written only when set: options saved before the field keep their JSON
+            del out["cores"]
+        return out
 
     @classmethod
     def from_json(cls, d: Any) -> InterpretOptions:
@@ -196,6 +204,8 @@ def tpu_kernel_context(random_seed: int | None = None) -> Iterator[str]:
     seed = opts.random_seed if random_seed is None else random_seed
     if seed is not None:
         kwargs["random_seed"] = seed
+    if opts.cores > 1:  # only when asked: older InterpretParams have no such field
+        kwargs["num_cores_or_threads"] = opts.cores
     with force(params_cls(**kwargs)):
         yield "tpu_interpret"
 

@@ -1,5 +1,5 @@
 """Smoke cases: before random generation, every declared mask component, dtype and tiling class,
-and every drawn API parameter, at the smallest size.
+every extreme-value regime, and every drawn API parameter, at the smallest size.
 
 Hypothesis starts from the simplest cases, so a bug in one mask component can spend a
 run's first cases on cases without it. A run therefore starts with a few explicit cases:
@@ -39,7 +39,7 @@ import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 
 from harness.core import compat, coverage, features, strategies
-from harness.core.case import Case, CaseError
+from harness.core.case import EXTREME_REGIMES, Case, CaseError
 from harness.core.contract import Implementation
 
 # The groups smoke cases cover (harness.core.features), in the order their values are paired.
@@ -81,8 +81,9 @@ def _smallest_where(impl: Implementation, condition: Callable[[Case], bool]) -> 
 
 def smoke_cases(impl: Implementation) -> list[Case]:
     """The smoke set of `impl`: each declared mask component, tiling class and dtype in at least one
-    case (feature_cases), then each drawn API parameter those cases left unexercised (api_cases)."""
-    return feature_cases(impl) + api_cases(impl)
+    case (feature_cases), each drawn API parameter those cases left unexercised (api_cases), then each
+    extreme-value regime (regime_cases)."""
+    return feature_cases(impl) + api_cases(impl) + regime_cases(impl)
 
 
 def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
@@ -105,6 +106,7 @@ def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
 def _found(impl: Implementation) -> Iterator[Case]:
     yield from feature_cases(impl)
     yield from api_cases(impl)
+    yield from regime_cases(impl)
 
 
 # What the draw depends on besides the kernel's name and capabilities: the strategies, masks,
@@ -172,6 +174,11 @@ def feature_cases(impl: Implementation) -> list[Case]:
     return list(_feature_cases(impl))
 
 
+def regime_cases(impl: Implementation) -> list[Case]:
+    """Each extreme-value regime (harness.core.case.EXTREME_REGIMES) once, smallest first."""
+    return list(_regime_cases(impl))
+
+
 def api_cases(impl: Implementation) -> list[Case]:
     """The drawn API parameters the feature cases left unexercised, as few cases as the greedy cover finds."""
     return list(_api_cases(impl))
@@ -189,6 +196,21 @@ def _feature_cases(impl: Implementation) -> tuple[Case, ...]:
         # forbids it): each feature on its own instead.
         found = [case] if case is not None else [_smallest(impl, frozenset({w})) for w in sorted(wanted)]
         out += [c for c in found if c is not None and c not in out]
+    return tuple(out)
+
+
+@functools.cache
+def _regime_cases(impl: Implementation) -> tuple[Case, ...]:
+    """The i-th extreme regime with the i-th declared mask component (causal first, as feature_cases
+    orders them): a finite mask value shows only where a row's visible logits lie below it, so each
+    regime meets a mask (the regime alone where the pair is outside the contract)."""
+    masks = [f"mask:{m}" for m in _order("mask", features.declared(impl).get("mask", ()))] or [None]
+    out: list[Case] = []
+    for i, regime in enumerate(EXTREME_REGIMES):
+        wanted = frozenset({f"regime:{regime}", masks[i % len(masks)]} - {None})
+        case = _smallest(impl, wanted) or _smallest(impl, frozenset({f"regime:{regime}"}))
+        if case is not None and case not in out:
+            out.append(case)
     return tuple(out)
 
 

@@ -8,13 +8,14 @@ always inside its contract; block sizes come from the implementation's own
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from harness.core.case import REGIMES, Case
+from harness.core.case import EXTREME_REGIMES, REGIMES, Case
 from harness.core.contract import Capabilities, Implementation
 from harness.core.masks import (
     CAUSAL_Q_LE_KV,
@@ -57,6 +58,28 @@ SCALES = (1.0, 0.25, 0.03)
 # the "large" regime; 5 and 1 saturate tanh on ordinary logits, where the cap's derivative
 # (1 - tanh^2) nears 0 and a misplaced cap shows most.
 SOFT_CAPS = (50.0, 5.0, 1.0)
+# Scales of the extreme-value regimes, each a power of two (their logits stay exact, harness.core.inputs):
+# the two of SCALES that are, and one near a limit per regime (LIMIT_SCALES): 2**8 for the shift
+# regimes (float16 logits in the thousands, past exp's range without a running max), 2**-16 for
+# near_max (float16 logits near its smallest normal, 6e-5). Not 2**8 with near_max: its gradients
+# (scale times values near the dtype's largest) would pass float16's range in the truth itself; not
+# 2**-16 with the shifts: inputs.EXACT_DOT would cap the shift to nothing.
+EXACT_SCALES = (1.0, 0.25)
+LIMIT_SCALES = {"offset": (2.0**8,), "dominant": (2.0**8,), "near_max": (2.0**-16,)}
+
+
+def _exact(scale: float | None, head_dim: int) -> bool:
+    """Whether the softmax scale is a power of two (float32 logits on the regimes' grid stay exact)."""
+    return math.frexp(1.0 / math.sqrt(head_dim) if scale is None else scale)[0] == 0.5
+
+
+def _regime_and_scale(draw: st.DrawFn, regimes: tuple[str, ...], scale: float | None, head_dim: int):
+    """A regime, and the scale it is drawn with: an extreme regime draws a power-of-two scale of its own."""
+    regime = draw(st.sampled_from(regimes))
+    if regime not in EXTREME_REGIMES:
+        return regime, scale
+    keep = (scale,) if _exact(scale, head_dim) else ()
+    return regime, draw(st.sampled_from((*keep, *EXACT_SCALES, *LIMIT_SCALES[regime])))
 
 
 # Tile sizes whose edges mask boundaries are drawn at when a case's own tiles are not known yet
@@ -304,18 +327,22 @@ def _cases(draw: st.DrawFn, impl: Implementation, dtypes: tuple[str, ...] | None
     kv_len = draw(st.sampled_from(caps.seq_lens)) if caps.unequal_lengths else q_len
     shape = {"batch": batch, "q_len": q_len, "kv_len": kv_len, "heads": kv_heads * group}
     mask = draw(masks(components=caps.mask_components, restrictions=caps.restrictions, **shape))
+    head_dim = draw(st.sampled_from(caps.head_dims))
+    dtype = draw(st.sampled_from(dtypes or caps.dtypes))
+    bias = "bias" in caps.mask_components and draw(st.booleans())
+    regime, scale = _regime_and_scale(draw, regimes, draw(st.none() | st.sampled_from(SCALES)), head_dim)
     case = Case(
         batch=batch,
         q_heads=kv_heads * group,
         kv_heads=kv_heads,
         q_len=q_len,
         kv_len=kv_len,
-        head_dim=draw(st.sampled_from(caps.head_dims)),
-        dtype=(dtype := draw(st.sampled_from(dtypes or caps.dtypes))),
+        head_dim=head_dim,
+        dtype=dtype,
         mask=mask,
-        bias="bias" in caps.mask_components and draw(st.booleans()),
-        scale=draw(st.none() | st.sampled_from(SCALES)),
-        regime=draw(st.sampled_from(regimes)),
+        bias=bias,
+        scale=scale,
+        regime=regime,
         seed=draw(st.integers(0, 2**16)),
         kv_format=draw(st.sampled_from(_kv_formats(caps, dtype))),
         # Drawn only where declared, so the cases of every other implementation stay as they were.
@@ -343,6 +370,10 @@ def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tup
         lens = lengths(components=caps.mask_components, restrictions=caps.restrictions, **shape, tiles=tiles)
         mask = dataclasses.replace(mask, lengths=draw(lens))
     assume(SOME_KEY_VISIBLE not in caps.restrictions or shows_some_key(mask, **shape))
+    # The skeleton's scale is compiled in: an extreme regime only where it is a power of two.
+    exact = _exact(skeleton.scale, skeleton.head_dim)
+    regimes = tuple(r for r in regimes if exact or r not in EXTREME_REGIMES)
+    assume(regimes)
     return skeleton.replace(mask=mask, regime=draw(st.sampled_from(regimes)), seed=draw(st.integers(0, 2**16)))
 
 
@@ -374,6 +405,9 @@ def cases(
     unknown = set(regimes) - set(REGIMES)
     if unknown:
         raise ValueError(f"regimes {sorted(unknown)} are unknown; choose from {REGIMES}")
+    regimes = tuple(r for r in regimes if r in impl.capabilities.regimes)
+    if not regimes:
+        raise ValueError(f"{impl.name} is held to none of these regimes; it declares {impl.capabilities.regimes}")
     if pool is None:
         return _cases(impl, dtypes, regimes)
     pool = tuple(pool)

@@ -26,6 +26,9 @@ class ConventionRow:
     observed: str  # the empty_rows values the records carry
     notes: str
     source: str
+    # What is declared the same bits (Conventions.reproducible, batch_invariant): "rerun", "row alone",
+    # both, or "-"; a reason it is not joins the notes (issue 28).
+    bitwise: str = "?"
 
 
 def _from_registry(name: str) -> dict[str, Any] | None:
@@ -35,6 +38,21 @@ def _from_registry(name: str) -> dict[str, Any] | None:
         return contract.resolve(name).conventions.to_json()
     except (contract.UnknownImplementation, ImportError, AttributeError):
         return None
+
+
+_BITWISE = {"reproducible": "rerun", "batch_invariant": "row alone"}
+
+
+def _bitwise(conv: dict[str, Any]) -> str:
+    if not any(name in conv for name in _BITWISE):
+        return "?"  # declared before the fields existed
+    return ", ".join(label for name, label in _BITWISE.items() if conv.get(name) is True) or "-"
+
+
+def _not_bitwise(conv: dict[str, Any]) -> list[str]:
+    return [
+        f"Not bitwise ({label}): {conv[name]}." for name, label in _BITWISE.items() if conv.get(name, True) is not True
+    ]
 
 
 def collect(records: Records) -> tuple[list[ConventionRow], str]:
@@ -68,8 +86,9 @@ def collect(records: Records) -> tuple[list[ConventionRow], str]:
                 gqa=str(conv.get("gqa", "?")),
                 empty_rows=str(conv.get("empty_rows", "?")),
                 observed=", ".join(sorted(observed[name])) or "-",
-                notes=str(conv.get("notes", "")),
+                notes=" ".join([str(conv.get("notes", "")), *_not_bitwise(conv)]).strip(),
                 source=source,
+                bitwise=_bitwise(conv),
             )
         )
     if sources == {"recorded in run.json"}:

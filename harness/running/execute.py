@@ -35,6 +35,8 @@ class Execution:
     traceback: str | None = None
     races: bool | None = None
     reordered: Outputs | None = None
+    # A second run on fresh copies of the inputs (harness.running.determinism): its outputs, or its error.
+    rerun: Outputs | str | None = None
     seconds: float = 0.0
     native: dict | None = None  # harness.tpu.native timings, for a kernel on an accelerator
 

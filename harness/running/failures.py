@@ -267,9 +267,11 @@ def load_failure(path: Path | str) -> FailureFile:
 
 
 def replay(ff: FailureFile, *, time_limit: float | None = None) -> CaseResult:
-    """Run the recorded case through the recorded (or retargeted) kernel and oracles."""
+    """Run the recorded case through the recorded (or retargeted) kernel and oracles; a kernel that declares
+    reproducible results is rerun whatever share a run reruns (harness.running.determinism)."""
     limit = time_limit if time_limit is not None else ff.time_limit
-    return run_case(ff.case, [ff.kernel, *ff.oracles], grads=ff.grads, time_limit=limit, interpret=ff.interpret)
+    subjects = [ff.kernel, *ff.oracles]
+    return run_case(ff.case, subjects, grads=ff.grads, time_limit=limit, interpret=ff.interpret, rerun_every=True)
 
 
 def version_differences(recorded: dict[str, str | None]) -> list[str]:

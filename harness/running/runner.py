@@ -20,6 +20,7 @@ from harness.core.contract import GRADIENTS, QUANTITIES, Implementation, Outputs
 from harness.core.inputs import Inputs, make_inputs
 from harness.core.locate import Located, locate
 from harness.core.magnitudes import term_magnitudes
+from harness.running import batch, checks, determinism
 from harness.running.execute import Execution, execute
 from harness.store.derive import reason
 
@@ -45,6 +46,11 @@ class SubjectResult:
     # The same kernel on the same case under the other interpreter, judged against the same truth and
     # against this result's outputs ("<q>[vs faithful]" rows); None when only one interpreter ran.
     shadow: SubjectResult | None = None
+    # The checks beyond the comparison with the truth that ran (harness.running.checks names them).
+    checks: list[str] = dataclasses.field(default_factory=list)
+    # What it returned, for the checks run_case makes after it (batch rows alone); dropped by run_case
+    # before it returns, so that no result kept by a search holds arrays.
+    outputs: Outputs | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def divergence(self) -> bool:
@@ -240,6 +246,9 @@ def judge(
             **meta, passed=False, comparisons=[], error=ex.error, traceback=ex.traceback, seconds=ex.seconds
         )
     comps = _errors(impl, case, inputs, ex.outputs, ref) + _interpreter_checks(ex)
+    reran = ex.rerun is not None
+    if reran:
+        comps.append(determinism.comparison(ex.outputs, ex.rerun))
     passed = all(c.passed for c in comps)
     located = None if passed else _locate(case, inputs, ex.outputs, ref.truth, comps)
     return SubjectResult(
@@ -250,6 +259,8 @@ def judge(
         located=located,
         native=ex.native,
         digest=outputs_digest(ex.outputs),
+        checks=[determinism.REPRODUCIBLE] if reran else [],
+        outputs=ex.outputs,
     )
 
 
@@ -291,12 +302,21 @@ def _execute(
     grads: bool,
     time_limit: float | None,
     interpret: InterpretOptions,
+    rerun: bool = False,
 ) -> Execution:
+    """Run `impl` (in a worker under a time limit); rerun: once more on fresh copies of the inputs, kept
+    as Execution.rerun (harness.running.determinism)."""
     if time_limit is None or impl.role == "oracle":  # the judges stay in this process
-        return execute(impl, case, inputs, grads=grads, interpret=interpret)
-    from harness.running import worker  # starts a process: only when a time limit asks for one
+        ex = execute(impl, case, inputs, grads=grads, interpret=interpret)
+    else:
+        from harness.running import worker  # starts a process: only when a time limit asks for one
 
-    return worker.execute(impl, case, grads=grads, time_limit=time_limit, interpret=interpret)
+        ex = worker.execute(impl, case, grads=grads, time_limit=time_limit, interpret=interpret)
+    if rerun and ex.outputs is not None:
+        kw = {"grads": grads, "time_limit": time_limit, "interpret": interpret}
+        again = _execute(impl, case, determinism.fresh(inputs), **kw)
+        ex = dataclasses.replace(ex, rerun=again.outputs if again.outputs is not None else str(again.error))
+    return ex
 
 
 def run_subject(
@@ -308,10 +328,14 @@ def run_subject(
     grads: bool,
     time_limit: float | None = None,
     interpret: InterpretOptions = DEFAULT_INTERPRET,
+    rerun_every: bool = False,
 ) -> SubjectResult:
-    """Run one implementation; any exception (or, under a time limit, a hang or crash) becomes a failed result."""
-    ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=interpret)
-    return judge(impl, case, inputs, ex, ref, interpreter=interpreter_of(impl, interpret))
+    """Run one implementation; any exception (or, under a time limit, a hang or crash) becomes a failed result.
+    rerun_every: rerun every case where reproducibility is declared, not a share (determinism.wanted)."""
+    interpreter = interpreter_of(impl, interpret)
+    rerun = determinism.wanted(impl, case, interpreter, every=rerun_every)
+    ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=interpret, rerun=rerun)
+    return judge(impl, case, inputs, ex, ref, interpreter=interpreter)
 
 
 def interpreter_of(impl: Implementation, interpret: InterpretOptions) -> str | None:
@@ -389,6 +413,7 @@ def run_interpreted(
     interpret: InterpretOptions,
     interpreters: tuple[str, ...],
     confirm: bool = True,
+    rerun_every: bool = False,
 ) -> SubjectResult:
     """`impl` on each of `interpreters` in turn, and (confirm) on "faithful" after a failure on "fast" alone;
     the verdict is the last run's, with the fast run as its shadow (compared with it) when both ran."""
@@ -397,7 +422,10 @@ def run_interpreted(
     while order:
         name = order.pop(0)
         options = dataclasses.replace(interpret, interpreter=name)
-        ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=options)
+        # A fast-only failure's confirmation reruns too: it may be the fast run's reproducibility that failed.
+        every = rerun_every or (name == "faithful" and "fast" in runs)
+        rerun = determinism.wanted(impl, case, name, every=every)
+        ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=options, rerun=rerun)
         runs[name] = ex, judge(impl, case, inputs, ex, ref, interpreter=name)
         if confirm and name == "fast" and not runs[name][1].passed and "faithful" not in runs and not order:
             order.append("faithful")  # every failure on the fast interpreter is confirmed before it is reported
@@ -421,6 +449,7 @@ def run_case(
     interpret: InterpretOptions = DEFAULT_INTERPRET,
     policy: str | None = None,
     smoke: bool = False,
+    rerun_every: bool = False,
 ) -> CaseResult:
     """Truth (float64), ruler (same dtype), then every subject against them.
 
@@ -429,6 +458,8 @@ def run_case(
     interpret: the Pallas TPU interpreter's options for every subject it interprets.
     policy: which interpreters run each Pallas TPU kernel (INTERPRETER_POLICIES, see `plan`; smoke: the
     case is a smoke case); None runs each under interpret.interpreter alone.
+    rerun_every: rerun every case where a kernel declares reproducible results (else a share:
+    harness.running.determinism); each kernel's batch row is also checked alone (harness.running.batch).
     """
     start = time.perf_counter()
     # An oracle runs only inside its declared contract: one that lacks a feature of the case
@@ -451,10 +482,12 @@ def run_case(
                     interpret=interpret,
                     interpreters=interpreters,
                     confirm="faithful" in impl.interpreters(),
+                    rerun_every=rerun_every,
                 )
             )
         else:
-            results.append(
-                run_subject(impl, case, inputs, ref, grads=grads, time_limit=time_limit, interpret=interpret)
-            )
+            kw = {"grads": grads, "time_limit": time_limit, "interpret": interpret, "rerun_every": rerun_every}
+            results.append(run_subject(impl, case, inputs, ref, **kw))
+        results[-1] = batch.checked(impl, case, inputs, results[-1], grads=grads, interpret=interpret)
+        results[-1] = checks.done(case, results[-1])
     return CaseResult(case=case, subjects=results, seconds=time.perf_counter() - start)

@@ -175,6 +175,7 @@ def subject_record(
         located=located,
         interpreter=subject.interpreter,
         shadow=_shadow(subject.shadow),
+        checks=list(subject.checks),
     )
 
 

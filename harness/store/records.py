@@ -156,7 +156,7 @@ class CaseRecord(_Record):
     KIND = Kind.CASE
     REQUIRED = {"implementation": str, "case_id": str, "passed": bool, "comparisons": list}
     # exercised is left out only of records written before it existed (a list otherwise, [] included).
-    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised", "interpreter", "shadow"})
+    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised", "interpreter", "shadow", "checks"})
     NESTED = {"comparisons": _comparisons, "shadow": Shadow.from_json}
 
     case_id: str
@@ -185,6 +185,9 @@ class CaseRecord(_Record):
     interpreter: str | None = None
     # The same kernel under the other interpreter, where both ran; None where one ran.
     shadow: Shadow | None = None
+    # The checks besides the comparison with the truth that ran (harness.running.checks.CHECKS); None in
+    # records written before it existed.
+    checks: list[str] | None = None
 
     @property
     def interpreted_by(self) -> str | None:

@@ -33,6 +33,15 @@ FIXTURES: dict[str, str] = {
 SUBTLE: dict[str, str] = {"fwd_p_bfloat16": "precision loss (subtle)"}
 
 
+# Negative controls for issue 28's checks, each caught in the default suite on one fixed case while the
+# upstream kernel passes it (tests/test_planted.py): module -> the check that catches it.
+CONTROLS: dict[str, str] = {
+    "flash_rerun_ulp": "reproducible (one ulp on every other call)",
+    "xla_batch_ulp": "batch_invariant (one ulp when the batch holds more than one row)",
+    "fwd_mask_value_finite": "extreme_values (a finite mask value of -5e4)",
+}
+
+
 # Interpreter checks a bug needs to be seen (harness.core.compat.InterpretOptions fields).
 INTERPRET: dict[str, dict] = {"fwd_kv_axis_parallel": {"random_seed": 1, "check_grid_order": True}}
 

@@ -120,6 +120,15 @@ def cell_table(rows: list[coverage.CellRow]) -> str:
     return "\n".join(lines)
 
 
+def check_table(counts: dict[str, dict[str, int]]) -> str:
+    """Per kernel, the cases each check beyond the truth ran on (harness.core.coverage.check_counts)."""
+    lines = ["== checks beyond the truth: cases each ran on, per kernel"]
+    for name, per in counts.items():
+        ran = ", ".join(f"{c} {per[c]}" for c in coverage.CHECKS)
+        lines.append(f"  {name}: {per['cases']} cases; {ran}")
+    return "\n".join(lines) + "\n"
+
+
 def main(args: argparse.Namespace) -> int:
     recs = _load(stores(args))
     registered = contract.registry()
@@ -156,6 +165,7 @@ def main(args: argparse.Namespace) -> int:
         run_id: dataclasses.replace(run, api_parameters=_with_drawn(run.api_parameters))
         for run_id, run in recs.runs.items()
     }
+    print(check_table(coverage.check_counts(r for r in recs.cases if not wanted or r.implementation in wanted)))
     cells = coverage.cell_rows(runs, cases)
     if wanted:
         cells = [c for c in cells if c.implementation in wanted]

@@ -1,0 +1,130 @@
+"""Batch invariance: one batch row (one sequence of a paged or ragged batch) computed alone returns what
+it returned inside the whole batch.
+
+flashinfer and vLLM require a sequence's output to be bitwise the same whatever else is in the batch
+(deepseek-ai/FlashMLA#212: 1-2 ulp of batch dependence flips an argmax token). Each kernel declares it
+(harness.core.contract.Conventions.batch_invariant: True, or why not); on a share of its cases with
+batch > 1 (`wanted`) the runner runs one row alone, with the same interpreter, and compares each
+quantity of that row: bitwise where declared, else within the bound the case's verdict used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from harness.core.case import Case
+from harness.core.compare import Comparison
+from harness.core.compat import InterpretOptions
+from harness.core.contract import Implementation, Outputs
+from harness.core.inputs import Inputs
+from harness.core.masks import Lengths, Mask, Segments
+from harness.running.execute import execute
+
+BATCH_INVARIANT = "batch_invariant"
+# The row alone is a new program (batch 1), compiled once per shape: one case in ONE_IN (by case id,
+# so the same cases every run) with batch > 1 is checked.
+ONE_IN = 2
+# Per batch row, on axis 0; dsinks sums over the batch rows, so it has no row of its own.
+ROW_QUANTITIES = ("out", "dq", "dk", "dv", "dbias", "lse")
+
+
+def wanted(impl: Implementation, case: Case, *, passed: bool) -> bool:
+    """Whether to check a batch row of `impl`'s run of `case` alone (a kernel that passed, batch > 1)."""
+    return impl.role == "kernel" and passed and case.batch > 1 and int(case.case_id, 16) % ONE_IN == 0
+
+
+def row(case: Case) -> int:
+    """The batch row checked: drawn from the case id, so the same every run."""
+    return int(case.case_id, 16) // ONE_IN % case.batch
+
+
+def row_mask(mask: Mask, b: int) -> Mask:
+    """The mask of batch row b alone (the per-row parts cut to that row)."""
+    s, n = mask.segments, mask.lengths
+    pick = lambda t: None if t is None else (t[b],)  # noqa: E731
+    return dataclasses.replace(
+        mask,
+        segments=None if s is None else Segments(q=(s.q[b],), kv=(s.kv[b],)),
+        lengths=None if n is None else Lengths(q=pick(n.q), kv=pick(n.kv), kv_starts=pick(n.kv_starts)),
+        heads=None if mask.heads is None else tuple(row_mask(m, b) for m in mask.heads),
+    )
+
+
+def row_inputs(inputs: Inputs, b: int) -> Inputs:
+    """The arrays of batch row b (every per-row array cut to [b:b + 1]; the per-head sinks kept)."""
+    cut = {
+        f.name: getattr(inputs, f.name)[b : b + 1].copy()
+        for f in dataclasses.fields(inputs)
+        if f.name != "sinks" and isinstance(getattr(inputs, f.name), np.ndarray)
+    }
+    return dataclasses.replace(inputs, **cut)
+
+
+def _diff(a: np.ndarray | None, b: np.ndarray | None, rows: np.ndarray | None) -> float:
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else np.inf
+    if a.shape != b.shape:
+        return np.inf
+    if rows is not None and a.ndim >= 3:  # out [1, H, Lq, D] and lse [1, H, Lq]: rows that see a key
+        a, b = a[rows], b[rows]
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(invalid="ignore"):
+        return 0.0 if same.all() else float(np.nan_to_num(np.abs(a - b)[~same].max(), nan=np.inf))
+
+
+def comparison(full: Outputs, alone: Outputs | str, b: int, *, rows: np.ndarray, bounds: dict[str, float] | None):
+    """Row b of the batch's results against the row alone; bounds None: bitwise (bound 0)."""
+    if isinstance(alone, str):
+        worst, value, bound, note = None, np.inf, 0.0, f"the row alone raised: {alone}"
+    else:
+        ratios = {}
+        for q in ROW_QUANTITIES:
+            got = full.get(q)
+            d = _diff(None if got is None else got[b : b + 1], alone.get(q), rows if q in ("out", "lse") else None)
+            limit = 0.0 if bounds is None else bounds.get(q, 0.0)
+            ratios[q] = (d, limit)
+        worst = max(ratios, key=lambda q: (ratios[q][0] > ratios[q][1], ratios[q][0] / (ratios[q][1] or 1.0)))
+        value, bound = ratios[worst]
+        rule = "bitwise" if bounds is None else "within the tolerance"
+        note = f"batch row {b} alone: {'the same' if value <= bound else 'differs'} ({rule}; worst {worst})"
+    return Comparison(
+        quantity=BATCH_INVARIANT,
+        max_abs=value,
+        max_rel=value,
+        oracle_abs=0.0,
+        ratio=value / bound if bound else (0.0 if value == 0 else np.inf),
+        bound=bound,
+        passed=value <= bound,
+        note=note,
+    )
+
+
+def checked(impl: Implementation, case: Case, inputs: Inputs, subject, *, grads: bool, interpret: InterpretOptions):
+    """`subject` (a runner.SubjectResult) with its batch row checked alone, where `wanted` and the row
+    alone is inside the contract and runs (a megacore batch split needs an even batch, a batch tile
+    the whole batch: then not checked)."""
+    if subject.outputs is None or not wanted(impl, case, passed=subject.passed):
+        return subject
+    b = row(case)
+    alone_case = case.replace(batch=1, mask=row_mask(case.mask, b))
+    if impl.violations(alone_case):
+        return subject
+    if subject.interpreter is not None:  # the interpreter the verdict ran on
+        interpret = dataclasses.replace(interpret, interpreter=subject.interpreter)
+    one = row_inputs(inputs, b)
+    ex = execute(impl, alone_case, one, grads=grads, interpret=interpret)
+    if ex.outputs is None:
+        # The kernel refuses the row alone (pallas_flash: block_b=2 > batch=1, which its adapter's
+        # contract does not see): a configuration of the whole batch, not a result to compare.
+        return subject
+    declared = impl.conventions.batch_invariant is True
+    bounds = None if declared else {c.quantity: c.bound for c in subject.comparisons}
+    comp = comparison(subject.outputs, ex.outputs, b, rows=~one.empty, bounds=bounds)
+    return dataclasses.replace(
+        subject,
+        comparisons=[*subject.comparisons, comp],
+        passed=subject.passed and comp.passed,
+        checks=[*subject.checks, BATCH_INVARIANT],
+    )

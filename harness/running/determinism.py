@@ -1,0 +1,85 @@
+"""Run-to-run reproducibility: a kernel's case run again on fresh copies of its inputs returns the same bits.
+
+tokamax's attention tests rerun every case and require bitwise-equal outputs and gradients
+(`test_deterministic=True`); FlashAttention reruns its backward 1000 times. Here each kernel
+declares it (harness.core.contract.Conventions.reproducible: True, or the reason not), and the
+runner reruns a share of its cases (`wanted`): a difference in any bit of any quantity, where it
+is declared, fails the case as its own kind of failure (the REPRODUCIBLE row of the error table,
+bound 0), whose failure file replays it (`python -m harness repro FILE` reruns every case).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from harness.core.case import Case
+from harness.core.compare import Comparison
+from harness.core.contract import QUANTITIES, Implementation, Outputs
+from harness.core.inputs import Inputs
+
+# The quantity of the comparison row, and the check's name in the records (CaseRecord.checks).
+REPRODUCIBLE = "reproducible"
+# Every case is rerun except on the faithful Pallas TPU interpreter, which simulates the TPU step by
+# step: a reused program costs ~0.8 CPU s a forward there against ~0.04 on the fast interpreter and
+# ~0.01 in plain XLA (benchmarks/interpreters.py), and the smoke cases all run on it. There one case in
+# FAITHFUL_ONE_IN (by case id, so the same cases every run) is rerun; `repro` reruns every case.
+FAITHFUL_ONE_IN = 8
+
+
+def declared(impl: Implementation) -> bool:
+    """Whether `impl` declares bitwise reproducible results (kernels only: the oracles are the judges)."""
+    return impl.role == "kernel" and impl.conventions.reproducible is True
+
+
+def wanted(impl: Implementation, case: Case, interpreter: str | None, *, every: bool = False) -> bool:
+    """Whether this run of `impl` on `case` under `interpreter` (None: none) is rerun; every: all cases."""
+    if not declared(impl):
+        return False
+    return every or interpreter != "faithful" or int(case.case_id, 16) % FAITHFUL_ONE_IN == 0
+
+
+def fresh(inputs: Inputs) -> Inputs:
+    """Copies of every array: a kernel that kept (or wrote into) the first run's buffers cannot pass on them."""
+    copies = {
+        f.name: getattr(inputs, f.name).copy()
+        for f in dataclasses.fields(inputs)
+        if isinstance(getattr(inputs, f.name), np.ndarray)
+    }
+    return dataclasses.replace(inputs, **copies)
+
+
+def _diff(a: np.ndarray | None, b: np.ndarray | None) -> float:
+    """Largest difference of two runs' arrays, NaN matching NaN; inf when only one has the quantity or shapes differ."""
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else np.inf
+    if a.shape != b.shape:
+        return np.inf
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    if same.all():
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        return float(np.nan_to_num(np.abs(a - b)[~same].max(), nan=np.inf))
+
+
+def comparison(first: Outputs, again: Outputs | str) -> Comparison:
+    """The rerun against the first run: bound 0 (a reproducible kernel returns the same bits)."""
+    if isinstance(again, str):
+        value, where = np.inf, f"the rerun raised where the first run returned: {again}"
+    else:
+        diffs = {q: _diff(first.get(q), again.get(q)) for q in QUANTITIES}
+        value = max(diffs.values())
+        differ = [q for q, d in diffs.items() if d]
+        where = f"differs from the first run on fresh copies of the inputs ({', '.join(differ)})" if differ else ""
+    note = where or "the same bits on a rerun with fresh copies of the inputs"
+    return Comparison(
+        quantity=REPRODUCIBLE,
+        max_abs=value,
+        max_rel=value,
+        oracle_abs=0.0,
+        ratio=value,
+        bound=0.0,
+        passed=value == 0.0,
+        note=note,
+    )

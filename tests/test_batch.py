@@ -1,0 +1,58 @@
+"""Batch invariance (harness.running.batch): a row alone against the same row in the batch, and its control."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.core import contract
+from harness.core.case import Case
+from harness.core.contract import Outputs
+from harness.core.inputs import make_inputs
+from harness.core.masks import Lengths, Mask, Segments
+from harness.running import batch
+from harness.running.runner import run_case
+
+PLANTED = "jax_xla=tests.planted.xla_batch_ulp:dot_product_attention"
+
+
+def _checked_case() -> Case:
+    """A batch of 3 with per-row lengths whose id the batch check samples (batch.wanted)."""
+    base = Case(batch=3, q_heads=2, kv_heads=1, q_len=16, kv_len=16, head_dim=32)
+    xla = contract.resolve("jax_xla")
+    for seed in range(20):
+        case = base.replace(seed=seed, mask=Mask(lengths=Lengths(q=(16, 9, 16), kv=(16, 16, 5))))
+        if batch.wanted(xla, case, passed=True) and not xla.violations(case):
+            return case
+    raise AssertionError("no seed in 0..19 is sampled")
+
+
+def test_a_row_alone_keeps_its_own_mask_and_arrays():
+    mask = Mask(
+        segments=Segments(q=(((0, 4),), ((0, 2), (1, 2))), kv=(((0, 4),), ((1, 4),))),
+        lengths=Lengths(kv=(4, 3)),
+    )
+    case = Case(batch=2, q_heads=1, kv_heads=1, q_len=4, kv_len=4, head_dim=32, mask=mask)
+    one = batch.row_mask(mask, 1)
+    assert one.segments.q == (((0, 2), (1, 2)),) and one.lengths.kv == (3,)
+    inputs = make_inputs(case)
+    alone = batch.row_inputs(inputs, 1)
+    assert alone.q.shape[0] == 1 and (alone.visible[0] == inputs.visible[1]).all()
+    assert (make_inputs(case.replace(batch=1, mask=one)).visible[0] == inputs.visible[1]).all()
+
+
+def test_declared_invariant_is_bitwise_and_otherwise_the_verdicts_bound():
+    full = Outputs(out=np.ones((2, 1, 2, 2)))
+    moved = Outputs(out=np.nextafter(np.ones((1, 1, 2, 2)), 2.0))
+    rows = np.ones((1, 1, 2), bool)
+    assert not batch.comparison(full, moved, 1, rows=rows, bounds=None).passed
+    assert batch.comparison(full, moved, 1, rows=rows, bounds={"out": 1e-6}).passed
+    # Rows that see no key keep whatever convention the kernel declares: not compared.
+    assert batch.comparison(full, moved, 1, rows=~rows, bounds=None).passed
+
+
+def test_an_ulp_that_follows_the_batch_size_fails_and_the_upstream_kernel_passes():
+    case = _checked_case()
+    planted, upstream = contract.resolve(PLANTED), contract.resolve("jax_xla")
+    bad, good = run_case(case, [planted, upstream], grads=True).subjects
+    assert [c.quantity for c in bad.comparisons if not c.passed] == [batch.BATCH_INVARIANT], bad.failure
+    assert good.passed and batch.BATCH_INVARIANT in good.checks, good.failure
