@@ -362,6 +362,12 @@ class CaseView(Protocol):
     @property
     def exercised(self) -> list[str] | None: ...
 
+    @property
+    def case(self) -> dict[str, Any] | None: ...
+
+    @property
+    def checks(self) -> list[str] | None: ...
+
 
 def cell_name(run: RunView | dict[str, Any] | None) -> str:
     """A run's matrix cell as harness.environments.matrix names it (py3.11-jax0.10.2-torch2.13.0), from its versions
@@ -472,7 +478,7 @@ def case_checks(case: Case) -> list[str]:
     return out + (["megacore"] if any(name.startswith("megacore") for name, _ in case.blocks) else [])
 
 
-def check_counts(records: Iterable[CaseRecord]) -> dict[str, dict[str, int]]:
+def check_counts(records: Iterable[CaseView]) -> dict[str, dict[str, int]]:
     """Per kernel: its distinct cases ("cases") and how many of them each of CHECKS ran on. A record
     from before CaseRecord.checks counts only the checks its case makes by itself (case_checks)."""
     seen: dict[str, dict[str, set[str]]] = {}
