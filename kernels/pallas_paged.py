@@ -49,7 +49,6 @@ FLAGS = (*MEGACORE, SPLIT)
 SOFT_CAP = "attn_logits_soft_cap"
 # Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
 _P = "jax/experimental/pallas/ops/tpu/paged_attention/paged_attention_kernel.py"
-_HANG = "docs/findings/pallas_paged_megacore_interpreter_hang.md"
 _FLOAT32 = "docs/findings/pallas_paged_float32_pages_bf16.md"
 RESTRICTIONS = (
     Restriction(on="dtypes", rule="no float16", choice="no TPU matmul type"),
@@ -63,7 +62,6 @@ RESTRICTIONS = (
     Restriction(on="violations", rule="a soft cap where the signature takes it", probe="SOFT_CAP"),
     Restriction(on="violations", rule="flags are 1 or absent", choice="the adapter's own flags"),
     Restriction(on="violations", rule="one megacore mode", upstream=_P, check="megacore_mode must be one of"),
-    Restriction(on="violations", rule="megacore modes only on a TPU", finding=_HANG),
     Restriction(on="violations", rule="kv_head mode: even kv heads", upstream=_P, check="KV heads must be even"),
     Restriction(on="violations", rule="batch mode: even batch", upstream=_P, check="batch size must be even"),
 )
@@ -142,7 +140,7 @@ class PallasPaged(TpuKernel):
         summary="the Pallas TPU paged-attention decode kernel (q_len 1), K/V in pages, also int8",
         source="jax/experimental/pallas/ops/tpu/paged_attention/paged_attention_kernel.py: paged_attention",
         cases=8,  # 3 smoke; 1.1-1.7 CPU s a case (benchmarks/results/matrix_budget.json)
-        blocks="page_size, pages_per_compute_block, spare_pages, split_seq_dim; the megacore modes only on a TPU",
+        blocks="page_size, pages_per_compute_block, spare_pages, split_seq_dim; the megacore modes (2 cores simulated)",
         notes="float32 only with int8 pages (plain float32 pages round to bfloat16); length-0 sequences are unwritten",
         restrictions=RESTRICTIONS,
     )

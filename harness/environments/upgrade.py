@@ -104,8 +104,8 @@ def default_examples(kernel: str) -> int:
     """The default cases of `kernel`: its smoke set and drawn cases (matrix.EXAMPLES, plus EXTRA_DRAWN)."""
     if kernel not in matrix.EXAMPLES:
         raise UpgradeError(
-            f"kernel {kernel} has no default case budget: add it to harness.environments.matrix.EXAMPLES "
-            "or give --examples N"
+            f"kernel {kernel} has no default case budget: add it to its adapter's About(cases=N) "
+            "(harness.environments.matrix.EXAMPLES reads it) or give --examples N"
         )
     return matrix.EXAMPLES[kernel] + EXTRA_DRAWN
 
