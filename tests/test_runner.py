@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -232,6 +233,12 @@ class InterpreterFake(_fakes.FakeKernel):
 FAST = compat.InterpretOptions(interpreter="fast")
 
 
+def _interpreters(kernel: InterpreterFake) -> list[str]:
+    """The interpreters the kernel ran under, in order, a rerun on fresh inputs (harness.running.determinism)
+    not counted again: what the interpreter policy chose."""
+    return [name for name, _ in itertools.groupby(kernel.ran)]
+
+
 def _policy_case(sampled: bool) -> Case:
     """A small case that the fast policy's declared share does (or does not) also run on the faithful interpreter."""
     from harness.running import runner
@@ -267,10 +274,10 @@ def test_a_failure_on_both_interpreters_is_a_kernel_failure():
 def test_a_pass_on_the_fast_interpreter_runs_nothing_else_unless_the_case_is_in_the_faithful_share():
     kernel = InterpreterFake("correct")
     (s,) = run_case(_policy_case(False), [kernel], grads=False, interpret=FAST, policy="fast").subjects
-    assert kernel.ran == ["fast"] and (s.interpreter, s.shadow) == ("fast", None)
+    assert _interpreters(kernel) == ["fast"] and (s.interpreter, s.shadow) == ("fast", None)
     kernel.ran.clear()
     (s,) = run_case(_policy_case(True), [kernel], grads=False, interpret=FAST, policy="fast").subjects
-    assert kernel.ran == ["fast", "faithful"] and s.passed and s.shadow.passed and not s.divergence
+    assert _interpreters(kernel) == ["fast", "faithful"] and s.passed and s.shadow.passed and not s.divergence
     assert [c.max_abs for c in s.shadow.comparisons if c.quantity.endswith("[vs faithful]")] == [0.0]
 
 
@@ -287,7 +294,7 @@ def test_a_pass_on_the_fast_interpreter_runs_nothing_else_unless_the_case_is_in_
 def test_the_policy_picks_the_interpreters(policy, smoke, runs_on, ran):
     kernel = InterpreterFake("k", runs_on=runs_on)
     (s,) = run_case(_policy_case(False), [kernel], grads=False, interpret=FAST, policy=policy, smoke=smoke).subjects
-    assert kernel.ran == ran and s.passed and s.interpreter == ran[-1]
+    assert _interpreters(kernel) == ran and s.passed and s.interpreter == ran[-1]
 
 
 def test_the_faithful_interpreters_checks_are_refused_on_the_fast_one():
