@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from harness.core import contract, coverage, features, smoke
-from harness.core.case import EXTREME_REGIMES, Case
+from harness.core.case import EXTREME_REGIMES, REGIMES, Case
 from harness.running.search import search
 from tests import _fakes
 
@@ -66,7 +66,8 @@ def _never(case: Case) -> bool:
 
 class _WithApi(_fakes.FakeKernel):
     # A drawn parameter only some draws exercise (an explicit scale), one always exercised, and one no
-    # case can exercise (a declaration the strategies do not honour).
+    # case can exercise (a declaration the strategies do not honour). Every value regime, the extreme ones too.
+    capabilities = dataclasses.replace(_fakes.FakeKernel.capabilities, regimes=REGIMES)
     api = (
         coverage.Api(
             name="fake.attention",

@@ -26,7 +26,8 @@ CASE_DTYPES: tuple[str, ...] = (*DTYPES, FLOAT64)
 # finite number); each needs a power-of-two softmax scale (inputs.exact_scale), so that a correct
 # kernel's float32 logits stay exact however far from zero they lie.
 EXTREME_REGIMES: tuple[str, ...] = ("dominant", "offset", "near_max")
-REGIMES: tuple[str, ...] = ("normal", "large", "ties", *EXTREME_REGIMES)
+ORDINARY_REGIMES: tuple[str, ...] = ("normal", "large", "ties")
+REGIMES: tuple[str, ...] = (*ORDINARY_REGIMES, *EXTREME_REGIMES)
 # K/V storage formats besides the case dtype. int8: k and v are held as int8 codes times a
 # per-token power-of-two step (harness.core.inputs.int8_grid), as a quantized KV cache holds them;
 # every implementation, oracles included, sees the dequantized values in the case dtype,
