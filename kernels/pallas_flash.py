@@ -131,7 +131,7 @@ class PallasFlash(TpuKernel):
     about = About(
         summary="the Pallas TPU flash-attention kernel, forward and backward",
         source="jax/experimental/pallas/ops/tpu/flash_attention.py: flash_attention",
-        cases=6,  # 5 smoke; 1.6-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
+        cases=9,  # 8 smoke with the extreme regimes; 1.6-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
         blocks="all 11 BlockSizes fields",
         notes='rows with no visible key: "convex" under causal',
         restrictions=RESTRICTIONS,

@@ -139,7 +139,7 @@ class PallasPaged(TpuKernel):
     about = About(
         summary="the Pallas TPU paged-attention decode kernel (q_len 1), K/V in pages, also int8",
         source="jax/experimental/pallas/ops/tpu/paged_attention/paged_attention_kernel.py: paged_attention",
-        cases=8,  # 3 smoke; 1.1-1.7 CPU s a case (benchmarks/results/matrix_budget.json)
+        cases=8,  # 6 smoke (megacore, extreme regimes); 1.1-1.7 CPU s a case (benchmarks/results/matrix_budget.json)
         blocks="page_size, pages_per_compute_block, spare_pages, split_seq_dim; the megacore modes (2 cores simulated)",
         notes="float32 only with int8 pages (plain float32 pages round to bfloat16); length-0 sequences are unwritten",
         restrictions=RESTRICTIONS,

@@ -289,7 +289,7 @@ XLA_RESTRICTIONS = (
 XLA_ABOUT = About(
     summary='jax.nn.dot_product_attention(implementation="xla")',
     source=SOURCE,
-    cases=9,  # 8 smoke; 0.5-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
+    cases=12,  # 11 smoke with the extreme regimes; 0.5-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
     blocks="mask_arg (the boolean `mask` path instead of the parameters)",
     notes="float64 only where jax computes it in float64 (not jax 0.10.2); padded query rows are zeros",
     restrictions=XLA_RESTRICTIONS,
