@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core import pool
-from harness.core.case import Case
+from harness.core import pool, strategies
+from harness.core.case import EXTREME_REGIMES, Case
 from harness.core.contract import resolve
 from harness.core.masks import Lengths, Mask, Segments
 from harness.core.strategies import cases
@@ -112,6 +112,26 @@ def test_cases_drawn_with_a_pool_reuse_its_programs_and_vary_their_data():
     assert len({(c.seed, c.regime) for c in reused}) > len(keys)
     segmented = [c.mask.segments for c in reused if c.mask.segments is not None]
     assert len(set(segmented)) > len({pool.program_key(c) for c in reused if c.mask.segments is not None})
+
+
+@pytest.mark.parametrize("skeleton_regime", ["offset", "dominant", "near_max", "normal"])
+def test_a_pooled_case_pairs_its_skeletons_scale_only_with_regimes_a_whole_draw_would(skeleton_regime):
+    # A run's pool takes skeletons from the smoke set, extreme-value cases with limit scales among them:
+    # an ordinary regime reusing a 2**8 scale overflowed the float16 ruler's logits (a run of pallas_flash
+    # at seed 1 failed on B=1 H=1 Lq=512/Lk=128 D=128 float16 "large" scale=256, bound nan).
+    scales = {"offset": 2.0**8, "dominant": 2.0**8, "near_max": 2.0**-16, "normal": None}
+    skeleton = SMOKE[0].replace(regime=skeleton_regime, scale=scales[skeleton_regime], dtype="float16")
+    drawn = pool._candidates(cases(FLASH, pool=[skeleton]), 60, 3)
+    assert drawn and all(strategies.takes_scale(c.regime, c.scale, c.head_dim) for c in drawn)
+    if skeleton.scale is not None:
+        assert {c.regime for c in drawn} <= set(EXTREME_REGIMES)
+
+
+def test_takes_scale_holds_for_every_whole_draw():
+    drawn = pool._candidates(cases(FLASH), 200, 11)
+    assert {c.regime for c in drawn} & set(EXTREME_REGIMES) and {c.regime for c in drawn} - set(EXTREME_REGIMES)
+    assert all(strategies.takes_scale(c.regime, c.scale, c.head_dim) for c in drawn)
+    assert not strategies.takes_scale("large", 2.0**8, 64) and not strategies.takes_scale("offset", 2.0**-16, 64)
 
 
 @pytest.mark.parametrize(

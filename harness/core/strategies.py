@@ -82,6 +82,16 @@ def _regime_and_scale(draw: st.DrawFn, regimes: tuple[str, ...], scale: float | 
     return regime, draw(st.sampled_from((*keep, *EXACT_SCALES, *LIMIT_SCALES[regime])))
 
 
+def takes_scale(regime: str, scale: float | None, head_dim: int) -> bool:
+    """Whether `_regime_and_scale` can pair `regime` with `scale`: an ordinary regime takes None or one of
+    SCALES, an extreme one a power of two of those, EXACT_SCALES or its own LIMIT_SCALES. A limit scale
+    with an ordinary regime (2**8 on "large" float16 values) overflows the same-dtype ruler's logits."""
+    ordinary = scale is None or scale in SCALES
+    if regime not in EXTREME_REGIMES:
+        return ordinary
+    return (ordinary and _exact(scale, head_dim)) or scale in EXACT_SCALES or scale in LIMIT_SCALES[regime]
+
+
 # Tile sizes whose edges mask boundaries are drawn at when a case's own tiles are not known yet
 # (the block sizes are drawn after the mask): the lane tile the Pallas TPU kernels cut sequences into.
 TILES = (128,)
@@ -370,9 +380,9 @@ def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tup
         lens = lengths(components=caps.mask_components, restrictions=caps.restrictions, **shape, tiles=tiles)
         mask = dataclasses.replace(mask, lengths=draw(lens))
     assume(SOME_KEY_VISIBLE not in caps.restrictions or shows_some_key(mask, **shape))
-    # The skeleton's scale is compiled in: an extreme regime only where it is a power of two.
-    exact = _exact(skeleton.scale, skeleton.head_dim)
-    regimes = tuple(r for r in regimes if exact or r not in EXTREME_REGIMES)
+    # The skeleton's scale is compiled in: only the regimes a whole draw pairs with it (an extreme regime
+    # where it is a power of two; an ordinary one never with an extreme regime's limit scale).
+    regimes = tuple(r for r in regimes if takes_scale(r, skeleton.scale, skeleton.head_dim))
     assume(regimes)
     return skeleton.replace(mask=mask, regime=draw(st.sampled_from(regimes)), seed=draw(st.integers(0, 2**16)))
 
