@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness import cli
 from harness.core import profiles
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_profile_is_registered_with_a_shrink_budget():
@@ -46,3 +53,32 @@ def test_bad_run_options_exit_2_with_one_line(tmp_path, capsys, argv):
     assert cli.main([*argv, "--out", str(tmp_path)]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# The smallest causal pallas_flash case cut into several inner key steps (its first smoke case), found
+# by a derandomized Hypothesis find after importing `extra`.
+_FIND = """
+import harness
+{extra}
+from harness.core import contract, smoke
+wanted = frozenset({{"mask:causal_top_left", "tiling:several_minor", "dtype:float32", "lengths:equal"}})
+flash = contract.resolve("pallas_flash")
+first = smoke._smallest(flash, wanted).case_id
+contract.registry()  # imports every adapter module: their literals once fed the next find's draws
+print(first, smoke._smallest(flash, wanted).case_id)
+"""
+
+
+def test_a_derandomized_find_is_the_same_whatever_else_a_process_imported():
+    # Hypothesis draws some values from the literals of loaded first-party modules: without
+    # profiles.draw_no_local_constants the same find, before and after every adapter module was imported
+    # in a process that had imported harness.running.search, gave B=1 causal and then B=2 causal+segments.
+    assert profiles.draw_no_local_constants()  # the hook exists in the pinned Hypothesis
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    found = set()
+    for extra in ("", "import harness.running.search, tests.test_smoke"):
+        code = _FIND.format(extra=extra)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        found |= set(done.stdout.split())
+    assert len(found) == 1, found

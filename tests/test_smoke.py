@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +15,7 @@ from harness.core.case import EXTREME_REGIMES, REGIMES, Case
 from harness.running.search import search
 from tests import _fakes
 
+ROOT = Path(__file__).resolve().parents[1]
 _real_cache_path = smoke.cache_path  # before tests/conftest.py turns the cache off for each test
 
 
@@ -142,3 +147,18 @@ def test_the_smoke_cache_key_follows_the_contract_and_is_off_with_the_compilatio
     assert _real_cache_path(dropin) == _real_cache_path(flash) != _real_cache_path(contract.resolve("pallas_splash"))
     monkeypatch.setattr(smoke.compat, "compilation_cache_dir", lambda: None)
     assert _real_cache_path(a) is None
+
+
+def test_the_smoke_cache_key_is_the_same_in_every_process():
+    # A frozenset's repr follows string hashes, randomized per process: the key once differed in most
+    # processes, so the set was found anew (3 to 8 CPU s) by nearly every run and worker.
+    code = "import harness; from harness.core import contract, smoke; "
+    code += "print(smoke.cache_path(contract.resolve('pallas_flash')))"
+    keys = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        keys.add(done.stdout.strip())
+    assert len(keys) == 1, keys
+    assert smoke.stable_repr(frozenset({"b", "a"})) == "{'a', 'b'}"

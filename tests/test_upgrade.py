@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from html import escape as html_escape
 from pathlib import Path
 
@@ -88,6 +89,51 @@ def test_benchmarks_alternate_between_the_sides_after_the_checks() -> None:
         ("baseline", "bench #2"),
         ("candidate", "bench #2"),
     ]
+
+
+def test_run_steps_go_jobs_at_a_time_both_sides_of_a_kernel_together_and_compile_and_bench_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    budget = upgrade.Budget(examples=1, bench_rounds=2)
+    plans = {side: upgrade.steps(budget, ["a", "b"], tmp_path / side) for side in ("baseline", "candidate")}
+    sides = {side: (None, tmp_path / side) for side in plans}
+    # Two run steps must be in flight at once to pass the barrier (a serial run_all times out there).
+    pair, active, seen = threading.Barrier(2, timeout=30), [], []
+    lock = threading.Lock()
+
+    def run_step(side, env, step, *, store, cwd, logs):  # noqa: ANN001, ANN202 - upgrade.run_step's
+        with lock:
+            active.append(step.label)
+            seen.append((side, step.label, tuple(active)))
+        if step.name == "run":
+            pair.wait()
+        with lock:
+            active.remove(step.label)
+        return upgrade.StepResult(side=side, step=step, code=0, seconds=0.0, log=tmp_path, command="x")
+
+    monkeypatch.setattr(upgrade, "run_step", run_step)
+    results = upgrade.run_all(sides, plans, cwd=tmp_path, logs=tmp_path, jobs=2, log=lambda line: None)
+    # Returned in schedule order, whatever order they ran in.
+    assert [(r.side, r.step.label) for r in results] == [(side, s.label) for side, s in upgrade.schedule(plans)]
+    runs = [(side, label) for side, label, _ in seen if label.startswith("run")]
+    assert sorted(runs[:2]) == [("baseline", "run a"), ("candidate", "run a")]  # one kernel's two sides together
+    assert sorted(runs[2:]) == [("baseline", "run b"), ("candidate", "run b")]
+    rest = [(side, label, at_once) for side, label, at_once in seen if not label.startswith("run")]
+    alone = [(side, s.label) for side, s in upgrade.schedule(plans) if s.name != "run"]
+    assert [(side, label) for side, label, _ in rest] == alone and len(alone) == 6
+    assert all(at_once == (label,) for _, label, at_once in rest)  # nothing else ran beside them
+    with pytest.raises(upgrade.UpgradeError, match="--jobs=0 must be at least 1"):
+        upgrade.run_all(sides, plans, cwd=tmp_path, logs=tmp_path, jobs=0)
+
+
+def test_a_run_step_claims_only_its_own_kernels_run_directory(tmp_path: Path) -> None:
+    # Run steps of two kernels write into one side's store at once: each claims the run.json naming its kernel.
+    for run_id, kernels in (("r1", ["a"]), ("r2", ["b"]), ("r3", ["a", "b"])):
+        (tmp_path / "records" / run_id).mkdir(parents=True)
+        (tmp_path / "records" / run_id / "run.json").write_text(json.dumps({"kernels": kernels}))
+    (tmp_path / "records" / "r4").mkdir()  # a run.json not written yet
+    assert upgrade._run_dirs(tmp_path, "a") == {"r1"} and upgrade._run_dirs(tmp_path, "b") == {"r2"}
+    assert upgrade._run_dirs(tmp_path) == {"r1", "r2", "r3", "r4"}
 
 
 def _result(step: upgrade.Step, side: str, code: int, tmp_path: Path, *, runs: tuple[str, ...] = ()):
@@ -300,10 +346,10 @@ def _fake_steps(monkeypatch: pytest.MonkeyPatch, real: Path, *, crash: set[tuple
     runs, calls = _real_runs(real), []
 
     def run_step(side, env, step, *, store, cwd, logs):  # noqa: ANN001, ANN202 - upgrade.run_step's
-        calls.append((side, step.label))
+        calls.append((side, step.label))  # list.append is atomic: run steps call this from two threads
         logs.mkdir(parents=True, exist_ok=True)
         log = logs / f"{side}-{step.label.replace(' ', '-')}.log"
-        run_id = f"20261201T0000{len(calls):02d}Z-{side}"
+        run_id = f"20261201T000000Z-{side}-{step.label.replace(' ', '-').replace('#', '')}"
         code = 0
         if (side, step.label) in crash:
             log.write_text("$ python -m harness ...\nImportError: cannot import name 'x' from 'jax'\n")
@@ -351,13 +397,12 @@ def test_the_control_an_upgrade_to_the_baselines_own_versions_is_safe(tmp_path, 
     verdict = next(line for line in first if line.startswith(("SAFE", "NOT SAFE", "CANNOT TELL")))
     assert code == 0, out
     assert verdict.startswith("SAFE: torch==2.13.0 (no version changed: the control) (no regression; 0 improvements")
-    # Every step ran on both sides, though a kernel cannot run: run per kernel, compile, bench rounds alternating.
-    assert calls == [
-        ("baseline", "run tests._fakes:CORRECT"),
-        ("baseline", "run ragged"),
+    # Every step ran on both sides, though a kernel cannot run: run per kernel (both sides of a kernel side by
+    # side, `--jobs` at a time: any order within a kernel), compile, bench rounds alternating.
+    assert sorted(calls[:2]) == [("baseline", "run tests._fakes:CORRECT"), ("candidate", "run tests._fakes:CORRECT")]
+    assert sorted(calls[2:4]) == [("baseline", "run ragged"), ("candidate", "run ragged")]
+    assert calls[4:] == [
         ("baseline", "compile"),
-        ("candidate", "run tests._fakes:CORRECT"),
-        ("candidate", "run ragged"),
         ("candidate", "compile"),
         ("baseline", "bench"),
         ("candidate", "bench"),

@@ -79,6 +79,36 @@ for _name, _s in PROFILES.items():
     settings.register_profile(_name, _s)
 
 
+def draw_no_local_constants() -> bool:
+    """Make Hypothesis's draws depend on the strategies and the seed alone; True where it needed doing.
+
+    Hypothesis (from 6.131, HypothesisWorks/hypothesis#4356) draws about one value in twenty from the
+    literals of the first-party modules loaded so far (those outside site-packages: this checkout's
+    harness, kernels and tests). A derandomized draw then depended on which modules a process had
+    imported, and on every literal of every module anyone edited: measured, pallas_flash's smoke set
+    differed between a process that had imported `harness` and one that had imported
+    `harness.running.search`, and a find for a rarer combination succeeded in one and not the other.
+    The harness promises the same cases for the same seed, commit and versions, in every process (the
+    shards of `run --jobs`, `repro`, the tests), so the local pool stays empty; Hypothesis's own fixed
+    constants are still drawn. A private hook, checked for before use: a Hypothesis without it has no
+    local constants to turn off (the constraints pin the version, tests/test_profiles.py checks it)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis without the module
+        return False
+    if not callable(getattr(providers, "_get_local_constants", None)) or not hasattr(providers, "Constants"):
+        return False  # pragma: no cover - a Hypothesis before local constants
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if cache is not None and hasattr(cache, "cache"):
+        cache.cache.clear()
+    return True
+
+
+draw_no_local_constants()
+
+
 def profile_name(requested: str | None = None) -> str:
     """The profile to use: the argument, else the environment variable, else dev."""
     name = requested or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE

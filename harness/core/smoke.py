@@ -26,6 +26,7 @@ changes or the file cannot be read.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -62,7 +63,12 @@ API_POOL = 200
 
 def _order(group: str, values: tuple[str, ...]) -> list[str]:
     # Causal masks first (the most common source of kernel bugs), "none" last: it is the
-    # default every other feature is drawn with anyway.
+    # default every other feature is drawn with anyway. Tiling classes finest first (an adapter
+    # lists them coarse to fine, pallas_flash's one_tile .. several_minor), so the first case,
+    # causal, is cut into the most tiles: it runs every path a single tile runs and those between
+    # tiles (the online softmax's rescaling, accumulation across key steps, block offsets) at once.
+    if group == "tiling":
+        return sorted(reversed(values), key=lambda v: v == "one_tile")
     if group != "mask":
         return list(values)
     return sorted(values, key=lambda v: (v == "none", not v.startswith("causal"), v))
@@ -139,9 +145,27 @@ def cache_path(impl: Implementation) -> Path | None:
     # A drop-in (KERNEL=MODULE:ATTR) draws exactly what its built-in draws (same adapter class and, where
     # its function changes one, capabilities): keyed by the built-in's name, it shares the built-in's set.
     name = coverage.declaring_name(impl.name)
-    h.update(f"{name}\n{type(impl).__qualname__}\n{impl.capabilities!r}\n{versions}\n{API_POOL}".encode())
+    caps = stable_repr(impl.capabilities)
+    h.update(f"{name}\n{type(impl).__qualname__}\n{caps}\n{versions}\n{API_POOL}".encode())
     # Beside the compilation cache, named after it: a run given an empty cache gets an empty one of these too.
     return Path(base).parent / f"{Path(base).name}-smoke" / f"{h.hexdigest()[:32]}.json"
+
+
+def stable_repr(x: object) -> str:
+    """repr(x) with every set's members sorted: the same text in every process. A frozenset's repr
+    follows its strings' hashes, which Python randomizes per process, so the capabilities' plain repr
+    (mask components, restrictions) keyed the cache differently in most processes: measured, four
+    processes gave four keys, and each found the smoke set anew (3 to 8 CPU s)."""
+    if isinstance(x, (set, frozenset)):
+        return "{" + ", ".join(sorted(stable_repr(v) for v in x)) + "}"
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fields = ", ".join(f"{f.name}={stable_repr(getattr(x, f.name))}" for f in dataclasses.fields(x))
+        return f"{type(x).__qualname__}({fields})"
+    if isinstance(x, dict):
+        return "{" + ", ".join(sorted(f"{stable_repr(k)}: {stable_repr(v)}" for k, v in x.items())) + "}"
+    if isinstance(x, (list, tuple)):
+        return type(x).__name__ + "(" + ", ".join(stable_repr(v) for v in x) + ")"
+    return repr(x)
 
 
 def _read(path: Path) -> list[Case] | None:
@@ -191,7 +215,12 @@ def _feature_cases(impl: Implementation) -> tuple[Case, ...]:
     out: list[Case] = []
     for i in range(max(len(values) for values in lists)):
         wanted = frozenset(values[i % len(values)] for values in lists)
-        case = _smallest(impl, wanted)
+        # A causal case with equal lengths, the canonical causal mask: with fewer queries than keys
+        # (top-left), the key tiles past the last query are masked for every query, and a kernel's
+        # steps over them show nothing; unequal lengths are paired with the rest by the drawn cases.
+        causal = any(w.startswith("mask:causal") for w in wanted)
+        case = _smallest(impl, wanted | {"lengths:equal"}) if causal else None
+        case = case or _smallest(impl, wanted)
         # A combination outside the contract (causal with q_len > kv_len on a kernel that
         # forbids it): each feature on its own instead.
         found = [case] if case is not None else [_smallest(impl, frozenset({w})) for w in sorted(wanted)]

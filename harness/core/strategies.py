@@ -15,6 +15,7 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from harness.core import profiles  # noqa: F401 - Hypothesis's draws made independent of loaded modules
 from harness.core.case import EXTREME_REGIMES, REGIMES, Case
 from harness.core.contract import Capabilities, Implementation
 from harness.core.masks import (

@@ -23,8 +23,10 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.core.errors import InputError
@@ -200,9 +202,19 @@ def query(env: envs.Env, code: str, *, cwd: Path) -> object:
     return json.loads(lines[-1])
 
 
-def _run_dirs(store: Path) -> set[str]:
+def _run_dirs(store: Path, kernel: str | None = None) -> set[str]:
+    """The run directories in `store`; with `kernel`, those whose run.json names that kernel alone (run
+    steps of other kernels write into the same store at the same time, run_all)."""
     records = store / "records"
-    return {p.name for p in records.iterdir() if p.is_dir()} if records.is_dir() else set()
+    dirs = {p.name for p in records.iterdir() if p.is_dir()} if records.is_dir() else set()
+    return dirs if kernel is None else {d for d in dirs if _run_kernels(records / d) == [kernel]}
+
+
+def _run_kernels(run_dir: Path) -> list[str] | None:
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("kernels")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def run_step(side: str, env: envs.Env, step: Step, *, store: Path, cwd: Path, logs: Path) -> StepResult:
@@ -210,14 +222,14 @@ def run_step(side: str, env: envs.Env, step: Step, *, store: Path, cwd: Path, lo
     logs.mkdir(parents=True, exist_ok=True)
     command = shlex.join([str(env.python), "-m", "harness", *step.argv])
     path = logs / f"{side}-{step.label.replace(' #', '-').replace(' ', '-')}.log"
-    before = _run_dirs(store)
+    before = _run_dirs(store, step.kernel)
     start = time.perf_counter()
     with open(path, "w") as f:
         f.write(f"$ {command}\n")
         f.flush()
         cmd = [str(env.python), "-c", HARNESS, *step.argv]
         code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=dict(os.environ)).returncode
-    runs = tuple(sorted(_run_dirs(store) - before))
+    runs = tuple(sorted(_run_dirs(store, step.kernel) - before))
     return StepResult(
         side=side, step=step, code=code, seconds=time.perf_counter() - start, log=path, command=command, runs=runs
     )
@@ -229,13 +241,31 @@ def run_all(
     *,
     cwd: Path,
     logs: Path,
+    jobs: int = 1,
     log: Callable[[str], None] = print,
 ) -> list[StepResult]:
-    """Every step of every side, in `schedule` order; a step that did not run stops nothing."""
-    out = []
-    for side, step in schedule(plans):
+    """Every step of every side, in `schedule` order; a step that did not run stops nothing.
+
+    The run steps go `jobs` at a time, both sides of a kernel side by side (each is `run --jobs 1`:
+    one process and its kernel worker, taking turns, about one core); the compile and bench steps
+    after them one at a time, alone on the machine, since they time what they measure.
+    """
+    if jobs < 1:
+        raise UpgradeError(f"--jobs={jobs} must be at least 1")
+    order = schedule(plans)
+    lock = threading.Lock()
+
+    def one(item: tuple[str, Step]) -> StepResult:
+        side, step = item
         env, store = sides[side]
         result = run_step(side, env, step, store=store, cwd=cwd, logs=logs)
-        log(result.line())
-        out.append(result)
-    return out
+        with lock:
+            log(result.line())
+        return result
+
+    kernels = list(dict.fromkeys(s.kernel for _, s in order if s.name == "run"))
+    runs = sorted((it for it in order if it[1].name == "run"), key=lambda it: kernels.index(it[1].kernel))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        done = dict(zip(runs, pool.map(one, runs), strict=True))
+    done |= {it: one(it) for it in order if it[1].name != "run"}
+    return [done[it] for it in order]

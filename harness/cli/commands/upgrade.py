@@ -19,6 +19,7 @@ from harness.environments import envs, upgrade
 from harness.gate import drift, verdict
 from harness.gate.thresholds import Thresholds, load
 from harness.report import compose, data
+from harness.running import shards
 from harness.store import read as records
 
 NAME = "upgrade"
@@ -58,6 +59,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=2,
         metavar="N",
         help="benchmark processes per side, alternating with the other side's (default 2)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="run steps at once, both sides of a kernel side by side; compile and bench run alone "
+        f"(default: ${shards.JOBS_ENV} or the number of cores)",
     )
     add_out(p, default=DEFAULT_OUT, what="stores, logs and report")
     p.add_argument("--thresholds", type=Path, metavar="FILE", help="gate thresholds TOML (default: the built-in file)")
@@ -140,6 +148,9 @@ def main(args: argparse.Namespace) -> int:
     th = load(args.thresholds)
     changes = upgrade.targets(args.to, read_constraints(args.constraints))
     budget = _budget(args)
+    jobs = shards.default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise UsageError(f"--jobs={jobs} must be at least 1")
     base_env, cand_env = _environments(args, changes)
     base_kernels = upgrade.query(base_env, upgrade.KERNELS, cwd=ROOT)
     cand_kernels = upgrade.query(cand_env, upgrade.KERNELS, cwd=ROOT)
@@ -158,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
     plans = {"baseline": upgrade.steps(budget, base_run, stores["baseline"])}
     plans["candidate"] = upgrade.steps(budget, cand_run, stores["candidate"])
     sides = {"baseline": (base_env, stores["baseline"]), "candidate": (cand_env, stores["candidate"])}
-    results = upgrade.run_all(sides, plans, cwd=ROOT, logs=out / "logs")
+    results = upgrade.run_all(sides, plans, cwd=ROOT, logs=out / "logs", jobs=jobs)
     rows, drop = verdict.step_rows(results)
     rows += verdict.registration_rows(base_kernels, cand_kernels, wanted)
     result, recs = _judge(stores, th, drop)
