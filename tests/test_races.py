@@ -6,30 +6,13 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
 
 from harness.core import interpret, races
-
-
-# A kernel that reads its DMA destination before waiting for the copy: a data race.
-def _racy_kernel(x_hbm, o_ref, buf, sem):
-    copy = pltpu.make_async_copy(x_hbm, buf, sem)
-    copy.start()
-    o_ref[...] = buf[...]
-    copy.wait()
+from tests._racy import racy
 
 
 def _copy_kernel(x_ref, o_ref):
     o_ref[...] = x_ref[...]
-
-
-def _racy(x):
-    return pl.pallas_call(
-        _racy_kernel,
-        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-        scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA],
-    )(x)
 
 
 def _clean(x):
@@ -46,7 +29,7 @@ def test_a_race_in_an_earlier_kernel_call_is_not_forgotten():
     with interpret.using_interpret_options(DETECTING), counter.counting(), interpret.tpu_kernel_context():
         jax.block_until_ready(_clean(x))
         assert not counter.found
-        jax.block_until_ready(_racy(x))
+        jax.block_until_ready(racy(x))
         jax.block_until_ready(_clean(x))
     assert counter.found
 
@@ -59,11 +42,11 @@ def test_the_count_is_the_counters_and_the_patch_ends_with_its_block():
     with interpret.using_interpret_options(DETECTING), interpret.tpu_kernel_context():
         with first.counting():
             assert module.RaceDetectionState is not original
-            jax.block_until_ready(_racy(x))
+            jax.block_until_ready(racy(x))
         assert module.RaceDetectionState is original
         with second.counting():
             jax.block_until_ready(_clean(x))
-        jax.block_until_ready(_racy(x))  # outside any counter's block: nobody's race
+        jax.block_until_ready(racy(x))  # outside any counter's block: nobody's race
     assert first.found and not second.found and second.count == 0
 
 

@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
 
 from harness.core import compat, contract, interpret, reference
 from harness.core.case import Case
@@ -20,6 +19,7 @@ from kernels.pallas_flash import uniform_blocks
 from oracles import jax_reference
 from tests import _fakes
 from tests._fakes import small_case
+from tests._racy import racy
 from tests.planted import spec
 
 FLASH_BLOCKS = uniform_blocks()
@@ -53,29 +53,12 @@ def test_a_hang_is_stopped_by_the_time_limit_and_the_case_goes_on():
     assert after.passed, after.failure  # a fresh worker ran the next implementation
 
 
-# A kernel that reads its DMA destination before waiting for the copy: a data race.
-def _racy_kernel(x_hbm, o_ref, buf, sem):
-    copy = pltpu.make_async_copy(x_hbm, buf, sem)
-    copy.start()
-    o_ref[...] = buf[...]
-    copy.wait()
-
-
-def _racy(x):
-    return pl.pallas_call(
-        _racy_kernel,
-        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-        scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA],
-    )(x)
-
-
 class RacyKernel(_fakes.FakeKernel):
     """Runs the racy Pallas kernel under the interpreter, then answers correctly."""
 
     def run(self, case, inputs, *, grads):
         with compat.tpu_kernel_context():
-            jax.block_until_ready(_racy(jnp.ones((8, 128), jnp.float32)))
+            jax.block_until_ready(racy(jnp.ones((8, 128), jnp.float32)))
         return reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
 
 

@@ -112,6 +112,21 @@ class Comparison:
 _FLOAT_FIELDS = {"max_abs", "max_rel", "oracle_abs", "ratio", "bound"}
 
 
+def exact_zero(quantity: str, value: float, note: str) -> Comparison:
+    """A check a correct kernel keeps at exactly 0 (a rerun's difference, an interpreter's race count):
+    no oracle, bound 0, failed by any difference at all."""
+    return Comparison(
+        quantity=quantity,
+        max_abs=value,
+        max_rel=value,
+        oracle_abs=0.0,
+        ratio=value,
+        bound=0.0,
+        passed=value == 0.0,
+        note=note,
+    )
+
+
 def _num(x: float) -> float | str:
     # JSON has no inf/nan; keep them as strings that float() reads back.
     return x if np.isfinite(x) else str(x)

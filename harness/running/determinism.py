@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from harness.core.case import Case
-from harness.core.compare import Comparison
+from harness.core.compare import Comparison, exact_zero
 from harness.core.contract import QUANTITIES, Implementation, Outputs
 from harness.core.inputs import Inputs
 
@@ -72,14 +72,4 @@ def comparison(first: Outputs, again: Outputs | str) -> Comparison:
         value = max(diffs.values())
         differ = [q for q, d in diffs.items() if d]
         where = f"differs from the first run on fresh copies of the inputs ({', '.join(differ)})" if differ else ""
-    note = where or "the same bits on a rerun with fresh copies of the inputs"
-    return Comparison(
-        quantity=REPRODUCIBLE,
-        max_abs=value,
-        max_rel=value,
-        oracle_abs=0.0,
-        ratio=value,
-        bound=0.0,
-        passed=value == 0.0,
-        note=note,
-    )
+    return exact_zero(REPRODUCIBLE, value, where or "the same bits on a rerun with fresh copies of the inputs")

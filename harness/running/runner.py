@@ -14,7 +14,7 @@ import numpy as np
 
 from harness.core import reference
 from harness.core.case import Case
-from harness.core.compare import Comparison, check_empty_rows, compare, tolerance
+from harness.core.compare import Comparison, check_empty_rows, compare, exact_zero, tolerance
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.contract import GRADIENTS, QUANTITIES, Implementation, Outputs
 from harness.core.inputs import Inputs, make_inputs
@@ -194,32 +194,18 @@ def _bitwise_diff(a: np.ndarray | None, b: np.ndarray | None) -> float:
     return float(np.nan_to_num(np.max(diff), nan=np.inf)) if diff.size else 0.0
 
 
-def _must_be_zero(quantity: str, value: float, note: str) -> Comparison:
-    """A finding of the interpreter's that a correct kernel keeps at exactly 0: no oracle, bound 0."""
-    return Comparison(
-        quantity=quantity,
-        max_abs=value,
-        max_rel=value,
-        oracle_abs=0.0,
-        ratio=value,
-        bound=0.0,
-        passed=value == 0.0,
-        note=note,
-    )
-
-
 def _interpreter_checks(ex: Execution) -> list[Comparison]:
     """The interpreter's findings as rows of the error table, each with bound 0."""
     out = []
     if ex.races is not None:
         note = "the interpreter's race detector reported a data race" if ex.races else "no data race"
-        out.append(_must_be_zero("races", float(ex.races), note))
+        out.append(exact_zero("races", float(ex.races), note))
     if ex.reordered is not None:
         # A correct kernel computes every output tile with the same operations whatever the
         # order of its 'parallel' axes, so the two runs must agree exactly (NaN matching NaN).
         diff = max(_bitwise_diff(ex.outputs.get(q), ex.reordered.get(q)) for q in QUANTITIES)
         note = "result depends on the 'parallel' grid order" if diff else "same values under another grid order"
-        out.append(_must_be_zero("grid_order", diff, note))
+        out.append(exact_zero("grid_order", diff, note))
     return out
 
 
