@@ -298,7 +298,7 @@ class PallasSplash(TpuKernel):
         sinks=SINKS,
         residuals=RESIDUALS,
         # Not the offset regime: its backward recomputes p from a float32 logsumexp, which ~1e5 from zero
-        # keeps ~1e-2 of precision (docs/findings/pallas_gpu_exp2_large_logits.md, "Splash").
+        # keeps ~1e-2 of precision (docs/findings/pallas_splash_lse_large_logits.md).
         regimes=tuple(r for r in REGIMES if r != "offset"),
     )
     conventions = Conventions(

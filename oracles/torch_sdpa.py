@@ -58,7 +58,7 @@ class TorchSDPA(Implementation):
         sinks=False,
         residuals=False,
         # Not the offset regime: its CPU backward loses float32 precision on rows ~1e5 from zero
-        # (docs/findings/pallas_gpu_exp2_large_logits.md, "torch"): there it would judge nothing.
+        # (docs/findings/torch_sdpa_cpu_flash_lse_large_logits.md): there it would judge nothing.
         regimes=tuple(r for r in REGIMES if r != "offset"),
     )
     conventions = Conventions(
