@@ -46,7 +46,8 @@ class TorchSDPA(Implementation):
     framework = "torch"
     description = f"torch {torch.__version__} F.scaled_dot_product_attention on CPU"
     about = About(
-        summary="torch SDPA on the CPU (its math path)", source="torch/nn/functional.py: scaled_dot_product_attention"
+        summary="torch SDPA on the CPU (its default backend there: flash attention, every dtype)",
+        source="torch/nn/functional.py: scaled_dot_product_attention",
     )
     capabilities = dataclasses.replace(
         DENSE_ORACLE,
