@@ -71,6 +71,11 @@ def test_the_default_budget_is_each_kernels_smoke_set_and_drawn_cases() -> None:
         budget.examples_for("my_module:KERNEL")
     (run,) = [s for s in upgrade.steps(budget, ["pallas_splash"], Path("s")) if s.name == "run"]
     assert run.argv[run.argv.index("--examples") + 1] == str(matrix.EXAMPLES["pallas_splash"] + 2)
+    # A kernel only the environments register (tokamax, absent from the harness's own environment: the
+    # default `nox -s upgrade` once stopped with "tokamax_xla has no default case budget") takes theirs.
+    declared = upgrade.Budget(declared=(("tokamax_only", 5), ("pallas_splash", 1)))
+    assert declared.examples_for("tokamax_only") == 5 + upgrade.EXTRA_DRAWN
+    assert declared.examples_for("pallas_splash") == 1 + upgrade.EXTRA_DRAWN  # as the environment declares it
 
 
 def test_benchmarks_alternate_between_the_sides_after_the_checks() -> None:
@@ -372,14 +377,13 @@ def _fake_steps(monkeypatch: pytest.MonkeyPatch, real: Path, *, crash: set[tuple
         return envs.Env(Path("base"), spec), envs.Env(Path("cand"), spec)
 
     def query(env, code, *, cwd):  # noqa: ANN001, ANN202
-        if code == upgrade.KERNELS:
-            return ["tests._fakes:CORRECT", "ragged"]
+        if code == upgrade.KERNELS:  # each with its About.cases: 0, so EXTRA_DRAWN cases each
+            return {"tests._fakes:CORRECT": 0, "ragged": 0}
         return {"jax": "0.10.2", "torch": "2.13.0"}
 
     monkeypatch.setattr(upgrade, "run_step", run_step)
     monkeypatch.setattr(upgrade, "query", query)
     monkeypatch.setattr(upgrade_cmd, "_environments", environments)
-    monkeypatch.setattr(upgrade, "default_examples", lambda kernel: 2)
     return calls
 
 
@@ -393,7 +397,8 @@ def _upgrade(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) ->
 def test_the_control_an_upgrade_to_the_baselines_own_versions_is_safe(tmp_path, capsys, monkeypatch, real_store):
     calls = _fake_steps(monkeypatch, real_store)
     code, out, html = _upgrade(tmp_path, capsys)
-    first = out.splitlines()[out.splitlines().index("  kernel ragged: registered on both sides, 2 cases") + 1 :]
+    listed = f"  kernel ragged: registered on both sides, {upgrade.EXTRA_DRAWN} cases"
+    first = out.splitlines()[out.splitlines().index(listed) + 1 :]
     verdict = next(line for line in first if line.startswith(("SAFE", "NOT SAFE", "CANNOT TELL")))
     assert code == 0, out
     assert verdict.startswith("SAFE: torch==2.13.0 (no version changed: the control) (no regression; 0 improvements")

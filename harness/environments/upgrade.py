@@ -25,7 +25,7 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,7 +40,12 @@ from harness.environments import envs, matrix
 # as a recorded discrepancy (Python exits 1 on an uncaught exception too).
 RECORDED = (EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN)
 HARNESS = ENTRY
-KERNELS = "import json; from harness.core import contract; print(json.dumps(contract.names('kernel')))"
+# The kernels registered in an environment, each with its declared case budget (About.cases): read there,
+# since a kernel whose library the harness's own environment lacks (tokamax) is unknown to this process.
+KERNELS = (
+    "import json; from harness.core import contract; r = contract.registry(); "
+    "print(json.dumps({n: r[n].about.cases for n in contract.names('kernel')}))"
+)
 VERSIONS = "import json; from harness.core import compat; print(json.dumps(compat.library_versions()))"
 # Cases per kernel by default: the matrix's budget (the kernel's whole smoke set and at least one
 # drawn case, harness.environments.matrix.EXAMPLES) and this many drawn cases more, so that an
@@ -89,6 +94,8 @@ class Budget:
     bench_shapes: tuple[str, ...] = ()  # empty: the bench command's default shapes
     bench_rounds: int = 2  # bench processes per side, interleaved with the other side's
     case_timeout: float | None = None
+    # kernel -> About.cases as the environments declare it (KERNELS), ahead of this process's own table.
+    declared: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.examples is not None and self.examples < 1:
@@ -99,11 +106,16 @@ class Budget:
             raise UpgradeError(f"--bench-rounds={self.bench_rounds} must be at least 1")
 
     def examples_for(self, kernel: str) -> int:
-        return self.examples if self.examples is not None else default_examples(kernel)
+        if self.examples is not None:
+            return self.examples
+        return default_examples(kernel, declared=dict(self.declared))
 
 
-def default_examples(kernel: str) -> int:
-    """The default cases of `kernel`: its smoke set and drawn cases (matrix.EXAMPLES, plus EXTRA_DRAWN)."""
+def default_examples(kernel: str, *, declared: Mapping[str, int] | None = None) -> int:
+    """The default cases of `kernel`: its smoke set and drawn cases (its About.cases, as an environment
+    declared it or else matrix.EXAMPLES, plus EXTRA_DRAWN)."""
+    if declared and kernel in declared:
+        return declared[kernel] + EXTRA_DRAWN
     if kernel not in matrix.EXAMPLES:
         raise UpgradeError(
             f"kernel {kernel} has no default case budget: add it to its adapter's About(cases=N) "

@@ -6,6 +6,7 @@ Exit 0 safe, 1 not safe, 2 bad usage, 4 nothing could be compared here (every ch
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -152,8 +153,10 @@ def main(args: argparse.Namespace) -> int:
     if jobs < 1:
         raise UsageError(f"--jobs={jobs} must be at least 1")
     base_env, cand_env = _environments(args, changes)
-    base_kernels = upgrade.query(base_env, upgrade.KERNELS, cwd=ROOT)
-    cand_kernels = upgrade.query(cand_env, upgrade.KERNELS, cwd=ROOT)
+    declared = [upgrade.query(env, upgrade.KERNELS, cwd=ROOT) for env in (base_env, cand_env)]
+    base_kernels, cand_kernels = list(declared[0]), list(declared[1])
+    # Both sides run the same cases: the baseline's declaration first (the same checkout declares both).
+    budget = dataclasses.replace(budget, declared=tuple({**declared[1], **declared[0]}.items()))
     versions = [upgrade.query(env, upgrade.VERSIONS, cwd=ROOT) for env in (base_env, cand_env)]
     change = _change(*versions, changes)
     base_run, cand_run, wanted = _kernels(budget, base_kernels, cand_kernels)
