@@ -79,18 +79,23 @@ def _regime_and_scale(draw: st.DrawFn, regimes: tuple[str, ...], scale: float | 
     regime = draw(st.sampled_from(regimes))
     if regime not in EXTREME_REGIMES:
         return regime, scale
+    return regime, draw(st.sampled_from(_extreme_scales(regime, scale, head_dim)))
+
+
+def _extreme_scales(regime: str, scale: float | None, head_dim: int) -> tuple[float | None, ...]:
+    """The scales an extreme `regime` is drawn with, given the case's ordinary draw `scale`."""
     keep = (scale,) if _exact(scale, head_dim) else ()
-    return regime, draw(st.sampled_from((*keep, *EXACT_SCALES, *LIMIT_SCALES[regime])))
+    return (*keep, *EXACT_SCALES, *LIMIT_SCALES[regime])
 
 
 def takes_scale(regime: str, scale: float | None, head_dim: int) -> bool:
-    """Whether `_regime_and_scale` can pair `regime` with `scale`: an ordinary regime takes None or one of
-    SCALES, an extreme one a power of two of those, EXACT_SCALES or its own LIMIT_SCALES. A limit scale
-    with an ordinary regime (2**8 on "large" float16 values) overflows the same-dtype ruler's logits."""
-    ordinary = scale is None or scale in SCALES
+    """Whether `_regime_and_scale` can pair `regime` with `scale`, from any ordinary draw (None or one of
+    SCALES). A limit scale with an ordinary regime (2**8 on "large" float16 values) overflows the
+    same-dtype ruler's logits."""
+    ordinary = (None, *SCALES)
     if regime not in EXTREME_REGIMES:
-        return ordinary
-    return (ordinary and _exact(scale, head_dim)) or scale in EXACT_SCALES or scale in LIMIT_SCALES[regime]
+        return scale in ordinary
+    return any(scale in _extreme_scales(regime, drawn, head_dim) for drawn in ordinary)
 
 
 # Tile sizes whose edges mask boundaries are drawn at when a case's own tiles are not known yet
