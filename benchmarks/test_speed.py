@@ -55,7 +55,9 @@ def test_speed(benchmark, impl_name: str, shape_name: str, pass_: str) -> None:
             "pass": pass_,
         }
     )
-    # pedantic: exactly ROUNDS timed calls after a warm-up that traces and compiles.
-    benchmark.pedantic(call, rounds=bench.ROUNDS.get(backend, 5), iterations=1, warmup_rounds=bench.WARMUP_ROUNDS)
+    # pedantic: exactly ROUNDS timed calls after warm-up calls, the first of which traces and compiles.
+    benchmark.pedantic(
+        call, rounds=bench.ROUNDS.get(backend, 5), iterations=1, warmup_rounds=bench.warmup_rounds(backend)
+    )
     benchmark.extra_info["peak_rss_bytes"] = bench.peak_rss_bytes()
     benchmark.extra_info["device_peak_bytes"] = compat.device_peak_bytes()

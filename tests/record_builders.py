@@ -281,10 +281,13 @@ def environment(
     bench_median: float = 0.010,
     temp: int = MEMORY["temp"],
     n_samples: int = 8,
+    bench_processes: int = 1,
 ) -> list[dict[str, Any]]:
     """A small but complete run: cases for the kernel and one oracle, a benchmark, compile checks.
 
     fail_seed: that case fails (out at 5x its bound) and is recorded as a shrunk failure.
+    bench_processes: the benchmark timed in this many processes (runs `run_id`, then `run_id`-b1 ...,
+    as `upgrade --bench-rounds` records them), n_samples calls each; the gate judges one per process.
     """
     recs = [run_record(run_id, versions=versions)]
     for s in seeds:
@@ -297,9 +300,12 @@ def environment(
                 extra = {"shrunk": True, "failure_file": f"/nonexistent/store/failures/{c.case_id}-abc123.json"}
             recs.append(case_record(run_id, c, fail_quantity=fail, used=0.1 + 0.05 * s, **extra))
             recs.append(case_record(run_id, c, implementation="torch_sdpa", role="oracle", backend="cpu", used=0.2))
+    bench_runs = [run_id] + [f"{run_id}-b{i}" for i in range(1, bench_processes)]
+    recs += [run_record(r, versions=versions) for r in bench_runs[1:]]
     for pass_ in ("fwd", "fwd_bwd"):
         scale = 1.0 if pass_ == "fwd" else 3.0
-        recs.append(bench_record(run_id, timings(bench_median * scale, n_samples), pass_=pass_))
+        for i, r in enumerate(bench_runs):
+            recs.append(bench_record(r, timings(bench_median * scale, n_samples, seed=i), pass_=pass_))
         for topology in ("v5e:1x1", "v6e:1x1"):
             recs.append(compile_record(run_id, topology=topology, pass_=pass_, memory={"temp": temp}))
     return recs
@@ -374,6 +380,26 @@ def copy_store(store: Path, dest: Path, *, drop: Any = lambda rec: False) -> Pat
         if drop(json.loads(path.read_text())):
             path.unlink()
     return dest
+
+
+def repeat_bench_runs(store: Path, processes: int) -> Path:
+    """Every bench run of `store` copied so that each benchmark was timed in `processes` processes, as
+    `upgrade --bench-rounds` records them (the gate judges one sample per process): run ids -b1, -b2 ..."""
+    records = store / "records"
+    for run in sorted(d for d in records.iterdir() if d.is_dir()):
+        meta = json.loads((run / "run.json").read_text()) if (run / "run.json").exists() else {}
+        if meta.get("mode") != "bench":
+            continue
+        for i in range(1, processes):
+            dest = records / f"{run.name}-b{i}"
+            shutil.copytree(run, dest)
+            for path in dest.glob("*.json"):
+                rec = json.loads(path.read_text())
+                rec["run_id"] = dest.name
+                if rec.get("kind") == "bench":  # another process: other timings, spread as the first's
+                    rec["samples"] = [x * (1 + 0.01 * ((i * 37 + j) % 7 - 3)) for j, x in enumerate(rec["samples"])]
+                path.write_text(json.dumps(rec))
+    return store
 
 
 def real_records(store: Path) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from tests import record_builders as rb
 
 BASE, CAND = "20261129T100000Z-ci-aaaaaa", "20261129T110000Z-ci-bbbbbb"
 UPGRADE = {"jax": "0.11.0", "jaxlib": "0.11.0"}
+PROCESSES = 8  # bench processes a side: enough for the speed rule over a few timings (upgrade.BENCH_ROUNDS)
 
 
 def _gate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -30,11 +31,11 @@ def _gate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
 @pytest.fixture
 def planted(tmp_path: Path) -> tuple[Path, Path]:
     """A passing baseline, and a candidate with one new failure, one speed regression and one memory growth."""
-    base = rb.write_store(tmp_path / "base", rb.environment(BASE))
-    recs = rb.environment(CAND, versions=UPGRADE, fail_seed=3)
+    base = rb.write_store(tmp_path / "base", rb.environment(BASE, bench_processes=PROCESSES))
+    recs = rb.environment(CAND, versions=UPGRADE, fail_seed=3, bench_processes=PROCESSES)
     for r in recs:
         if r["kind"] == "bench" and r["pass"] == "fwd":
-            r["samples"] = rb.timings(0.013)  # 1.3x slower than the baseline's 10 ms
+            r["samples"] = rb.timings(0.013, 3)  # 1.3x slower than the baseline's 10 ms, in every process
         if r["kind"] == "compile" and r["topology"] == "v5e:1x1" and r["pass"] == "fwd_bwd":
             r["memory"]["temp"] = int(rb.MEMORY["temp"] * 1.20)
     return base, rb.write_store(tmp_path / "cand", recs)
@@ -93,15 +94,50 @@ def test_a_single_sample_is_never_judged() -> None:
     assert row.fails
 
 
+def _processes(run_id: str, median: float, n: int = PROCESSES, *, seed: int = 0, **kw: object) -> list[dict]:
+    """A benchmark timed in `n` processes (3 calls each), as upgrade's bench rounds record it."""
+    # Each process a little slower than the one before, so that no two medians tie.
+    return [
+        rb.bench_record(f"{run_id}-{i}", [x * (1 + 0.001 * i) for x in rb.timings(median, 3, seed=seed + i)], **kw)
+        for i in range(n)
+    ]
+
+
 def test_noise_and_small_moves_are_unchanged_real_speedups_better() -> None:
-    b = _records(rb.bench_record(BASE, rb.timings(0.010, 10)))
-    noisy = _records(rb.bench_record(CAND, rb.timings(0.010, 10, seed=5)))
+    b = _records(*_processes(BASE, 0.010))
+    noisy = _records(*_processes(CAND, 0.010, seed=5))
     assert [r.status for r in gate.speed_rows(b, noisy, _th())] == ["unchanged"]
-    slight = _records(rb.bench_record(CAND, rb.timings(0.0105, 10)))  # beyond noise, within the 1.10 factor
+    slight = _records(*_processes(CAND, 0.0105))  # beyond noise, within the 1.10 factor
     (row,) = gate.speed_rows(b, slight, _th())
     assert row.status == "unchanged" and "within factor 1.1" in row.detail
-    fast = _records(rb.bench_record(CAND, rb.timings(0.007, 10)))
+    fast = _records(*_processes(CAND, 0.007))
     assert [r.status for r in gate.speed_rows(b, fast, _th())] == ["better"]
+
+
+def test_repetitions_in_one_process_are_not_independent_samples() -> None:
+    # Ten calls a side in one process each, five times slower: still one sample a side, never judged.
+    b = _records(rb.bench_record(BASE, rb.timings(0.010, 10)))
+    c = _records(rb.bench_record(CAND, rb.timings(0.050, 10)))
+    (row,) = gate.speed_rows(b, c, _th())
+    assert row.status == "insufficient" and "baseline 1, candidate 1" in row.detail
+    assert (row.baseline, row.candidate) == ("10 ms (n=1 processes)", "50 ms (n=1 processes)")
+
+
+def test_the_timings_of_one_gate_are_judged_as_one_family() -> None:
+    # Five processes a side fully apart: p = 0.0079 < 0.01 for one timing alone, but not over three (Holm).
+    one = [(s, "mha_f32_256") for s in ("fwd",)]
+    three = [(p, s) for p in ("fwd", "fwd_bwd") for s in ("mha_f32_256", "causal_bf16_512")][:3]
+    for benches, status in ((one, "worse"), (three, "insufficient")):
+        b = _records(*(r for p, s in benches for r in _processes(BASE, 0.010, 5, pass_=p, shape=s)))
+        c = _records(*(r for p, s in benches for r in _processes(CAND, 0.020, 5, pass_=p, shape=s)))
+        rows = gate.speed_rows(b, c, _th())
+        assert [r.status for r in rows] == [status] * len(benches), [r.detail for r in rows]
+    assert "enough for p < 0.01 over the 3 judged together (Holm)" in rows[0].detail
+    # Eight a side reach it over three: 2/12870 * 3 < 0.01.
+    b = _records(*(r for p, s in three for r in _processes(BASE, 0.010, 8, pass_=p, shape=s)))
+    c = _records(*(r for p, s in three for r in _processes(CAND, 0.020, 8, pass_=p, shape=s)))
+    rows = gate.speed_rows(b, c, _th())
+    assert [r.status for r in rows] == ["worse"] * 3 and "Holm-adjusted over 3: p=0.00047" in rows[0].detail
 
 
 def test_timings_from_different_backends_are_never_compared() -> None:
@@ -280,6 +316,8 @@ def test_real_records_with_planted_regressions_fail_the_gate(capsys, tmp_path: P
     # The baseline never ran BROKEN, so its failures are new in the candidate.
     base = rb.copy_store(real_store, tmp_path / "base", drop=lambda r: r.get("implementation") == broken)
     cand = rb.copy_store(real_store, tmp_path / "cand")
+    for store in (base, cand):  # the benchmark timed in enough processes for the speed rule
+        rb.repeat_bench_runs(store, PROCESSES)
     # A slowdown beyond the samples' own spread: under load one sample can be several times another, so
     # scaling by a constant can leave the two sets overlapping (honest noise); adding three times the
     # slowest baseline sample puts every candidate sample above every baseline one, at least 4x the median.
@@ -502,17 +540,15 @@ def test_memory_rows_judge_the_median_of_each_side() -> None:
 
 def test_speed_rows_for_each_movement() -> None:
     TI = "tpu_interpret (cpu:0)"  # noqa: N806 - where the records were timed
-    slow = rb.timings(0.020, 10)
     b = _records(
-        rb.bench_record(BASE, rb.timings(0.010, 10)),
-        rb.bench_record(BASE, rb.timings(0.010, 3), pass_="fwd_bwd"),  # 3 + 3 samples, pooled: 6
-        rb.bench_record(BASE, rb.timings(0.010, 3, seed=1), pass_="fwd_bwd"),
+        *_processes(BASE, 0.010),
+        *_processes(BASE, 0.010, seed=1, pass_="fwd_bwd"),
         rb.bench_record(BASE, rb.timings(0.010), shape="gone"),
     )
     c = _records(
-        rb.bench_record(CAND, slow),
-        rb.bench_record(CAND, slow, backend="tpu"),  # timed on a backend the baseline has not: not compared
-        rb.bench_record(CAND, [x * 2 for x in rb.timings(0.010, 6, seed=2)], pass_="fwd_bwd"),
+        *_processes(CAND, 0.020),
+        *_processes(CAND, 0.020, backend="tpu"),  # timed on a backend the baseline has not: not compared
+        *_processes(CAND, 0.020, seed=2, pass_="fwd_bwd"),
         rb.bench_record(CAND, rb.timings(0.010), shape="added"),
     )
     rows = gate.speed_rows(b, c, _th())
@@ -520,8 +556,8 @@ def test_speed_rows_for_each_movement() -> None:
     assert got == [
         ("pallas_flash fwd added", "new", False, "not run", f"{TI}"),
         ("pallas_flash fwd gone", "missing", True, f"{TI}", "not run"),
-        (f"pallas_flash fwd mha_f32_256 on {TI}", "worse", True, "10 ms (n=10)", "20 ms (n=10)"),
-        (f"pallas_flash fwd_bwd mha_f32_256 on {TI}", "worse", True, "9.99 ms (n=6)", "20 ms (n=6)"),
+        (f"pallas_flash fwd mha_f32_256 on {TI}", "worse", True, "10 ms (n=8 processes)", "20 ms (n=8 processes)"),
+        (f"pallas_flash fwd_bwd mha_f32_256 on {TI}", "worse", True, "10 ms (n=8 processes)", "20 ms (n=8 processes)"),
     ]
     assert all(r.category == "speed" for r in rows)
     assert not [r for r in gate.speed_rows(b, c, _th(fail_on_missing=False)) if r.status == "missing"][0].fails
@@ -568,8 +604,8 @@ def test_compare_lists_failures_first_and_keeps_every_pair() -> None:
     assert got == [
         ("correctness", "a", "worse", True),
         ("correctness", "gone", "missing", True),
+        ("speed", "pallas_flash fwd mha_f32_256 on tpu_interpret (cpu:0)", "insufficient", False),
         ("drift", "a paired cases", "unchanged", False),
-        ("speed", "pallas_flash fwd mha_f32_256 on tpu_interpret (cpu:0)", "unchanged", False),
     ]
     assert (result.baseline, result.candidate, result.thresholds) == ("jax 0.9", "jax 0.10", "t.toml")
     # Every case run on both sides, largest error growth first (case 2 went from 0.3 to 5 bounds).

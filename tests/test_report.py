@@ -72,8 +72,8 @@ def test_environments_sort_by_version_numbers_not_text(tmp_path: Path) -> None:
 
 
 def test_speed_and_memory_movement_across_versions(tmp_path: Path) -> None:
-    recs = rb.environment(BASE) + rb.environment(
-        CAND, versions={"jax": "0.11.0"}, bench_median=0.013, temp=int(rb.MEMORY["temp"] * 1.1)
+    recs = rb.environment(BASE, bench_processes=8) + rb.environment(
+        CAND, versions={"jax": "0.11.0"}, bench_median=0.013, temp=int(rb.MEMORY["temp"] * 1.1), bench_processes=8
     )
     report = _build(load([rb.write_store(tmp_path / "s", _with_conventions(recs))]))
     fwd = next(r for r in report.speed if r.label == "pallas_flash fwd mha_f32_256")
@@ -169,14 +169,15 @@ def test_report_command_exit_codes(capsys, tmp_path: Path) -> None:
 
 
 def test_report_with_a_baseline_in_the_same_store(capsys, tmp_path: Path) -> None:
-    recs = rb.environment(BASE) + rb.environment(CAND, versions={"jax": "0.11.0"}, bench_median=0.02)
+    recs = rb.environment(BASE, bench_processes=8)
+    recs += rb.environment(CAND, versions={"jax": "0.11.0"}, bench_median=0.02, bench_processes=8)
     store = rb.write_store(tmp_path / "s", _with_conventions(recs))
     out_html = tmp_path / "index.html"
     code, out, _ = _report(capsys, "--store", str(store), "--baseline", "jax=0.10.2", "--out", str(out_html))
     assert code == 1 and "GATE FAILED: 2 regressions (speed 2)" in out
     html = out_html.read_text()
-    assert 'id="gate"' in html and "baseline jax=0.10.2 (1 run)" in html
-    assert "the other 1 run in the stores" in html
+    assert 'id="gate"' in html and "baseline jax=0.10.2 (8 runs)" in html  # a run and 7 more bench processes
+    assert "the other 8 runs in the stores" in html
 
 
 def test_unreadable_records_are_reported_not_fatal(tmp_path: Path) -> None:

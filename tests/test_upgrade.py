@@ -406,13 +406,9 @@ def test_the_control_an_upgrade_to_the_baselines_own_versions_is_safe(tmp_path, 
     # side, `--jobs` at a time: any order within a kernel), compile, bench rounds alternating.
     assert sorted(calls[:2]) == [("baseline", "run tests._fakes:CORRECT"), ("candidate", "run tests._fakes:CORRECT")]
     assert sorted(calls[2:4]) == [("baseline", "run ragged"), ("candidate", "run ragged")]
-    assert calls[4:] == [
-        ("baseline", "compile"),
-        ("candidate", "compile"),
-        ("baseline", "bench"),
-        ("candidate", "bench"),
-        ("baseline", "bench #2"),
-        ("candidate", "bench #2"),
+    rounds = [f"bench #{i + 1}" if i else "bench" for i in range(upgrade.BENCH_ROUNDS)]
+    assert calls[4:] == [("baseline", "compile"), ("candidate", "compile")] + [
+        (side, r) for r in rounds for side in ("baseline", "candidate")
     ]
     assert f"correctness: ragged: ran on neither side: cannot run on either side: {RAGGED_ERROR}" in out
     # The report says what the terminal said, and holds compile and bench records of both sides.
@@ -424,7 +420,7 @@ def test_the_control_an_upgrade_to_the_baselines_own_versions_is_safe(tmp_path, 
     real = _real_runs(real_store)
     n_compile = len(list(real["compile"].glob("compile-*.json")))
     n_bench = len([f for f in real["bench"].glob("*.json") if f.name != "run.json"])
-    assert (int(counts.group(3)), int(counts.group(4))) == (4 * n_bench, 2 * n_compile)  # 2 bench rounds a side
+    assert (int(counts.group(3)), int(counts.group(4))) == (2 * upgrade.BENCH_ROUNDS * n_bench, 2 * n_compile)
 
 
 def test_a_kernel_lost_in_the_candidate_is_the_one_regression_and_stops_nothing(
@@ -439,7 +435,7 @@ def test_a_kernel_lost_in_the_candidate_is_the_one_regression_and_stops_nothing(
         "  - correctness: tests._fakes:CORRECT: run: lost in the candidate: the candidate's run tests._fakes:CORRECT "
         f"did not run (exit 3): ImportError: cannot import name 'x' from 'jax'; log {log}"
     ) in out
-    assert len(calls) == 10  # the crash stopped no other step
+    assert len(calls) == 6 + 2 * upgrade.BENCH_ROUNDS  # the crash stopped no other step
     assert "cannot import name" in html
 
 

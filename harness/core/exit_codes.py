@@ -25,3 +25,7 @@ ENTRY = (
     f"    code = {EXIT_HARNESS}\n"
     "sys.exit(code)\n"
 )
+# A `run` started by another harness process (a worker of `run --jobs`, an upgrade's run step) finds
+# that parent's pid here and stops, as interrupted, when the parent dies
+# (harness.running.worker.die_with_parent): it never runs on orphaned.
+PARENT_PID_ENV = "ATTN_HARNESS_JOBS_PARENT_PID"

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.core.errors import InputError
-from harness.core.exit_codes import ENTRY, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
+from harness.core.exit_codes import ENTRY, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, PARENT_PID_ENV
 from harness.environments import envs, matrix
 
 # A step command exits 0 (all pass), 1 (a recorded discrepancy or failed compile) or 4 (`run`: a
@@ -53,6 +53,11 @@ VERSIONS = "import json; from harness.core import compat; print(json.dumps(compa
 # numerics drift shows first. 2: 18 cases a side more than the matrix's 87 on a CPU host; the
 # README ("Should we take this release?") gives the cases per kernel and the measured wall time.
 EXTRA_DRAWN = 2
+# Bench processes per side. The gate judges one sample per process and the speed timings of one
+# upgrade as one family (Holm, alpha 0.01): the default benchmarks give 32 timings, and 8 against 8
+# processes is the fewest whose smallest p-value (2/12870) passes 0.01/32. Measured: 2 a side, their
+# repetitions pooled, judged 5 timings of identical environments slower.
+BENCH_ROUNDS = 8
 
 
 class UpgradeError(InputError):
@@ -92,7 +97,7 @@ class Budget:
     compile_shapes: tuple[str, ...] = ()  # empty: the compile command's default shapes
     bench: bool = True
     bench_shapes: tuple[str, ...] = ()  # empty: the bench command's default shapes
-    bench_rounds: int = 2  # bench processes per side, interleaved with the other side's
+    bench_rounds: int = BENCH_ROUNDS  # bench processes per side, interleaved with the other side's
     case_timeout: float | None = None
     # kernel -> About.cases as the environments declare it (KERNELS), ahead of this process's own table.
     declared: tuple[tuple[str, int], ...] = ()
@@ -240,7 +245,10 @@ def run_step(side: str, env: envs.Env, step: Step, *, store: Path, cwd: Path, lo
         f.write(f"$ {command}\n")
         f.flush()
         cmd = [str(env.python), "-c", HARNESS, *step.argv]
-        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=dict(os.environ)).returncode
+        # A run step stops (as interrupted) when this process dies, even by SIGTERM or SIGKILL, as a
+        # worker of `run --jobs` does (harness.running.worker.die_with_parent), never running on orphaned.
+        env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env).returncode
     runs = tuple(sorted(_run_dirs(store, step.kernel) - before))
     return StepResult(
         side=side, step=step, code=code, seconds=time.perf_counter() - start, log=path, command=command, runs=runs

@@ -12,11 +12,11 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from harness.gate import SpeedComparison, compare_samples, fmt_seconds, stats
+from harness.gate import SpeedComparison, compare_samples, fmt_seconds, process_samples, stats
 from harness.gate.thresholds import Thresholds, fmt_bytes
 from harness.store.derive import Uses, failure_line
 from harness.store.derive import record_uses as _uses
-from harness.store.read import Records, bench_key, compile_key, generation, samples
+from harness.store.read import Records, bench_key, compile_key, generation
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord
 from harness.tpu import mosaic
 from harness.tpu.mosaic import STAGES, KernelBody
@@ -191,7 +191,7 @@ def speed_by_version(
 ) -> list[SeriesRow]:
     groups: dict[tuple[str, ...], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for rec in benches:
-        groups[bench_key(rec)][run_env[rec.run_id].label].extend(samples(rec))
+        groups[bench_key(rec)][run_env[rec.run_id].label].extend(process_samples([rec]))  # one per process, as the gate
     rows = []
     for key in sorted(groups):
         impl, shape, pass_, where = key

@@ -34,6 +34,7 @@ from harness.core.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    PARENT_PID_ENV,
 )
 from harness.core.summary import KernelSummary
 from harness.store.files import atomic_write_json
@@ -41,8 +42,6 @@ from harness.store.schema import RunStatus
 
 # Environment variable a worker of `run --jobs` finds its parent's token in (written to its run.json).
 PARENT_ENV = "ATTN_HARNESS_JOBS_PARENT"
-# ... and its parent's pid: a worker whose parent has died stops (harness.running.worker.die_with_parent).
-PARENT_PID_ENV = "ATTN_HARNESS_JOBS_PARENT_PID"
 # After a stop is forwarded, how long the workers have to record what they finished before they are killed.
 STOP_GRACE_S = 60.0
 JOBS_ENV = "ATTN_HARNESS_JOBS"

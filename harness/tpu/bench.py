@@ -24,12 +24,23 @@ from harness.core.contract import Implementation
 from harness.core.inputs import make_inputs
 from harness.store.records import BenchRecord, now
 
-# Rounds per benchmark. Under the interpreter one fwd+bwd call takes seconds, so few rounds
-# bound the run, but never fewer than the gate's min_samples (harness/gate/gate_thresholds.toml):
-# 5 against 5 is the smallest Mann-Whitney test that can reach p < 0.01. Natively a call
-# takes microseconds to milliseconds and more rounds steady the minimum.
-ROUNDS = {"tpu": 50, "gpu": 50, "cpu": 5, "tpu_interpret": 5}
-WARMUP_ROUNDS = 1  # the first call traces and compiles; never timed
+# Timed calls per benchmark in one process; the process's median is its one sample for the gate
+# and the report (harness.gate.process_samples): calls inside one process are not independent
+# samples, so what steadies a verdict is more processes (bench several times, as `upgrade
+# --bench-rounds` does), not more calls. Natively a call takes microseconds to milliseconds and more
+# calls steady that process's median; under the interpreter a call takes up to seconds.
+ROUNDS = {"tpu": 50, "gpu": 50, "cpu": 3, "tpu_interpret": 3}
+# Untimed calls first: the first traces and compiles. On the CPU the first timed call after a single
+# warm-up ran at a median 1.06x (up to 1.65x) its process's median (measured over 32 benchmarks of
+# the default upgrade, 4 processes each), so the CPU's fast calls warm up twice more.
+WARMUP_ROUNDS = {"cpu": 3}
+WARMUP_DEFAULT = 1
+
+
+def warmup_rounds(backend: str) -> int:
+    return WARMUP_ROUNDS.get(backend, WARMUP_DEFAULT)
+
+
 BENCH_NOTE = {
     "tpu_interpret": "Pallas TPU interpreter on CPU: measures the interpreter and harness, not the kernel; "
     "never compare with native tpu timings",

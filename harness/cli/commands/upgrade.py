@@ -57,9 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--bench-rounds",
         type=int,
-        default=2,
+        default=upgrade.BENCH_ROUNDS,
         metavar="N",
-        help="benchmark processes per side, alternating with the other side's (default 2)",
+        help="benchmark processes per side, alternating with the other side's; each is one sample of the "
+        f"speed rule (default {upgrade.BENCH_ROUNDS})",
     )
     p.add_argument(
         "--jobs",
