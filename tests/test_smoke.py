@@ -56,9 +56,26 @@ def test_a_failing_smoke_case_is_the_reported_failure():
     kernel = _fakes.FakeKernel("tests._fakes:causal_broken", broken=lambda c: c.mask.causal is not None)
     outcome = search(kernel, [], examples=10, profile="ci", grads=False, smoke=True)
     assert outcome.shrunk is not None and outcome.shrunk.case == smoke.smoke_cases(kernel)[0]
-    assert outcome.shrunk.case.mask.causal == "top_left" and outcome.shrink_runs == 0
+    # Its one feature beyond the plainest case left out: the plainest case, which passes.
+    assert outcome.shrunk.case.mask.causal == "top_left" and outcome.shrink_runs == 1
     without = search(kernel, [], examples=1, profile="ci", grads=False, reuse=False)
     assert without.results[0].case.mask.causal is None  # Hypothesis alone starts from no mask
+
+
+def test_a_failing_smoke_case_is_shrunk_over_its_features():
+    # A causal bug met first in a causal case with unequal lengths: each feature left out in turn, the
+    # smallest causal case fails the same way and is reported; leaving causal out passes.
+    kernel = _fakes.FakeKernel("tests._fakes:causal_broken", broken=lambda c: c.mask.causal is not None)
+    rich = smoke.smallest(kernel, frozenset({"mask:causal_top_left", "lengths:unequal"}))
+    assert rich is not None and rich.q_len != rich.kv_len
+    outcome = search(kernel, [], examples=2, profile="ci", grads=False, smoke=[rich])
+    (failure,) = outcome.failures
+    assert failure.case == smoke.smallest(kernel, frozenset({"mask:causal_top_left"}))
+    assert failure.case.q_len == failure.case.kv_len and outcome.shrinks[0].shrunk
+    assert [r.case for r in outcome.results][:1] == [rich]  # the smoke case is the run's, its shrink apart
+    # The budget bounds it: with no shrink runs the smoke case is reported as found.
+    kept = search(kernel, [], examples=2, profile="ci", grads=False, smoke=[rich], shrink_runs=0)
+    assert kept.failures[0].case == rich and kept.shrinks[0].exhausted
 
 
 def _scale(case: Case) -> bool:

@@ -20,7 +20,7 @@ class ShrinkStats:
     runs: int = 0  # cases run while shrinking it
     exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
     # False: reported as found (past the search's cap, harness.running.search.MAX_SHRUNK, or met while
-    # shrinking another). A smoke case is shrunk already: it is the smallest case with its features.
+    # shrinking another). A failing smoke case is shrunk over its features (search._shrink_smoke).
     shrunk: bool = True
 
 

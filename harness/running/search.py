@@ -31,12 +31,12 @@ from hypothesis import Verbosity, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from harness.core import compat, pool, profiles, strategies
+from harness.core import compat, features, pool, profiles, smoke, strategies
 from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.contract import Implementation
 from harness.core.smoke import iter_smoke_cases
-from harness.running import runner
+from harness.running import runner, signatures
 from harness.running.distinct import Failures, Shrink, ShrinkStats
 from harness.running.execute import is_interrupt
 from harness.running.runner import CaseResult
@@ -296,8 +296,7 @@ def search(
     run a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are marked as such; see runner.run_case).
     shrink_runs overrides the profile's shrink budget in cases, per failure. smoke: start with
     the kernel's smoke cases (harness.core.smoke; or these cases, a shard's share of them), counted
-    in `examples`; a failing smoke case is reported as it is (it is already the smallest case with
-    its features). reuse: drawn cases take their compile-relevant part from a pool drawn for this
+    in `examples`; a failing smoke case is shrunk over its features (_shrink_smoke). reuse: drawn cases take their compile-relevant part from a pool drawn for this
     run (harness.core.pool), so compiled programs serve several cases. owns: only cases it is true
     of are drawn and checked (a shard's part of the search, harness.running.shards).
 
@@ -370,12 +369,37 @@ def _check_smoke(s: _Search, case: Case) -> bool:
     try:
         _check(s, case)
     except CaseFailed:
-        # Reported as it is: a smoke case is already the smallest case with its features.
         assert s.shrink is not None
-        s.failures.add(s.shrink.best, ShrinkStats())
+        _shrink_smoke(s)
+        s.failures.finish(s.shrink)
         s.shrink = None
         return not s.first_failure
     return True
+
+
+def _shrink_smoke(s: _Search) -> None:
+    """A failing smoke case shrunk over its features. A smoke case is the smallest case with its
+    features, but a bug may need fewer of them: the first smoke case is causal and cut into several
+    key tiles, and a causal bug fails the smallest causal case too. So each feature is left out in
+    turn, the smallest case with the rest (smoke.smallest) run as a shrink candidate, and the first
+    that fails the same way is the new best, until no feature can be left out or the budget is spent."""
+    assert s.shrink is not None
+    tried: set[Case] = {s.shrink.best.case}
+    while not s.shrink.exhausted:
+        have = features.of(s.shrink.best.case, s.kernel) - signatures.plain(s.kernel)
+        candidates = (smoke.smallest(s.kernel, have - {f}) for f in sorted(have))
+        for candidate in candidates:
+            if candidate is None or candidate in tried:
+                continue
+            tried.add(candidate)
+            try:
+                _check(s, candidate)
+            except CaseFailed:
+                break  # a smaller failure of the same kind: s.shrink.best now; try its features
+            if s.shrink.exhausted:
+                return
+        else:
+            return  # no feature can be left out: the best is as small as its features allow
 
 
 def _drawn_phases(s: _Search, *, reuse: bool, smoked: bool) -> None:
