@@ -296,8 +296,9 @@ def search(
     run a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are marked as such; see runner.run_case).
     shrink_runs overrides the profile's shrink budget in cases, per failure. smoke: start with
     the kernel's smoke cases (harness.core.smoke; or these cases, a shard's share of them), counted
-    in `examples`; a failing smoke case is shrunk over its features (_shrink_smoke). reuse: drawn cases take their compile-relevant part from a pool drawn for this
-    run (harness.core.pool), so compiled programs serve several cases. owns: only cases it is true
+    in `examples`; a failing smoke case is shrunk over its features (_shrink_smoke). reuse: drawn
+    cases take their compile-relevant part from a pool drawn for this run (harness.core.pool), so
+    compiled programs serve several cases. owns: only cases it is true
     of are drawn and checked (a shard's part of the search, harness.running.shards).
 
     The search goes on after a failure: each failure that no failure found before explains
