@@ -85,6 +85,21 @@ def test_speed_and_memory_movement_across_versions(tmp_path: Path) -> None:
     assert report.verdict.status == "pass"  # no baseline: the verdict covers correctness and compiles
 
 
+def test_one_bug_two_shards_found_is_one_failure_with_the_other_as_an_example(tmp_path: Path) -> None:
+    # The parent of `run --jobs` pointed the second shard's shrunk records at the bug's one failure file
+    # (harness.running.shards.same_bugs): the report lists that bug once.
+    store = tmp_path / "s"
+    bug = store / "failures" / "bug.json"
+    bug.parent.mkdir(parents=True)
+    bug.write_text("{}")
+    recs = [rb.run_record(BASE)]
+    for seed in (3, 4):
+        c = rb.case(seed, causal=True)
+        recs.append(rb.case_record(BASE, c, fail_quantity="out", shrunk=True, failure_file=str(bug)))
+    main_, other = data.failures(load([rb.write_store(store, recs)]), data.environments(load([store]))[1])
+    assert len(main_) == 1 and len(other) == 1 and main_[0].repro == other[0].repro
+
+
 def test_failures_carry_case_error_table_and_repro_command(tmp_path: Path) -> None:
     store = tmp_path / "s"
     recs = rb.environment(BASE, fail_seed=3)

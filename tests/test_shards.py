@@ -111,3 +111,56 @@ def test_the_ci_workflow_runs_every_shard_then_merges_reports_and_gates() -> Non
     merge_steps = [s["run"] for s in wf["jobs"]["merge"]["steps"] if "run" in s]
     assert any(r.startswith("python -m harness merge stores/store-* --out reports/store") for r in merge_steps)
     assert any(r.startswith("python -m harness report --store reports/store") for r in merge_steps)
+
+
+def _reported_failure(store: Path, run_id: str, name: str, how: str, feats: list[str], n: int = 1) -> Path:
+    """A worker's reported failure as `run` writes it: the failure file, and the kernel's and oracle's
+    shrunk records naming it."""
+    path = store / "failures" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sig = {"how": [["k", how, ["out"]]], "features": feats}
+    search = {"failure": f"{n} of 2", "shrunk": True, "signature": how, "signature_parts": sig}
+    path.write_text(json.dumps({"kind": "failure", "kernel": "k", "search": search}))
+    for impl in ("k", "torch_sdpa"):
+        rec = {"kind": "case", "implementation": impl, "shrunk": True, "failure_file": str(path)}
+        (store / "records" / run_id / f"{name}--{impl}.json").write_text(json.dumps(rec))
+    return path
+
+
+def test_one_bug_found_by_two_shards_keeps_one_failure_file(tmp_path: Path) -> None:
+    from harness.running.shards import SAME_BUG_DIR, same_bugs
+
+    runs = []
+    for i in range(2):
+        (tmp_path / "records" / f"r{i}").mkdir(parents=True)
+        runs.append({"run_id": f"r{i}", "shard": f"{i}/2"})
+    causal = _reported_failure(tmp_path, "r0", "a-causal", "wrong values", ["mask:causal_top_left"])
+    tiled = _reported_failure(tmp_path, "r1", "b-tiled", "wrong values", ["mask:causal_top_left", "tiling:x"])
+    raised = _reported_failure(tmp_path, "r1", "c-raised", "raised ValueError", ["mask:causal_top_left"], n=2)
+    # Shard 0 found a failure at segments, shard 1 the same one at fewer features: shard 1's is kept.
+    segments = _reported_failure(tmp_path, "r0", "d-seg", "non-finite", ["mask:segments", "tiling:x"], n=2)
+    general = _reported_failure(tmp_path, "r1", "e-gen", "non-finite", ["tiling:x"], n=1)
+    merged = same_bugs(tmp_path, runs)
+    merged.sort(key=lambda b: b.kept.name)
+    assert [(b.kept, b.moved) for b in merged] == [
+        (causal, causal.parent / SAME_BUG_DIR / tiled.name),
+        (general, general.parent / SAME_BUG_DIR / segments.name),
+    ]
+    assert sorted(p.name for p in (tmp_path / "failures").glob("*.json")) == [causal.name, raised.name, general.name]
+    kept = json.loads(causal.read_text())["search"]
+    assert kept["also_found"] == [
+        {
+            "file": f"{SAME_BUG_DIR}/{tiled.name}",
+            "shard": 1,
+            "signature": "k wrong values in out (at mask:causal_top_left, tiling:x)",
+        }
+    ]
+    moved = json.loads((causal.parent / SAME_BUG_DIR / tiled.name).read_text())
+    assert moved["search"]["same_bug_as"] == causal.name  # nothing lost: the file is kept, and says whose bug it is
+    # The records of the other shard's failure name the bug's file: the gate and report count it once.
+    for impl in ("k", "torch_sdpa"):
+        rec = json.loads((tmp_path / "records" / "r1" / f"b-tiled--{impl}.json").read_text())
+        assert rec["failure_file"] == str(causal)
+    assert "the same bug as" in merged[0].line()
+    # Merged already: a second look moves nothing (the records of both shards name one file now).
+    assert [b.moved for b in same_bugs(tmp_path, runs)] == [None, None]

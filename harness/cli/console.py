@@ -99,6 +99,9 @@ def outcome_text(outcome: RunOutcome) -> str:
         m = outcome.merged
         lines = [f"\n== merged summary of {len(m.run_ids)} of {m.jobs} shards: {', '.join(m.run_ids)}"]
         lines += [summary_table(list(outcome.rows)), *m.coverage, *m.lost]
+        if m.same_bug:
+            lines += ["one bug, found by several shards: its failure file is the first named here"]
+            lines += [f"  {line}" for line in m.same_bug]
     else:
         lines = ["", summary_table(list(outcome.rows)), *_findings(outcome)]
     if outcome.interrupted:

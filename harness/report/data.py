@@ -238,6 +238,7 @@ def _comparison_views(comparisons: list[Comparison]) -> list[ComparisonView]:
 def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureView], list[FailureView]]:
     """(failures with a shrunk case or a repro file, and up to MAX_OTHER_FAILURES other failing examples)."""
     main, other = [], []
+    listed: set[tuple[str, str]] = set()  # (implementation, failure file) of the failures listed in main
     for rec in records.cases:
         if rec.passed:
             continue
@@ -260,7 +261,12 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
         located = Located.from_json(rec.located)
         if located is not None and isinstance(rec.case, dict):
             view.case, view.located, view.where = rec.case, located, [where(s) for s in located.strips]
-        (main if rec.shrunk or path else other).append(view)
+        # One bug, one entry: a failure whose file another listed failure names already (two shards of a
+        # `run --jobs` found it, harness.running.shards.same_bugs) is one of its other examples.
+        first = (rec.implementation, str(path)) not in listed
+        (main if (rec.shrunk or path) and (path is None or first) else other).append(view)
+        if rec.shrunk or path:
+            listed.add((rec.implementation, str(path)))
     for rec in records.compiles:
         if rec.ok:
             continue

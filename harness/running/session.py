@@ -310,6 +310,7 @@ class Merged:
     run_ids: tuple[str, ...]
     coverage: tuple[str, ...]  # per kernel, its pairwise coverage line over every worker's cases
     lost: tuple[str, ...]  # per worker killed before it could say why, how it ended
+    same_bug: tuple[str, ...] = ()  # per failure another shard's explains, which (shards.same_bugs)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -545,6 +546,8 @@ def _write_failures(run: _Run, kernel: contract.Implementation, outcome: SearchO
             "cases": len(outcome.results),
             "failure": f"{n} of {len(outcome.failures)}",
             "signature": str(signatures.signature(failure, kernel)),
+            # For the parent of a `run --jobs`, which finds the shards' failures of one bug (shards.same_bugs).
+            "signature_parts": signatures.signature(failure, kernel).to_json(),
             "shrunk": shrink.shrunk,
             "shrink_runs": shrink.runs,
             "shrink_exhausted": shrink.exhausted,
@@ -575,6 +578,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
     shards.mark_unfinished(plan.out, done.token, list(done.codes), interrupted=done.interrupted)
     runs = shards.worker_runs(plan.out, done.token)
     ids = tuple(m["run_id"] for m in runs)
+    same_bug = tuple(b.line() for b in shards.same_bugs(plan.out, runs))
     coverage = tuple(
         f"{k.name}: {features.coverage(k, shards.worker_cases(plan.out, set(ids), k.name)).line()}" for k in kernels
     )
@@ -590,5 +594,5 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
         records=plan.out,
         out=plan.out,
         interrupted=done.interrupted,
-        merged=Merged(jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost),
+        merged=Merged(jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost, same_bug=same_bug),
     )

@@ -37,6 +37,7 @@ from harness.core.exit_codes import (
     PARENT_PID_ENV,
 )
 from harness.core.summary import KernelSummary
+from harness.running import signatures
 from harness.store.files import atomic_write_json
 from harness.store.schema import RunStatus
 
@@ -243,3 +244,131 @@ def mark_unfinished(store: Path, token: str, codes: list[int], *, interrupted: b
         else:
             meta |= {"status": RunStatus.FAILED, "error": f"the worker process ended with exit status {code}"}
         atomic_write_json(path, meta)
+
+
+# --- one bug found by several shards ---
+
+# Where the parent of a `run --jobs` moves a shard's failure file whose bug another shard's failure
+# explains (same_bugs): kept, beside the bug's own file, which lists it.
+SAME_BUG_DIR = "same-bug"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Reported:
+    """One failure a worker reported: its file, signature, and the records (kernel and oracles) naming it."""
+
+    shard: int
+    order: int  # the worker's "n of m"
+    kernel: str
+    path: Path
+    signature: signatures.Signature
+    shrunk: bool
+    records: tuple[Path, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SameBug:
+    """A failure one shard reported that another shard's failure explains: one bug, reported once."""
+
+    kernel: str
+    kept: Path  # the bug's failure file
+    moved: Path | None  # where the other file is now (failures/same-bug/); None: both shrank to one case, one file
+    signature: str
+
+    def line(self) -> str:
+        where = f"{self.moved} is" if self.moved is not None else "two shards' failures are"
+        return f"{self.kernel}: {where} the same bug as {self.kept} ({self.signature})"
+
+
+def _reported(store: Path, runs: list[dict[str, Any]]) -> list[_Reported]:
+    """Every failure the workers reported with a signature, in shard order, then in the order each found them."""
+    out = []
+    for meta in runs:
+        shard = Shard.parse(meta.get("shard", "0/1")).index
+        named: dict[Path, list[Path]] = {}
+        for path in sorted((store / "records" / str(meta.get("run_id"))).glob("*.json")):
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if rec.get("kind") == "case" and rec.get("shrunk") and rec.get("failure_file"):
+                named.setdefault(_located(store, rec["failure_file"]), []).append(path)
+        for file, records in named.items():
+            try:
+                doc = json.loads(file.read_text())
+                search = doc["search"]
+                sig = signatures.Signature.from_json(search["signature_parts"])
+                order = int(str(search.get("failure", "1 of 1")).split()[0])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # no signature (a file from before it was written): never merged
+            out.append(
+                _Reported(
+                    shard=shard,
+                    order=order,
+                    kernel=str(doc.get("kernel")),
+                    path=file,
+                    signature=sig,
+                    shrunk=bool(search.get("shrunk", True)),
+                    records=tuple(records),
+                )
+            )
+    return sorted(out, key=lambda r: (r.shard, r.order))
+
+
+def _located(store: Path, recorded: str) -> Path:
+    path = Path(recorded)
+    return path if path.exists() else store / "failures" / path.name
+
+
+def _explains(known: _Reported, other: _Reported) -> bool:
+    return known.kernel == other.kernel and signatures.subsumes(
+        known.signature, other.signature, anywhere=not known.shrunk
+    )
+
+
+def same_bugs(store: Path, runs: list[dict[str, Any]]) -> list[SameBug]:
+    """The failures of a `run --jobs`'s workers that another worker's failure explains (as one search
+    explains its own, harness.running.distinct): each bug keeps one failure file, the most general
+    (fewest features) one, and lists the others under search.also_found; each other file moves to
+    failures/same-bug/ (search.same_bug_as names the kept one) and its records name the kept file,
+    so that the summary, the report and the gate count the bug once. Nothing is deleted."""
+    reported = _reported(store, runs)
+    kept: list[int] = []
+    into: dict[int, int] = {}  # a reported failure (its index) -> the one that explains it
+    for i, r in enumerate(reported):
+        known = next((k for k in kept if _explains(reported[k], r)), None)
+        if known is not None:
+            into[i] = known
+            continue
+        gone = [k for k in kept if r.shrunk and _explains(r, reported[k])]
+        kept = [k for k in kept if k not in gone] + [i]
+        into |= {k: i for k in gone}
+    out = []
+    for i in sorted(into):
+        final = into[i]
+        while final in into:  # explained by one that a more general failure replaced since
+            final = into[final]
+        out.append(_merge(reported[i], reported[final]))
+    return out
+
+
+def _merge(dup: _Reported, bug: _Reported) -> SameBug:
+    """Move `dup`'s file beside `bug`'s, noted in both, and point `dup`'s records at `bug`'s file."""
+    if dup.path == bug.path:  # both shards shrank to the same case: one file already
+        return SameBug(kernel=bug.kernel, kept=bug.path, moved=None, signature=str(bug.signature))
+    moved = bug.path.parent / SAME_BUG_DIR / dup.path.name
+    if dup.path.exists():  # else another shard's records named it too, and it moved with theirs
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        doc = json.loads(dup.path.read_text())
+        doc["search"]["same_bug_as"] = bug.path.name
+        atomic_write_json(moved, doc)
+        dup.path.unlink()
+        kept = json.loads(bug.path.read_text())
+        also = {"file": f"{SAME_BUG_DIR}/{dup.path.name}", "shard": dup.shard, "signature": str(dup.signature)}
+        kept["search"]["also_found"] = [*kept["search"].get("also_found", []), also]
+        atomic_write_json(bug.path, kept)
+    for path in dup.records:
+        rec = json.loads(path.read_text())
+        rec["failure_file"] = str(bug.path)
+        atomic_write_json(path, rec)
+    return SameBug(kernel=bug.kernel, kept=bug.path, moved=moved, signature=str(bug.signature))

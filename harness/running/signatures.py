@@ -18,7 +18,7 @@ from harness.core.case import REGIMES
 from harness.core.contract import Implementation
 from harness.running.runner import CaseResult, SubjectResult
 
-__all__ = ["Signature", "explains", "plain", "same_kind", "signature"]
+__all__ = ["Signature", "explains", "plain", "same_kind", "signature", "subsumes"]
 
 # A comparison note the harness writes where the kernel returned non-finite values (harness.core.compare).
 _NON_FINITE = "non-finite"
@@ -36,6 +36,14 @@ class Signature:
         parts = [f"{impl} {kind} in {', '.join(sorted(q)) or '-'}" for impl, kind, q in self.how]
         where = ", ".join(sorted(self.features)) or "the plainest case"
         return f"{'; '.join(parts)} (at {where})"
+
+    def to_json(self) -> dict[str, list]:
+        return {"how": [[impl, kind, sorted(q)] for impl, kind, q in self.how], "features": sorted(self.features)}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, list]) -> Signature:
+        how = tuple((str(impl), str(kind), frozenset(str(x) for x in q)) for impl, kind, q in doc["how"])
+        return cls(how=how, features=frozenset(str(f) for f in doc["features"]))
 
 
 def _kind(subject: SubjectResult) -> str:
@@ -77,8 +85,13 @@ def explains(known: Signature, result: CaseResult, impl: Implementation, *, anyw
     """Whether the failure `known` explains the failing `result`: the same kinds of failure, in at least its
     quantities (a case with a bias fails in dbias too), in a case with its features (anywhere: in any case,
     for a failure reported unshrunk, whose features are its draw's)."""
-    how = _how(result)
-    same = [(i, k) for i, k, _ in known.how] == [(i, k) for i, k, _ in how]
-    if not same or not all(q <= got for (_, _, q), (_, _, got) in zip(known.how, how, strict=True)):
+    return subsumes(known, Signature(how=_how(result), features=features.of(result.case, impl)), anywhere=anywhere)
+
+
+def subsumes(known: Signature, other: Signature, *, anywhere: bool = False) -> bool:
+    """Whether the failure `known` explains a failure whose signature is `other` (as `explains`): how two
+    reported failures are compared, such as two shards' of one `run --jobs` (harness.running.shards)."""
+    same = [(i, k) for i, k, _ in known.how] == [(i, k) for i, k, _ in other.how]
+    if not same or not all(q <= got for (_, _, q), (_, _, got) in zip(known.how, other.how, strict=True)):
         return False
-    return anywhere or known.features <= features.of(result.case, impl)
+    return anywhere or known.features <= other.features
