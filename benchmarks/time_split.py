@@ -1,10 +1,12 @@
 """Where a case's time goes: the real search, each step's CPU and wall time, compilation apart.
 
-Runs the same search `python -m harness run --profile ci` runs (Hypothesis, inputs, the
-kernel, the float64 truth, the same-dtype ruler, the torch oracle, comparison, records on
-disk) and attributes every second to one step:
+Runs the same search `python -m harness run --profile ci --jobs 1` runs, in this process (smoke
+cases, the `--interpreter` policy, Hypothesis, inputs, the kernel, the float64 truth, the
+same-dtype ruler, the torch oracle, comparison, records on disk), and attributes every second to
+one step:
 
-- kernel: the kernel under test (under the Pallas TPU interpreter on a CPU host);
+- kernel: the kernel under test (on a CPU host under the fast interpreter; "kernel faithful": under the
+  faithful one, the smoke cases, a share of the drawn cases, and every failure's confirmation);
 - truth: the float64 reference; ruler: the same reference in the case dtype;
 - torch: the torch SDPA oracle;
 - harness: everything else (drawing, inputs, magnitudes, comparison, records, cache clearing).
@@ -14,7 +16,7 @@ backend compiler: `jax.monitoring` durations) are summed apart as `compile_s`; t
 the step is `execute_s`. CPU seconds are the whole process's (XLA's threads included), the
 honest figure on a shared machine.
 
-    python benchmarks/time_split.py [--examples N] [--kernel K] [--profile P] [--out FILE]
+    python benchmarks/time_split.py [--examples N] [--kernel K] [--profile P] [--seed S] [--interpreter I] [--out FILE]
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from harness.core import compat, contract, reference  # noqa: E402
 from harness.running.search import search  # noqa: E402
 from harness.store.files import RunStore, atomic_write_json  # noqa: E402
 
-STEPS = ("kernel", "truth", "ruler", "torch", "harness")
+STEPS = ("kernel", "kernel faithful", "truth", "ruler", "torch", "harness")
 # jax.monitoring duration events that are compilation, not execution (jax._src.dispatch).
 COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
@@ -100,16 +102,30 @@ def instrument(split: Split, kernel: contract.Implementation, oracles: list[cont
     """Wrap the step functions the runner calls (by module attribute, so the runner's calls go through them)."""
     import jax
 
+    from harness.running import execute
+
     jax.monitoring.register_event_duration_secs_listener(split.on_duration)
-    kernel.run = split.wrap("kernel", kernel.run)
-    for oracle in oracles:
-        oracle.run = split.wrap("torch" if oracle.framework == "torch" else oracle.name, oracle.run)
+    run = execute._run
+
+    # Every implementation runs through execute._run (the kernel's reruns and batch rows too), under
+    # the interpreter options it was given: the kernel's time is split by interpreter.
+    def timed(impl, case, inputs, *, grads, interpret):  # noqa: ANN001, ANN202 - execute._run's signature
+        if impl is kernel:
+            name = "kernel faithful" if interpret.interpreter == "faithful" else "kernel"
+        else:
+            name = "torch" if impl.framework == "torch" else impl.name
+        with split.step(name):
+            return run(impl, case, inputs, grads=grads, interpret=interpret)
+
+    execute._run = timed
     # The runner calls them as reference.truth / reference.run_reference (harness.core.reference).
     reference.truth = split.wrap("truth", reference.truth)
     reference.run_reference = split.wrap("ruler", reference.run_reference)
 
 
-def measure(kernel_spec: str, examples: int, profile: str) -> dict[str, Any]:
+def measure(
+    kernel_spec: str, examples: int, profile: str, *, seed: int | None = None, interpreter: str = "fast"
+) -> dict[str, Any]:
     kernel = contract.resolve(kernel_spec)
     oracles = [contract.resolve("torch_sdpa")]
     split = Split()
@@ -117,7 +133,17 @@ def measure(kernel_spec: str, examples: int, profile: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore.create(tmp, meta={"command": "benchmarks/time_split.py"})
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        outcome = search(kernel, oracles, examples=examples, profile=profile, on_result=store.write_case)
+        # As `run` searches by default: the smoke cases first, the fast interpreter's policy.
+        outcome = search(
+            kernel,
+            oracles,
+            examples=examples,
+            profile=profile,
+            seed=seed,
+            interpreters=interpreter,
+            smoke=True,
+            on_result=store.write_case,
+        )
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     measured = [s for name, s in split.steps.items() if name != "harness"]
     rest = split.steps["harness"]
@@ -125,7 +151,9 @@ def measure(kernel_spec: str, examples: int, profile: str) -> dict[str, Any]:
     rest.cpu_s = cpu - sum(s.cpu_s for s in measured)
     n = len(outcome.results) + outcome.shrink_runs
     return {
-        "command": f"python benchmarks/time_split.py --kernel {kernel_spec} --examples {examples} --profile {profile}",
+        "command": f"python benchmarks/time_split.py --kernel {kernel_spec} --examples {examples} --profile {profile}"
+        + (f" --seed {seed}" if seed is not None else "")
+        + f" --interpreter {interpreter}",
         "kernel": kernel.name,
         "profile": profile,
         "cases": n,
@@ -160,9 +188,11 @@ def main() -> None:
     p.add_argument("--examples", type=int, default=10)
     p.add_argument("--kernel", default="pallas_flash")
     p.add_argument("--profile", default="ci")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--interpreter", default="fast", help="run's --interpreter policy (default fast, as run)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "time_split.json")
     args = p.parse_args()
-    doc = measure(args.kernel, args.examples, args.profile)
+    doc = measure(args.kernel, args.examples, args.profile, seed=args.seed, interpreter=args.interpreter)
     atomic_write_json(args.out, doc)
     print(format_table(doc))
     print(f"-> {args.out}")
