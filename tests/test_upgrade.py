@@ -54,7 +54,9 @@ def test_both_sides_run_the_same_plan() -> None:
     strip = lambda plan: [[a for a in s.argv if a not in ("b", "c")] for s in plan]  # noqa: E731
     assert strip(base) == strip(cand)  # only the store differs
     # One run per kernel: a kernel that cannot run, or crashes its process, stops no other.
-    assert [s.label for s in base] == ["run jax_xla", "run pallas_flash", "compile"]
+    compiles = ["compile"] + [f"compile #{i + 1}" for i in range(1, upgrade.COMPILE_ROUNDS)]
+    assert [s.label for s in base] == ["run jax_xla", "run pallas_flash", *compiles]
+    assert base[2].argv[:4] == ("compile", "--out", "b", "--repeat") and base[2].argv[4] == "1"
     assert base[0].argv[:7] == ("run", "--profile", "ci", "--seed", "7", "--examples", "2")
     assert base[1].argv[-2:] == ("--kernel", "pallas_flash")
     with pytest.raises(upgrade.UpgradeError, match="--examples=0 must be at least 1"):
@@ -78,17 +80,17 @@ def test_the_default_budget_is_each_kernels_smoke_set_and_drawn_cases() -> None:
     assert declared.examples_for("pallas_splash") == 1 + upgrade.EXTRA_DRAWN  # as the environment declares it
 
 
-def test_benchmarks_alternate_between_the_sides_after_the_checks() -> None:
+def test_compile_and_bench_rounds_alternate_between_the_sides_after_the_runs() -> None:
     budget = upgrade.Budget(examples=1, bench_rounds=2)
     plans = {side: upgrade.steps(budget, ["a", "b"], Path(side)) for side in ("baseline", "candidate")}
     order = [(side, s.label) for side, s in upgrade.schedule(plans)]
+    compiles = ["compile"] + [f"compile #{i + 1}" for i in range(1, upgrade.COMPILE_ROUNDS)]
     assert order == [
         ("baseline", "run a"),
         ("baseline", "run b"),
-        ("baseline", "compile"),
         ("candidate", "run a"),
         ("candidate", "run b"),
-        ("candidate", "compile"),
+        *((side, label) for label in compiles for side in ("baseline", "candidate")),
         ("baseline", "bench"),
         ("candidate", "bench"),
         ("baseline", "bench #2"),
@@ -125,7 +127,7 @@ def test_run_steps_go_jobs_at_a_time_both_sides_of_a_kernel_together_and_compile
     assert sorted(runs[2:]) == [("baseline", "run b"), ("candidate", "run b")]
     rest = [(side, label, at_once) for side, label, at_once in seen if not label.startswith("run")]
     alone = [(side, s.label) for side, s in upgrade.schedule(plans) if s.name != "run"]
-    assert [(side, label) for side, label, _ in rest] == alone and len(alone) == 6
+    assert [(side, label) for side, label, _ in rest] == alone and len(alone) == 2 * (upgrade.COMPILE_ROUNDS + 2)
     assert all(at_once == (label,) for _, label, at_once in rest)  # nothing else ran beside them
     with pytest.raises(upgrade.UpgradeError, match="--jobs=0 must be at least 1"):
         upgrade.run_all(sides, plans, cwd=tmp_path, logs=tmp_path, jobs=0)
@@ -406,10 +408,9 @@ def test_the_control_an_upgrade_to_the_baselines_own_versions_is_safe(tmp_path, 
     # side, `--jobs` at a time: any order within a kernel), compile, bench rounds alternating.
     assert sorted(calls[:2]) == [("baseline", "run tests._fakes:CORRECT"), ("candidate", "run tests._fakes:CORRECT")]
     assert sorted(calls[2:4]) == [("baseline", "run ragged"), ("candidate", "run ragged")]
-    rounds = [f"bench #{i + 1}" if i else "bench" for i in range(upgrade.BENCH_ROUNDS)]
-    assert calls[4:] == [("baseline", "compile"), ("candidate", "compile")] + [
-        (side, r) for r in rounds for side in ("baseline", "candidate")
-    ]
+    rounds = [f"compile #{i + 1}" if i else "compile" for i in range(upgrade.COMPILE_ROUNDS)]
+    rounds += [f"bench #{i + 1}" if i else "bench" for i in range(upgrade.BENCH_ROUNDS)]
+    assert calls[4:] == [(side, r) for r in rounds for side in ("baseline", "candidate")]
     assert f"correctness: ragged: ran on neither side: cannot run on either side: {RAGGED_ERROR}" in out
     # The report says what the terminal said, and holds compile and bench records of both sides.
     assert f"<h1>{html_escape(verdict)}</h1>" in html
@@ -420,7 +421,10 @@ def test_the_control_an_upgrade_to_the_baselines_own_versions_is_safe(tmp_path, 
     real = _real_runs(real_store)
     n_compile = len(list(real["compile"].glob("compile-*.json")))
     n_bench = len([f for f in real["bench"].glob("*.json") if f.name != "run.json"])
-    assert (int(counts.group(3)), int(counts.group(4))) == (2 * upgrade.BENCH_ROUNDS * n_bench, 2 * n_compile)
+    assert (int(counts.group(3)), int(counts.group(4))) == (
+        2 * upgrade.BENCH_ROUNDS * n_bench,
+        2 * upgrade.COMPILE_ROUNDS * n_compile,
+    )
 
 
 def test_a_kernel_lost_in_the_candidate_is_the_one_regression_and_stops_nothing(
@@ -435,7 +439,7 @@ def test_a_kernel_lost_in_the_candidate_is_the_one_regression_and_stops_nothing(
         "  - correctness: tests._fakes:CORRECT: run: lost in the candidate: the candidate's run tests._fakes:CORRECT "
         f"did not run (exit 3): ImportError: cannot import name 'x' from 'jax'; log {log}"
     ) in out
-    assert len(calls) == 6 + 2 * upgrade.BENCH_ROUNDS  # the crash stopped no other step
+    assert len(calls) == 4 + 2 * (upgrade.COMPILE_ROUNDS + upgrade.BENCH_ROUNDS)  # the crash stopped no other step
     assert "cannot import name" in html
 
 
