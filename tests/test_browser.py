@@ -85,9 +85,11 @@ def _run(browser: str, tmp_path: Path, *args: str) -> subprocess.CompletedProces
 def report_file(tmp_path: Path) -> Path:
     base = "20261129T100000Z-ci-aaaaaa"
     cand = "20261129T110000Z-ci-bbbbbb"
-    recs = rb.environment(base) + rb.environment(cand, versions={"jax": "0.11.0", "jaxlib": "0.11.0"}, fail_seed=3)
+    # 8 bench processes a side: the speed rule judges one sample per process (docs/report.md).
+    recs = rb.environment(base, bench_processes=8)
+    recs += rb.environment(cand, versions={"jax": "0.11.0", "jaxlib": "0.11.0"}, fail_seed=3, bench_processes=8)
     for r in recs:
-        if r["run_id"] == cand and r["kind"] == "bench":
+        if r["run_id"].startswith(cand) and r["kind"] == "bench":
             r["samples"] = rb.timings(0.014 if r["pass"] == "fwd" else 0.042)
         if r["run_id"] == cand and r["kind"] == "compile" and r["topology"] == "v5e:1x1":
             r["memory"]["temp"] = int(rb.MEMORY["temp"] * 1.25)
@@ -105,7 +107,7 @@ def test_report_renders_in_chromium_from_disk(report_file: Path, tmp_path: Path)
     dom.feed(proc.stdout)
     verdict = " ".join(dom.text_by_id["verdict"].split())
     assert verdict.startswith("GATE FAILED: 5 regressions (correctness 1, memory 2, speed 2)")
-    assert "compared with baseline jax=0.10.2 (1 run)" in verdict
+    assert "compared with baseline jax=0.10.2 (8 runs)" in verdict  # a run and 7 more bench processes
     for section in ("gate", "matrix", "distribution", "versions", "failures", "conventions", "runs"):
         assert section in dom.text_by_id, f"section #{section} missing from the rendered DOM"
     assert dom.tags.get("table", 0) >= 8
@@ -183,8 +185,8 @@ def upgrade_report(tmp_path: Path) -> Path:
         c = rb.case(s, blocks=SPLASH_BLOCKS, q_len=256 + s)
         base.append(rb.case_record(base_id, c, implementation="pallas_splash", used=0.1))
         cand.append(rb.case_record(cand_id, c, implementation="pallas_splash", used=0.1 * (1 + s / 10)))
-    base += rb.environment(base_id)[1:]
-    cand += rb.environment(cand_id)[1:]
+    base += rb.environment(base_id, bench_processes=8)[1:]
+    cand += rb.environment(cand_id, bench_processes=8)[1:]
     # A deep output directory, as CI's checkouts have: the replay commands name absolute paths.
     out = tmp_path / "home" / "runner" / "work" / "attention-harness" / "reports" / "upgrade"
     stores = {"baseline": rb.write_store(out / "baseline", base), "candidate": rb.write_store(out / "candidate", cand)}
