@@ -354,6 +354,9 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
     setup: dict[str, Any] = inbox.recv()
     sys.path[:0] = [p for p in setup["sys_path"] if p not in sys.path]
     compat.default_platforms_env()
+    # Before anything compiles (JAX decides at its first compile): the fast interpreter's programs
+    # have no host callbacks, so the next run reads them from disk.
+    compat.enable_compilation_cache()
     from harness.core import contract
     from harness.core.inputs import make_inputs
     from harness.running.execute import execute
