@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import statistics
 from pathlib import Path
 
@@ -79,6 +80,27 @@ def test_a_compile_times_each_stage_and_reads_the_mosaic_kernels_it_lowered_to()
     assert "func.func" in body.text
     # Under the VJP the forward saves its residuals (another kernel), then dkv and dq: three distinct bodies.
     assert len({k["sha256"] for k in both.kernels} | {body.sha256}) == 4
+
+
+def test_the_stages_are_timed_with_the_garbage_collector_off_and_its_state_kept_after() -> None:
+    """A collection lands where the allocation count says, in one job of every process: never in a timing."""
+    import jax.numpy as jnp
+
+    seen = []
+
+    def f(x):
+        seen.append(gc.isenabled())  # while tracing
+        return x * 2
+
+    assert gc.isenabled()
+    mosaic.staged(f, [jnp.ones(3)])
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        mosaic.staged(lambda x: x + 1, [jnp.ones(3)])
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
 
 
 def test_kernel_bodies_are_the_same_on_every_generation_and_differ_with_the_shape() -> None:
