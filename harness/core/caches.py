@@ -1,8 +1,11 @@
 """JAX's persistent compilation cache: where compiled programs are kept across runs.
 
 The references compile once per shape and dtype (harness.core.jaxvjp.compiled_outputs) and are read
-back from here by the next run. Programs with host callbacks (every kernel under the Pallas
-TPU interpreter) are never served from it: JAX keys them by their callbacks.
+back from here by the next run; so are the kernels the worker compiles under the fast interpreter
+(the Pallas HLO interpreter: plain XLA ops). Programs with host callbacks (every kernel under the
+TPU interpret mode, the faithful interpreter) are never served from it: JAX keys them by their
+callbacks. Every process that compiles enables it (the search, the kernel worker) and trims it to
+COMPILATION_CACHE_MAX_BYTES once.
 """
 
 from __future__ import annotations
