@@ -63,9 +63,9 @@ import harness
 from harness.core import contract, smoke
 wanted = frozenset({{"mask:causal_top_left", "tiling:several_minor", "dtype:float32", "lengths:equal"}})
 flash = contract.resolve("pallas_flash")
-first = smoke._smallest(flash, wanted).case_id
+first = smoke.smallest(flash, wanted).case_id
 contract.registry()  # imports every adapter module: their literals once fed the next find's draws
-print(first, smoke._smallest(flash, wanted).case_id)
+print(first, smoke.smallest(flash, wanted).case_id)
 """
 
 

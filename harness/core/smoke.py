@@ -74,14 +74,10 @@ def _order(group: str, values: tuple[str, ...]) -> list[str]:
     return sorted(values, key=lambda v: (v == "none", not v.startswith("causal"), v))
 
 
-def _smallest(impl: Implementation, wanted: frozenset[str]) -> Case | None:
-    return _smallest_where(impl, lambda c: wanted <= features.of(c, impl))
-
-
 def smallest(impl: Implementation, wanted: frozenset[str]) -> Case | None:
     """The smallest case of `impl` with every feature in `wanted` (harness.core.features), found as the
     smoke cases are (Hypothesis's find, derandomized); None where no case in the contract has them all."""
-    return _smallest(impl, wanted)
+    return _smallest_where(impl, lambda c: wanted <= features.of(c, impl))
 
 
 def _smallest_where(impl: Implementation, condition: Callable[[Case], bool]) -> Case | None:
@@ -225,11 +221,11 @@ def _feature_cases(impl: Implementation) -> tuple[Case, ...]:
         # (top-left), the key tiles past the last query are masked for every query, and a kernel's
         # steps over them show nothing; unequal lengths are paired with the rest by the drawn cases.
         causal = any(w.startswith("mask:causal") for w in wanted)
-        case = _smallest(impl, wanted | {"lengths:equal"}) if causal else None
-        case = case or _smallest(impl, wanted)
+        case = smallest(impl, wanted | {"lengths:equal"}) if causal else None
+        case = case or smallest(impl, wanted)
         # A combination outside the contract (causal with q_len > kv_len on a kernel that
         # forbids it): each feature on its own instead.
-        found = [case] if case is not None else [_smallest(impl, frozenset({w})) for w in sorted(wanted)]
+        found = [case] if case is not None else [smallest(impl, frozenset({w})) for w in sorted(wanted)]
         out += [c for c in found if c is not None and c not in out]
     return tuple(out)
 
@@ -243,7 +239,7 @@ def _regime_cases(impl: Implementation) -> tuple[Case, ...]:
     out: list[Case] = []
     for i, regime in enumerate(EXTREME_REGIMES):
         wanted = frozenset({f"regime:{regime}", masks[i % len(masks)]} - {None})
-        case = _smallest(impl, wanted) or _smallest(impl, frozenset({f"regime:{regime}"}))
+        case = smallest(impl, wanted) or smallest(impl, frozenset({f"regime:{regime}"}))
         if case is not None and case not in out:
             out.append(case)
     return tuple(out)
