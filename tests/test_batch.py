@@ -11,8 +11,11 @@ from harness.core.inputs import make_inputs
 from harness.core.masks import Lengths, Mask, Segments
 from harness.running import batch
 from harness.running.runner import run_case
+from tests._fakes import small_case
+from tests.fixtures.faults import EXITS_ON_A_ROW_ALONE as EXITS
 
 PLANTED = "jax_xla=tests.planted.xla_batch_ulp:dot_product_attention"
+LIMIT_S = 120.0  # the per-case time limit of a run: the kernel in its worker process
 
 
 def _checked_case() -> Case:
@@ -56,3 +59,13 @@ def test_an_ulp_that_follows_the_batch_size_fails_and_the_upstream_kernel_passes
     bad, good = run_case(case, [planted, upstream], grads=True).subjects
     assert [c.quantity for c in bad.comparisons if not c.passed] == [batch.BATCH_INVARIANT], bad.failure
     assert good.passed and batch.BATCH_INVARIANT in good.checks, good.failure
+
+
+def test_a_row_alone_runs_in_the_worker_and_a_kernel_that_exits_there_fails_its_case():
+    """Under a time limit (a run's default) the row alone runs where the kernel's case ran, in the worker:
+    a kernel that exits its process on the row fails the case with how it died, and the harness lives."""
+    case = small_case(batch=2, q_len=16, kv_len=16, head_dim=32)
+    case = next(c for c in (case.replace(seed=s) for s in range(20)) if batch.wanted(EXITS, c, passed=True))
+    (got,) = run_case(case, [EXITS], grads=False, time_limit=LIMIT_S).subjects
+    assert not got.passed and batch.BATCH_INVARIANT in got.checks
+    assert got.error.startswith("batch row ") and "exited with status 3" in got.error, got.error

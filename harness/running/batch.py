@@ -62,6 +62,11 @@ def row_inputs(inputs: Inputs, b: int) -> Inputs:
     return dataclasses.replace(inputs, **cut)
 
 
+def alone(case: Case, inputs: Inputs, b: int) -> tuple[Case, Inputs]:
+    """Batch row b of `case` and its `inputs` as a case of its own: what the row-alone run computes."""
+    return case.replace(batch=1, mask=row_mask(case.mask, b)), row_inputs(inputs, b)
+
+
 def _diff(a: np.ndarray | None, b: np.ndarray | None, rows: np.ndarray | None) -> float:
     if a is None or b is None:
         return 0.0 if a is None and b is None else np.inf
@@ -101,20 +106,41 @@ def comparison(full: Outputs, alone: Outputs | str, b: int, *, rows: np.ndarray,
     )
 
 
-def checked(impl: Implementation, case: Case, inputs: Inputs, subject, *, grads: bool, interpret: InterpretOptions):
+def checked(
+    impl: Implementation,
+    case: Case,
+    inputs: Inputs,
+    subject,  # noqa: ANN001 - a runner.SubjectResult (runner imports this module)
+    *,
+    grads: bool,
+    interpret: InterpretOptions,
+    time_limit: float | None = None,
+):  # noqa: ANN201 - the same SubjectResult, checked
     """`subject` (a runner.SubjectResult) with its batch row checked alone, where `wanted` and the row
     alone is inside the contract and runs (a megacore batch split needs an even batch, a batch tile
-    the whole batch: then not checked)."""
+    the whole batch: then not checked).
+
+    time_limit: as for the subject itself, the row runs in the kernel's worker process, killed past
+    it; a row alone that crashes, exits or hangs the worker fails the subject (a kernel's fault,
+    like any case's), while one the kernel refuses with an exception is not compared."""
     if subject.outputs is None or not wanted(impl, case, passed=subject.passed):
         return subject
     b = row(case)
-    alone_case = case.replace(batch=1, mask=row_mask(case.mask, b))
+    alone_case, one = alone(case, inputs, b)
     if impl.violations(alone_case):
         return subject
     if subject.interpreter is not None:  # the interpreter the verdict ran on
         interpret = dataclasses.replace(interpret, interpreter=subject.interpreter)
-    one = row_inputs(inputs, b)
-    ex = execute(impl, alone_case, one, grads=grads, interpret=interpret)
+    if time_limit is None:
+        ex = execute(impl, alone_case, one, grads=grads, interpret=interpret)
+    else:
+        from harness.running import worker  # starts a process: only when a time limit asks for one
+
+        ex = worker.execute(impl, case, grads=grads, time_limit=time_limit, interpret=interpret, row=b)
+    if ex.lost:
+        error = f"batch row {b} alone: {ex.error}"
+        failed = {"passed": False, "error": error, "traceback": ex.traceback}
+        return dataclasses.replace(subject, **failed, checks=[*subject.checks, BATCH_INVARIANT])
     if ex.outputs is None:
         # The kernel refuses the row alone (pallas_flash: block_b=2 > batch=1, which its adapter's
         # contract does not see): a configuration of the whole batch, not a result to compare.

@@ -39,6 +39,9 @@ class Execution:
     rerun: Outputs | str | None = None
     seconds: float = 0.0
     native: dict | None = None  # harness.tpu.native timings, for a kernel on an accelerator
+    # The worker process died or was killed past its time limit (harness.running.worker): the kernel
+    # took its process down, never a refusal of the case it raised as an exception.
+    lost: bool = False
 
 
 def is_interrupt(e: BaseException) -> bool:

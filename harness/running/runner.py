@@ -474,6 +474,8 @@ def run_case(
         else:
             kw = {"grads": grads, "time_limit": time_limit, "interpret": interpret, "rerun_every": rerun_every}
             results.append(run_subject(impl, case, inputs, ref, **kw))
-        results[-1] = batch.checked(impl, case, inputs, results[-1], grads=grads, interpret=interpret)
+        results[-1] = batch.checked(
+            impl, case, inputs, results[-1], grads=grads, interpret=interpret, time_limit=time_limit
+        )
         results[-1] = checks.done(case, results[-1])
     return CaseResult(case=case, subjects=results, seconds=time.perf_counter() - start)

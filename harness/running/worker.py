@@ -9,8 +9,9 @@ fresh worker. The worker stays alive between cases, so jax's compilation caches 
 imports are paid once per run, not per case, and its start-up is not timed.
 
 Requests carry the implementation's spec (a registry name or MODULE:ATTR), the case as
-JSON and the interpreter options; the worker rebuilds the inputs (deterministic in the
-case) and returns a harness.running.execute.Execution. Comparison stays in the parent.
+JSON, the interpreter options and, for the batch check, the batch row to run alone; the
+worker rebuilds the inputs (deterministic in the case, the row cut from them) and returns a
+harness.running.execute.Execution. Comparison stays in the parent.
 
 `run` hands every kernel to the worker by default (DEFAULT_TIME_LIMIT_S); the references and
 oracles that judge it stay in the harness, out of reach of a kernel's crash, exit or global
@@ -197,6 +198,7 @@ class Worker:
             error=f"WorkerDied: the worker process {how_it_died(code)} while running {spec}{last}",
             traceback="\n".join(tail) or None,
             seconds=time.perf_counter() - start,
+            lost=True,
         )
 
     def close(self) -> None:
@@ -214,21 +216,30 @@ class Worker:
         self.kill()
 
     def execute(
-        self, spec: str, case: Case, *, grads: bool, time_limit: float, interpret: compat.InterpretOptions
+        self,
+        spec: str,
+        case: Case,
+        *,
+        grads: bool,
+        time_limit: float,
+        interpret: compat.InterpretOptions,
+        row: int | None = None,
     ) -> Execution:
+        """Run `spec` on `case` here; row: batch row `row` of the case alone instead (harness.running.batch)."""
         start = time.perf_counter()
         if not self.alive:
             try:
                 self.start()
             except (RuntimeError, OSError, EOFError) as e:
                 self.kill()
-                return Execution(outputs=None, error=f"WorkerDied: {e}")
+                return Execution(outputs=None, error=f"WorkerDied: {e}", lost=True)
             start = time.perf_counter()
-        self.outbox.send((spec, case.to_json(), grads, interpret.to_json()))
+        self.outbox.send((spec, case.to_json(), grads, interpret.to_json(), row))
         # Importing the implementation's module and building the inputs are not the kernel's time.
         if not self.inbox.poll(STARTUP_LIMIT_S):
             self.kill()
-            return Execution(outputs=None, error=f"WorkerDied: {spec} was not loaded within {STARTUP_LIMIT_S:g} s")
+            error = f"WorkerDied: {spec} was not loaded within {STARTUP_LIMIT_S:g} s"
+            return Execution(outputs=None, error=error, lost=True)
         try:
             reply = self.inbox.recv()
             if reply == STARTED:
@@ -240,6 +251,7 @@ class Worker:
                         error=f"TimeoutError: no result within the per-case time limit of {time_limit:g} s; "
                         "worker killed",
                         seconds=time.perf_counter() - start,
+                        lost=True,
                     )
                 reply = self.inbox.recv()
         except (EOFError, OSError):
@@ -287,16 +299,17 @@ def execute(
     time_limit: float,
     interpret: compat.InterpretOptions,
     worker: Worker | None = None,
+    row: int | None = None,
 ) -> Execution:
     """harness.running.execute.execute in a worker process (`worker`, else `current()`), killed after
-    `time_limit` seconds."""
+    `time_limit` seconds; row: batch row `row` of `case` alone (harness.running.batch.alone)."""
     try:
         spec = implementation_spec(impl)
     except ValueError as e:
         return Execution(outputs=None, error=f"ValueError: {e}")
     worker = worker or current()
     try:
-        return worker.execute(spec, case, grads=grads, time_limit=time_limit, interpret=interpret)
+        return worker.execute(spec, case, grads=grads, time_limit=time_limit, interpret=interpret, row=row)
     except BaseException:
         # Ctrl-C or a harness error while waiting: never leave a worker behind.
         worker.kill()
@@ -359,6 +372,7 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
     compat.enable_compilation_cache()
     from harness.core import contract
     from harness.core.inputs import make_inputs
+    from harness.running import batch
     from harness.running.execute import execute
 
     outbox.send("ready")
@@ -370,13 +384,15 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
             return
         if request is None:
             return
-        spec, case_json, grads, options = request
+        spec, case_json, grads, options, row = request
         try:
             if spec not in impls:
                 impls[spec] = contract.resolve(spec)
             interpret = compat.InterpretOptions.from_json(options)
             case = Case.from_json(case_json)
             inputs = make_inputs(case)
+            if row is not None:
+                case, inputs = batch.alone(case, inputs, row)
             outbox.send(STARTED)
             result = checked(execute(impls[spec], case, inputs, grads=grads, interpret=interpret))
         except KeyboardInterrupt:
