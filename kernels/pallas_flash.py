@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import flash_attention as upstream
@@ -166,7 +167,11 @@ class PallasFlash(TpuKernel):
         super().__init__(fn, name, upstream=upstream.flash_attention)
         # The residual-saving function beside fn in its module, when there is one.
         # (the public function is jitted: its module is that of the function it wraps).
-        self.with_residuals = getattr(inspect.unwrap(self.fn), "__globals__", {}).get("_flash_attention")
+        residuals = getattr(inspect.unwrap(self.fn), "__globals__", {}).get("_flash_attention")
+        # Jitted as the public function jits its own call of it (save_residuals, causal, sm_scale,
+        # block_sizes and debug static): called eagerly, every call traced and lowered the kernel anew
+        # (0.2-0.3 CPU s a case under the HLO interpreter, paid again by each rerun).
+        self.with_residuals = None if residuals is None else jax.jit(residuals, static_argnums=(5, 6, 7, 8, 9))
         self.capabilities = dataclasses.replace(self.capabilities, residuals=self.with_residuals is not None)
 
     def empty_rows(self, case: Case) -> EmptyRows:

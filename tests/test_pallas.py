@@ -74,3 +74,33 @@ def test_an_api_this_jax_lacks_is_cannot_run_here_never_a_failure(monkeypatch, t
     assert versions.missing_api(AttributeError("module 'jax.nn' has no attribute 'dot_product_attention'"))
     assert versions.missing_api(AttributeError("'int' object has no attribute 'shape'")) is None
     assert versions.missing_api(RuntimeError("module 'jax' ...")) is None
+
+
+def test_a_residuals_case_run_again_lowers_nothing_anew() -> None:
+    # The logsumexp's residual-saving call is jitted as the public function is: called eagerly, each
+    # call traced and lowered the kernel again (0.2-0.3 CPU s a case, paid again by every rerun).
+    import jax
+
+    from harness.core import compat, contract
+    from harness.core.case import Case
+    from harness.core.inputs import make_inputs
+    from harness.running.execute import execute
+
+    flash = contract.resolve("pallas_flash")
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=128, residuals=True)
+    fast = compat.InterpretOptions(interpreter="fast")
+    first = execute(flash, case, make_inputs(case), grads=True, interpret=fast)
+    assert first.error is None and first.outputs.lse is not None, first.error
+    lowered: list[str] = []
+
+    def listen(event: str, seconds: float, **_: object) -> None:
+        if event.endswith("jaxpr_to_mlir_module_duration"):
+            lowered.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        again = execute(flash, case, make_inputs(case), grads=True, interpret=fast)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert again.error is None and (again.outputs.lse == first.outputs.lse).all()
+    assert lowered == []
