@@ -147,3 +147,9 @@ def test_replay_commands_quote_what_a_shell_would_split() -> None:
         "python -m harness compile --kernel 'tests._fakes:X Y' --topology v5e:1x1 --shape mha_f32_256 --pass fwd"
     )
     assert derive.repro_command("/a b/f.json") == "python -m harness repro '/a b/f.json'"
+
+
+def test_bench_times_with_the_garbage_collector_off(real_store: Path) -> None:
+    # `bench` passes --benchmark-disable-gc (as timeit does, and mosaic.staged for the compile stages).
+    benches = [d for _, d in _docs(real_store) if d["kind"] == "bench"]
+    assert benches and all(d.get("gc_disabled") is True for d in benches)

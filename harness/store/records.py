@@ -233,6 +233,7 @@ class BenchRecord(_Shaped, _Record):
     """Timing samples of one implementation at one benchmark shape and pass (harness.tpu.bench)."""
 
     KIND = Kind.BENCH
+    SPARSE = frozenset({"gc_disabled"})
 
     implementation: str | None = None
     backend: str | None = None  # "tpu_interpret" timings are never compared with "tpu" ones
@@ -247,6 +248,7 @@ class BenchRecord(_Shaped, _Record):
     peak_rss_bytes: int | None = None
     device_peak_bytes: int | None = None  # None off an accelerator
     benchmark: str | None = None
+    gc_disabled: bool | None = None  # Python's garbage collector off while timing (None: not recorded)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

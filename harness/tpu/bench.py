@@ -128,6 +128,7 @@ def records_from_pytest_benchmark(data: dict[str, Any], *, run_id: str) -> list[
                 peak_rss_bytes=info.get("peak_rss_bytes"),
                 device_peak_bytes=info.get("device_peak_bytes"),
                 benchmark=bench.get("fullname") or bench.get("name"),
+                gc_disabled=(bench.get("options") or {}).get("disable_gc"),
             )
         )
     return out

@@ -55,6 +55,10 @@ def main(args: argparse.Namespace) -> int:
             f"--benchmark-json={out_json}",
             "--benchmark-save-data",
             "--benchmark-columns=min,median,max,rounds",
+            # Python's garbage collector off while timing, as timeit does (and mosaic.staged for the
+            # compile stages): a collection lands where the allocation count says, the same timed
+            # call in every process of one library version, which the speed rule takes for a change.
+            "--benchmark-disable-gc",
             # hypothesis is imported before pytest starts here; its plugin cannot be rewritten.
             "-W",
             "ignore::pytest.PytestAssertRewriteWarning",
