@@ -9,6 +9,7 @@ from harness.core.case import Case
 from harness.core.contract import Outputs
 from harness.core.inputs import make_inputs
 from harness.core.masks import Lengths, Mask, Segments
+from harness.core.rows import row_inputs, row_mask
 from harness.running import batch
 from harness.running.runner import run_case
 from tests._fakes import small_case
@@ -35,10 +36,10 @@ def test_a_row_alone_keeps_its_own_mask_and_arrays():
         lengths=Lengths(kv=(4, 3)),
     )
     case = Case(batch=2, q_heads=1, kv_heads=1, q_len=4, kv_len=4, head_dim=32, mask=mask)
-    one = batch.row_mask(mask, 1)
+    one = row_mask(mask, 1)
     assert one.segments.q == (((0, 2), (1, 2)),) and one.lengths.kv == (3,)
     inputs = make_inputs(case)
-    alone = batch.row_inputs(inputs, 1)
+    alone = row_inputs(inputs, 1)
     assert alone.q.shape[0] == 1 and (alone.visible[0] == inputs.visible[1]).all()
     assert (make_inputs(case.replace(batch=1, mask=one)).visible[0] == inputs.visible[1]).all()
 

@@ -19,7 +19,7 @@ from harness.core.compare import Comparison
 from harness.core.compat import InterpretOptions
 from harness.core.contract import Implementation, Outputs
 from harness.core.inputs import Inputs
-from harness.core.masks import Lengths, Mask, Segments
+from harness.core.rows import batch_row
 from harness.running.execute import execute
 
 BATCH_INVARIANT = "batch_invariant"
@@ -38,33 +38,6 @@ def wanted(impl: Implementation, case: Case, *, passed: bool) -> bool:
 def row(case: Case) -> int:
     """The batch row checked: drawn from the case id, so the same every run."""
     return int(case.case_id, 16) // ONE_IN % case.batch
-
-
-def row_mask(mask: Mask, b: int) -> Mask:
-    """The mask of batch row b alone (the per-row parts cut to that row)."""
-    s, n = mask.segments, mask.lengths
-    pick = lambda t: None if t is None else (t[b],)  # noqa: E731
-    return dataclasses.replace(
-        mask,
-        segments=None if s is None else Segments(q=(s.q[b],), kv=(s.kv[b],)),
-        lengths=None if n is None else Lengths(q=pick(n.q), kv=pick(n.kv), kv_starts=pick(n.kv_starts)),
-        heads=None if mask.heads is None else tuple(row_mask(m, b) for m in mask.heads),
-    )
-
-
-def row_inputs(inputs: Inputs, b: int) -> Inputs:
-    """The arrays of batch row b (every per-row array cut to [b:b + 1]; the per-head sinks kept)."""
-    cut = {
-        f.name: getattr(inputs, f.name)[b : b + 1].copy()
-        for f in dataclasses.fields(inputs)
-        if f.name != "sinks" and isinstance(getattr(inputs, f.name), np.ndarray)
-    }
-    return dataclasses.replace(inputs, **cut)
-
-
-def alone(case: Case, inputs: Inputs, b: int) -> tuple[Case, Inputs]:
-    """Batch row b of `case` and its `inputs` as a case of its own: what the row-alone run computes."""
-    return case.replace(batch=1, mask=row_mask(case.mask, b)), row_inputs(inputs, b)
 
 
 def _diff(a: np.ndarray | None, b: np.ndarray | None, rows: np.ndarray | None) -> float:
@@ -126,7 +99,7 @@ def checked(
     if subject.outputs is None or not wanted(impl, case, passed=subject.passed):
         return subject
     b = row(case)
-    alone_case, one = alone(case, inputs, b)
+    alone_case, one = batch_row(case, inputs, b)
     if impl.violations(alone_case):
         return subject
     if subject.interpreter is not None:  # the interpreter the verdict ran on

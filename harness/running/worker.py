@@ -302,7 +302,7 @@ def execute(
     row: int | None = None,
 ) -> Execution:
     """harness.running.execute.execute in a worker process (`worker`, else `current()`), killed after
-    `time_limit` seconds; row: batch row `row` of `case` alone (harness.running.batch.alone)."""
+    `time_limit` seconds; row: batch row `row` of `case` alone (harness.core.rows.batch_row)."""
     try:
         spec = implementation_spec(impl)
     except ValueError as e:
@@ -372,7 +372,7 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
     compat.enable_compilation_cache()
     from harness.core import contract
     from harness.core.inputs import make_inputs
-    from harness.running import batch
+    from harness.core.rows import batch_row
     from harness.running.execute import execute
 
     outbox.send("ready")
@@ -392,7 +392,7 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
             case = Case.from_json(case_json)
             inputs = make_inputs(case)
             if row is not None:
-                case, inputs = batch.alone(case, inputs, row)
+                case, inputs = batch_row(case, inputs, row)
             outbox.send(STARTED)
             result = checked(execute(impls[spec], case, inputs, grads=grads, interpret=interpret))
         except KeyboardInterrupt:
