@@ -68,5 +68,6 @@ def test_a_row_alone_runs_in_the_worker_and_a_kernel_that_exits_there_fails_its_
     case = small_case(batch=2, q_len=16, kv_len=16, head_dim=32)
     case = next(c for c in (case.replace(seed=s) for s in range(20)) if batch.wanted(EXITS, c, passed=True))
     (got,) = run_case(case, [EXITS], grads=False, time_limit=LIMIT_S).subjects
-    assert not got.passed and batch.BATCH_INVARIANT in got.checks
-    assert got.error.startswith("batch row ") and "exited with status 3" in got.error, got.error
+    assert not got.passed and [c.quantity for c in got.comparisons if not c.passed] == [batch.BATCH_INVARIANT]
+    assert got.error.startswith("WorkerDied: ") and "exited with status 3" in got.error, got.error
+    assert got.error.endswith(f"(batch row {batch.row(case)} alone)"), got.error

@@ -110,19 +110,18 @@ def checked(
         from harness.running import worker  # starts a process: only when a time limit asks for one
 
         ex = worker.execute(impl, case, grads=grads, time_limit=time_limit, interpret=interpret, row=b)
-    if ex.lost:
-        error = f"batch row {b} alone: {ex.error}"
-        failed = {"passed": False, "error": error, "traceback": ex.traceback}
-        return dataclasses.replace(subject, **failed, checks=[*subject.checks, BATCH_INVARIANT])
-    if ex.outputs is None:
+    if ex.outputs is None and not ex.lost:
         # The kernel refuses the row alone (pallas_flash: block_b=2 > batch=1, which its adapter's
         # contract does not see): a configuration of the whole batch, not a result to compare.
         return subject
     declared = impl.conventions.batch_invariant is True
     bounds = None if declared else {c.quantity: c.bound for c in subject.comparisons}
-    comp = comparison(subject.outputs, ex.outputs, b, rows=~one.empty, bounds=bounds)
+    comp = comparison(subject.outputs, ex.error if ex.lost else ex.outputs, b, rows=~one.empty, bounds=bounds)
+    # A lost worker says how it died, as the case's own crash would (its kind: "raised WorkerDied").
+    lost = {"error": f"{ex.error} (batch row {b} alone)", "traceback": ex.traceback} if ex.lost else {}
     return dataclasses.replace(
         subject,
+        **lost,
         comparisons=[*subject.comparisons, comp],
         passed=subject.passed and comp.passed,
         checks=[*subject.checks, BATCH_INVARIANT],
