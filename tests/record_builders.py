@@ -213,6 +213,7 @@ def bench_record(
         peak_rss_bytes=900_000_000,
         device_peak_bytes=None,
         benchmark=f"benchmarks/test_speed.py::test_speed[{implementation}-{shape}-{pass_}]",
+        gc_disabled=True,  # bench passes --benchmark-disable-gc
     ).to_json()
 
 
