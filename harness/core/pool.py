@@ -6,7 +6,7 @@ time goes"). What pallas_flash's program depends on, measured the same way: the 
 block sizes, scale, causal, and whether segment ids and a bias are passed. What it takes as
 data: q, k, v (the seed and regime), the bias values, the segment ids. So a pool entry fixes
 the first and each case draws the second anew (harness.core.strategies._reusing), valid lengths
-too. Reuse is JAX's own cache: where another kernel bakes some of that data into its program,
+too; an entry's regime is the one planned for its cases (_planned), which most of them take. Reuse is JAX's own cache: where another kernel bakes some of that data into its program,
 its case compiles as before; a program is never reused for a case it was not compiled for.
 
 A run's pool: the skeletons of its smoke cases (checked first anyway, so their programs are
@@ -101,7 +101,7 @@ def _candidates(strategy: st.SearchStrategy[Case], n: int, seed: int) -> list[Ca
 
 
 def _pairs(case: Case, impl: Implementation, declared: set[frozenset[str]]) -> set[frozenset[str]]:
-    # The regime is drawn per case, not per entry: its pairs are not the pool's to cover.
+    # The regime is data, not part of a program: its pairs are planned once the entries are picked (_planned).
     named = sorted(f for f in features.of(case, impl) if not f.startswith("regime:"))
     return {frozenset(p) for p in itertools.combinations(named, 2)} & declared
 
@@ -159,7 +159,7 @@ def draw_pool(
 ) -> tuple[Case, ...]:
     """The smoke cases' skeletons and `extra` drawn skeletons that add the most uncovered feature
     pairs, then the tiling classes fewest entries have, then the most field values (SPREAD) no
-    entry has yet; smallest first.
+    entry has yet; smallest first; each with the regime planned for its cases (_planned).
 
     owns: only skeletons it is true of (a shard's programs, harness.running.shards), picked for
     what they add to this shard's own entries, so that each shard's pool spans the whole space.
@@ -207,7 +207,64 @@ def draw_pool(
         seen |= values
         tiled.update(tiles)
     # Smallest first: shrinking moves towards the first entry, so an earlier entry must be a smaller case.
-    return tuple(sorted(pool.values(), key=size))
+    entries = sorted(pool.values(), key=size)
+    checked = [c for c in smoke if owns is None or owns(c)]
+    return tuple(_planned(entries, impl, declared, checked=checked, regimes=regimes))
+
+
+def _regime_pairs(case: Case, impl: Implementation, declared: set[frozenset[str]]) -> set[frozenset[str]]:
+    named = features.of(case, impl)
+    regime = f"regime:{case.regime}"
+    return {frozenset((regime, f)) for f in named if f != regime} & declared
+
+
+def _planned(
+    entries: Sequence[Case],
+    impl: Implementation,
+    declared: set[frozenset[str]],
+    *,
+    checked: Sequence[Case],
+    regimes: tuple[str, ...],
+) -> list[Case]:
+    """The entries, each with the regime its cases take first (harness.core.strategies._reusing).
+
+    The regime is data, drawn per case; drawn at random, a shard's ~25 cases left a third of the
+    regime pairs (a regime with a dtype, a mask, a tiling class) unmet: pairwise coverage of
+    `--jobs 2` was 85-90% per shard, 93-94% merged (benchmarks/breadth.py, seeds 1-3). So each
+    entry is planned a regime, greedily: the one adding most regime pairs not met yet by the
+    smoke cases (`checked`) or the entries planned before it; once they are met, the regime
+    planned least often. The entries of smoke cases' programs come last, as their turns do.
+    An entry's scale limits its regimes (strategies.takes_scale).
+    """
+    regimes = tuple(r for r in regimes if r in impl.capabilities.regimes)
+    covered = set().union(*(_regime_pairs(c, impl, declared) for c in checked))
+    offers = {
+        i: {
+            r: _regime_pairs(e.replace(regime=r), impl, declared)
+            for r in regimes
+            if strategies.takes_scale(r, e.scale, e.head_dim)  # the entry's scale is compiled in
+        }
+        for i, e in enumerate(entries)
+    }
+    # An entry whose scale takes none of the regimes keeps its own (its cases are rejected, as before).
+    offers = {i: by for i, by in offers.items() if by}
+    planned = list(entries)
+    uses: collections.Counter = collections.Counter()
+
+    def gain(choice: tuple[int, str]) -> tuple[int, int]:
+        i, r = choice
+        return len(offers[i][r] - covered), -uses[r]
+
+    # The smoke cases' entries last: their programs have had a case each already, so the pool's turns
+    # (harness.running.search._spent) come back to them after every other entry's.
+    smoked = {program_key(c) for c in checked}
+    while offers:
+        fresh = [i for i in offers if program_key(entries[i]) not in smoked] or list(offers)
+        i, r = max(((i, r) for i in fresh for r in offers[i]), key=gain)
+        planned[i] = entries[i].replace(regime=r)
+        covered |= offers.pop(i)[r]
+        uses[r] += 1
+    return planned
 
 
 def cost(case: Case) -> int:
