@@ -13,6 +13,7 @@ scaled by log2(e)), converted to the natural log before it is checked.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -32,8 +33,8 @@ from kernels._pallas import GpuKernel, block_names
 # whole tiles, so each must divide its sequence ("q_seq_len=... must be a multiple of
 # block_q=..."; the backward pass has no check and reads past the end otherwise).
 TILES = (16, 32, 64, 128)
-# Each tile and the sequence it cuts.
-BLOCKS = {
+# Each BlockSizes field and the sequence it cuts.
+ALL_TILES = {
     "block_q": "q_len",
     "block_k": "kv_len",
     "block_q_dkv": "q_len",
@@ -41,6 +42,17 @@ BLOCKS = {
     "block_q_dq": "q_len",
     "block_kv_dq": "kv_len",
 }
+
+
+def tiles_of(module: Any) -> dict[str, str]:
+    """Each tile mha takes and the sequence it cuts: BlockSizes' fields where `module` (the installed
+    attention module) has BlockSizes (jax 0.5.1 on), else mha's own block_q and block_k, which its
+    backward pass takes too (jax 0.4.30 to 0.5.0)."""
+    return dict(ALL_TILES) if hasattr(module, "BlockSizes") else {"block_q": "q_len", "block_k": "kv_len"}
+
+
+BLOCK_SIZES = hasattr(upstream, "BlockSizes")
+BLOCKS = tiles_of(upstream)
 
 
 # mha's other arguments that never change the mathematics, carried in blocks beside the tiles
@@ -65,10 +77,13 @@ RESTRICTIONS = (
         on="violations", rule="backward_xla only in float32", finding="docs/findings/pallas_gpu_xla_backward_16bit.md"
     ),
     Restriction(on="violations", rule="num_warps, num_stages from OPTIONS", choice="launch values; ignored off a GPU"),
-    Restriction(on="violations", rule="blocks name every BlockSizes field", probe="API"),
+    Restriction(
+        on="violations", rule="blocks name every tile mha takes (BlockSizes' fields, or its own two)", probe="BLOCKS"
+    ),
     Restriction(
         on="violations", rule="tiles dividing their axis", upstream=_A, check="must be a multiple of {block_q=}"
     ),
+    # Where BlockSizes exists (the fused backward's check, jax 0.5.1 on); before it one pair of tiles serves all.
     Restriction(on="violations", rule="dq and dkv tiles: one grid", upstream=_A, check="must be divided into the same"),
 )
 
@@ -81,13 +96,14 @@ def _tiles(length: int) -> list[int]:
 def _gpu_blocks(draw: Any, case: Case) -> dict[str, int]:
     q_tiles, k_tiles = _tiles(case.q_len), _tiles(case.kv_len)
     blocks = {"block_q": draw(st.sampled_from(q_tiles)), "block_k": draw(st.sampled_from(k_tiles))}
-    blocks["block_q_dkv"] = draw(st.sampled_from(q_tiles))
-    blocks["block_kv_dq"] = draw(st.sampled_from(k_tiles))
-    # One backward grid axis walks both the dkv tiles (over kv) and the dq tiles (over q):
-    # "q_seq_len and kv_seq_len must be divided into the same number of blocks".
-    counts = sorted({case.q_len // t for t in q_tiles} & {case.kv_len // t for t in k_tiles})
-    n = draw(st.sampled_from(counts))
-    blocks["block_q_dq"], blocks["block_kv_dkv"] = case.q_len // n, case.kv_len // n
+    if BLOCK_SIZES:
+        blocks["block_q_dkv"] = draw(st.sampled_from(q_tiles))
+        blocks["block_kv_dq"] = draw(st.sampled_from(k_tiles))
+        # One backward grid axis walks both the dkv tiles (over kv) and the dq tiles (over q):
+        # "q_seq_len and kv_seq_len must be divided into the same number of blocks".
+        counts = sorted({case.q_len // t for t in q_tiles} & {case.kv_len // t for t in k_tiles})
+        n = draw(st.sampled_from(counts))
+        blocks["block_q_dq"], blocks["block_kv_dkv"] = case.q_len // n, case.kv_len // n
     for name, values in OPTIONS.items():
         if name == BACKWARD_XLA and case.dtype != "float32":
             continue  # the xla backward raises for 16-bit inputs (see violations)
@@ -109,6 +125,11 @@ API = (
             cov.scale_param(),
             cov.Param(name="causal", drawn="True (T <= S), False", exercised=cov.causal_top_left),
             cov.Param(name="block_sizes", drawn="every field drawn", exercised=cov.tiled),
+            # Before BlockSizes (jax 0.4.30 to 0.5.0) mha took its two tiles itself.
+            *(
+                cov.Param(name=name, drawn=f"{', '.join(map(str, TILES))} dividing {seq}", exercised=cov.block(name))
+                for name, seq in (("block_q", "T"), ("block_k", "S"))
+            ),
             cov.Param(
                 name="backward_pass_impl",
                 drawn='"triton", "xla" (blocks backward_xla; float32 only: the 16-bit xla backward finding)',
@@ -139,10 +160,20 @@ API = (
         locate=lambda: upstream.BlockSizes,
         params=tuple(
             cov.Param(name=name, drawn=f"{', '.join(map(str, TILES))} dividing {seq}", exercised=cov.block(name))
-            for name, seq in BLOCKS.items()
+            for name, seq in ALL_TILES.items()
         ),
     ),
 )
+
+
+def _default_blocks(fn: Callable[..., Any]) -> dict[str, int]:
+    """The tiles `fn` (mha or a drop-in) uses where the case names none: BlockSizes.get_default(), else
+    the defaults of its own block_q and block_k."""
+    if BLOCK_SIZES:
+        default = upstream.BlockSizes.get_default()
+        return {name: getattr(default, name) for name in BLOCKS}
+    params = inspect.signature(fn).parameters
+    return {name: params[name].default for name in BLOCKS}
 
 
 class PallasGpu(GpuKernel):
@@ -223,8 +254,8 @@ class PallasGpu(GpuKernel):
                 out.append(f"{name}={case.block_dict[name]} must be one of {values} (or absent: mha's default)")
         if not blocks:
             # The defaults, clamped to the sequence as mha() clamps them.
-            default = upstream.BlockSizes.get_default()
-            blocks = {name: min(getattr(default, name), getattr(case, seq)) for name, seq in BLOCKS.items()}
+            default = _default_blocks(self.fn)
+            blocks = {name: min(default[name], getattr(case, seq)) for name, seq in BLOCKS.items()}
         names = block_names([*blocks, *(set(case.block_dict) & set(OPTIONS))], need=BLOCKS, may=OPTIONS)
         if names:
             out.append(names)
@@ -233,7 +264,7 @@ class PallasGpu(GpuKernel):
             length = getattr(case, seq)
             if blocks[name] not in TILES or length % blocks[name]:
                 out.append(f"{name}={blocks[name]} must be one of {TILES} dividing {seq}={length}")
-        if case.q_len // blocks["block_q_dq"] != case.kv_len // blocks["block_kv_dkv"]:
+        if BLOCK_SIZES and case.q_len // blocks["block_q_dq"] != case.kv_len // blocks["block_kv_dkv"]:
             out.append(
                 f"q_len/block_q_dq={case.q_len}/{blocks['block_q_dq']} must equal "
                 f"kv_len/block_kv_dkv={case.kv_len}/{blocks['block_kv_dkv']} (one backward grid axis)"
@@ -244,7 +275,10 @@ class PallasGpu(GpuKernel):
         """f(q, k, v): the output [B, Hq, Lq, D], or with `residuals` the natural-log logsumexp [B, Hq, Lq]."""
         group = case.q_heads // case.kv_heads
         tiles = {k: v for k, v in case.block_dict.items() if k in BLOCKS}
-        block_sizes = upstream.BlockSizes(**tiles) if tiles else upstream.BlockSizes.get_default()
+        if BLOCK_SIZES:
+            tiling = {"block_sizes": upstream.BlockSizes(**tiles) if tiles else upstream.BlockSizes.get_default()}
+        else:
+            tiling = tiles  # mha's own block_q and block_k (its defaults where the case names none)
         launch = {k: v for k, v in case.block_dict.items() if k in ("num_warps", "num_stages")}
         if BACKWARD_XLA in case.block_dict:
             launch["backward_pass_impl"] = "xla"
@@ -257,7 +291,7 @@ class PallasGpu(GpuKernel):
             # The kernel's layout is [batch, seq, heads, head_dim]; its sm_scale defaults to 1.0.
             k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
             q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q, k, v))
-            kw = {"sm_scale": case.sm_scale, "causal": causal, "block_sizes": block_sizes, "interpret": interpret}
+            kw = {"sm_scale": case.sm_scale, "causal": causal, **tiling, "interpret": interpret}
             got = self.fn(q, k, v, seg, **kw, **launch, **extra)
             if residuals:
                 # (out, lse): lse [batch, heads, q_len] in base 2.

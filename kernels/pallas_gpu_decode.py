@@ -17,6 +17,7 @@ with q [batch, q_heads, head_dim], k, v [batch, kv_len, kv_heads, head_dim]
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,8 @@ from harness.core.inputs import Inputs
 from kernels._pallas import GpuKernel, block_names
 
 BLOCKS = ("block_h", "block_k", "k_splits")
+# The mask components and the parameters that take them.
+LENGTH_PARAMS = {"kv_lengths": "kv_seq_len", "kv_starts": "start_idx"}
 # Triton's tl.dot needs every matmul dimension >= 16: "block_k must be >= 16" and each of the
 # k_splits key ranges at least 16 long ("k_seq_len divided by k_splits must be >= 16").
 MIN_TILE = 16
@@ -154,6 +157,11 @@ class PallasGpuDecode(GpuKernel):
     def __init__(self, fn: Callable[..., Any] | None = None, name: str = "pallas_gpu_decode") -> None:
         # fn None: upstream's mqa for one kv head, else gqa (_entry).
         super().__init__(fn, name)
+        # The key ranges where the installed gqa (or the drop-in) takes them: jax 0.4.30's has neither
+        # start_idx nor kv_seq_len (its third parameter after k, v is sm_scale).
+        entry = upstream.gqa if fn is None else fn
+        components = {c for c, param in LENGTH_PARAMS.items() if cov.accepts(entry, param)}
+        self.capabilities = dataclasses.replace(self.capabilities, mask_components=frozenset(components))
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _decode_blocks(case)
@@ -193,7 +201,9 @@ class PallasGpuDecode(GpuKernel):
             q = q[:, :, 0, :]
             # [batch, kv_heads, kv_len, head_dim] -> the kernel's [batch, kv_len, kv_heads, head_dim].
             k, v = (a[:, 0] if mqa else jnp.swapaxes(a, 1, 2) for a in (k, v))
-            out = fn(q, k, v, start, end, sm_scale=case.sm_scale, interpret=interpret, **kw)
+            ranges = {"start_idx": start} if start is not None else {}
+            ranges |= {"kv_seq_len": end} if end is not None else {}
+            out = fn(q, k, v, **ranges, sm_scale=case.sm_scale, interpret=interpret, **kw)
             return out[:, :, None, :]
 
         return self.outputs(f, inputs, grads=False)

@@ -215,6 +215,12 @@ def segment_ids(case: Case) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 # What the installed splash takes, from its signatures rather than its version.
+def mask_components(masks: Any) -> frozenset[str]:
+    """The mask components the installed mask module `masks` expresses: every one, but a chunk mask only
+    where it has ChunkedCausalMask (jax 0.4.30 and 0.5.3 lack it)."""
+    return MASK_COMPONENTS if hasattr(masks, "ChunkedCausalMask") else MASK_COMPONENTS - {"chunk"}
+
+
 SOFT_CAP = cov.accepts(upstream.make_splash_mha, "attn_logits_soft_cap")
 RESIDUALS = cov.accepts(upstream.make_splash_mha, "save_residuals")
 SINKS = cov.accepts(getattr(upstream.splash_attention_kernel, "_splash_attention", lambda: None), "sinks")
@@ -291,7 +297,7 @@ class PallasSplash(TpuKernel):
         seq_lens=(128, 256, 384, 512),
         # Every mask component: splash's mask family covers each (no additive bias); per-row valid
         # lengths, which no splash mask class expresses, go in as padding segment ids (segment_ids()).
-        mask_components=MASK_COMPONENTS,
+        mask_components=mask_components(mask_lib),
         restrictions=frozenset() if takes_hidden_mask() else frozenset({SOME_KEY_VISIBLE}),
         dbias=False,
         soft_cap=SOFT_CAP,

@@ -28,6 +28,7 @@ from tests import record_builders as rb
 ABSENT_IN_SOME_RELEASE = {
     "jax.nn.dot_product_attention": {"return_residual"},  # jax 0.7.0
     "splash_attention.SplashAttentionKernel.__call__": {"sinks"},  # jax 0.7.0
+    "gpu.attention.mha": {"block_q", "block_k"},  # jax 0.5.1 on (its tiles went into BlockSizes); block_sizes before
 }
 
 

@@ -4,6 +4,7 @@ with q_len <= kv_len) and one small run under the interpreter."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import find
 
 from harness.core import contract
 from harness.core.case import Case
@@ -62,3 +63,39 @@ def test_the_xla_backward_matches_the_oracles_in_float32() -> None:
     case = _case(mask=Mask(causal="top_left")).replace(blocks=tuple({**BLOCKS, "backward_xla": 1}.items()))
     result = run_case(case, [contract.resolve("pallas_gpu")])
     assert result.passed, result.subjects[0].failure
+
+
+def test_before_block_sizes_mha_is_given_its_own_two_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    # jax 0.4.30 to 0.5.0 have no BlockSizes: mha takes block_q and block_k itself, the backward pass too.
+    # The adapter called BlockSizes there, so the kernel could not run at all (nox -s history, 0.4.30).
+    import types
+
+    from jax.experimental.pallas.ops.gpu import attention as upstream
+
+    from kernels import pallas_gpu
+
+    old = pallas_gpu.tiles_of(types.SimpleNamespace(mha=None))
+    assert old == {"block_q": "q_len", "block_k": "kv_len"} and pallas_gpu.tiles_of(upstream) == pallas_gpu.ALL_TILES
+    monkeypatch.setattr(pallas_gpu, "BLOCK_SIZES", False)
+    monkeypatch.setattr(pallas_gpu, "BLOCKS", old)
+    calls = []
+
+    def mha(q, k, v, segment_ids, sm_scale=1.0, causal=False, block_q=128, block_k=128, backward_pass_impl="triton",
+            num_warps=None, num_stages=2, grid=None, interpret=False, debug=False):  # fmt: skip # noqa: ANN001, ANN202
+        calls.append((block_q, block_k))
+        tiles = dict(block_q=block_q, block_k=block_k, block_q_dkv=block_q, block_kv_dkv=block_k)
+        sizes = upstream.BlockSizes(**tiles, block_q_dq=block_q, block_kv_dq=block_k)
+        return upstream.mha(
+            q, k, v, segment_ids, sm_scale=sm_scale, causal=causal, block_sizes=sizes, interpret=interpret
+        )
+
+    impl = pallas_gpu.dropin(mha, name="mha_0_4_30")
+    drawn = find(impl.block_strategy(_case(blocks=())), lambda blocks: True)
+    assert set(drawn) - set(pallas_gpu.OPTIONS) == {"block_q", "block_k"}
+    assert any("must name" in p for p in impl.violations(_case()))  # BlockSizes' six fields are not its tiles
+    assert impl.violations(_case(blocks=())) == []  # its defaults, 128 clamped to the sequence
+    case = _case(blocks=(("block_q", 32), ("block_k", 32)), mask=Mask(causal="top_left"))
+    assert impl.violations(case) == []
+    result = run_case(case, [impl])
+    assert result.passed, result.subjects[0].failure
+    assert set(calls) == {(32, 32)}

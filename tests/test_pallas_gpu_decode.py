@@ -49,3 +49,22 @@ def test_gqa_with_starts_and_lengths_including_an_empty_row_passes():
 def test_mqa_passes():
     result = run_case(_case(kv_heads=1, dtype="bfloat16"), [DECODE], grads=False)
     assert result.passed, result.subjects[0].failure
+
+
+def test_a_gqa_without_key_ranges_draws_none_and_is_called_without_them():
+    # jax 0.4.30's gqa(q, k, v, sm_scale=1.0, block_h=16, ...) takes no start_idx or kv_seq_len: the adapter
+    # passed them by position there, into sm_scale and block_h, and every case failed (nox -s history, 0.4.30).
+    from jax.experimental.pallas.ops.gpu import decode_attention as upstream
+
+    from kernels.pallas_gpu_decode import dropin
+
+    def gqa(q, k, v, sm_scale=1.0, block_h=16, block_k=256, k_splits=16, num_warps=None, num_stages=2, grid=None,
+            interpret=False, debug=False):  # fmt: skip # noqa: ANN001, ANN202
+        return upstream.gqa(q, k, v, sm_scale=sm_scale, block_h=block_h, block_k=block_k, k_splits=k_splits,
+                            interpret=interpret)  # fmt: skip
+
+    old = dropin(gqa, name="gqa_0_4_30")
+    assert old.capabilities.mask_components == frozenset()
+    assert DECODE.capabilities.mask_components == {"kv_lengths", "kv_starts"}
+    result = run_case(_case(), [old])
+    assert result.passed, result.subjects[0].failure

@@ -196,3 +196,15 @@ def test_a_mask_hiding_every_key_in_identical_heads_is_outside_the_contract_wher
     assert any(hidden in v for v in PallasSplash().violations(same))
     assert not any(hidden in v for v in PallasSplash().violations(different))  # two masks: no shrunk grid
     assert not any(hidden in v for v in PallasSplash().violations(visible))
+
+
+def test_a_chunk_mask_is_drawn_only_where_the_mask_module_has_chunked_causal_mask():
+    # jax 0.4.30 and 0.5.3 have no ChunkedCausalMask: a chunk case there raised AttributeError, reported
+    # as the kernel's failure (nox -s history, 0.4.30).
+    import types
+
+    from harness.core.masks import MASK_COMPONENTS
+
+    old = splash_module.mask_components(types.SimpleNamespace(CausalMask=None, LocalMask=None))
+    assert old == MASK_COMPONENTS - {"chunk"}
+    assert splash_module.mask_components(splash_module.mask_lib) == MASK_COMPONENTS
