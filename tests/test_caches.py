@@ -67,3 +67,38 @@ def test_the_kernel_worker_writes_its_programs_to_the_cache(tmp_path: Path, monk
         assert got.error is None, got.error
         assert mine.alive
     assert any(p.name.endswith("-cache") for p in cache.iterdir())
+
+
+def _enable_in_a_fresh_process(cache: Path, setup: str = "") -> subprocess.CompletedProcess:
+    script = f"from harness.core import caches\n{setup}print(caches.enable_compilation_cache())\n"
+    env = {**os.environ, caches.COMPILATION_CACHE_ENV: str(cache), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_cache_that_serves_back_other_values_than_it_compiled_is_left_off(tmp_path: Path) -> None:
+    # jaxlib 0.5.3 served the Pallas GPU kernel's causal forward back from the cache computing NaN, and
+    # every such case was reported as the kernel's failure (docs/findings/jax_persistent_cache_round_trip.md).
+    cache = tmp_path / "jax"
+    # A stand-in for such a release: the program "served back" computes one more than when compiled.
+    bad = (
+        "import itertools, jax.numpy as jnp\n"
+        "calls = itertools.count()\n"
+        "caches._round_trip_probe = lambda: ((lambda x: x + next(calls)), jnp.zeros(3))\n"
+    )
+    first = _enable_in_a_fresh_process(cache, bad)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.stdout.split() == ["None"]
+    assert "the persistent compilation cache is off" in first.stderr and caches.ROUND_TRIP_FINDING in first.stderr
+    # The answer is kept beside the cache: the next process does not probe again, and leaves it off too.
+    again = _enable_in_a_fresh_process(cache, "caches._round_trip_probe = None\n")
+    assert again.stdout.split() == ["None"], again.stderr[-2000:]
+    (marker,) = cache.glob(".round-trip-*")
+    assert caches.ROUND_TRIP_FINDING in marker.read_text()
+
+
+def test_the_installed_jax_serves_back_what_it_compiled(tmp_path: Path) -> None:
+    cache = tmp_path / "jax"
+    proc = _enable_in_a_fresh_process(cache)
+    assert proc.stdout.split() == [str(cache)], proc.stderr[-2000:]
+    (marker,) = cache.glob(".round-trip-*")
+    assert marker.read_text().strip() == "ok"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 # The directory, or "off" to disable the cache.
 COMPILATION_CACHE_ENV = "ATTN_HARNESS_COMPILATION_CACHE"
@@ -32,8 +33,8 @@ def enable_compilation_cache() -> str | None:
     import jax
 
     path = jax.config.jax_compilation_cache_dir or compilation_cache_dir()
-    if path is None or jax.config.jax_compilation_cache_dir == path:
-        return path
+    if path is None or jax.config.jax_compilation_cache_dir == path or path in _REFUSED:
+        return None if path in _REFUSED else path
     jax.config.update("jax_compilation_cache_dir", path)
     # The references compile in a fraction of a second, under JAX's default threshold of 1 s.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -48,7 +49,79 @@ def enable_compilation_cache() -> str | None:
     from jax.experimental.compilation_cache import compilation_cache
 
     compilation_cache.reset_cache()
+    refused = _round_trip_refusal(path)
+    if refused is not None:
+        _REFUSED.add(path)
+        jax.config.update("jax_compilation_cache_dir", None)
+        compilation_cache.reset_cache()
+        print(f"attention-harness: the persistent compilation cache is off: {refused}", file=sys.stderr)
+        return None
     return path
+
+
+# A program read back from the cache must compute what it computed when compiled. jaxlib 0.5.3's did
+# not for a loop whose trip count is computed inside another loop: the Pallas GPU kernel's causal
+# forward under its interpreter is one, and every case served from the cache came out NaN, reported
+# as the kernel's failure (nox -s history; docs/findings/jax_persistent_cache_round_trip.md).
+ROUND_TRIP_FINDING = "docs/findings/jax_persistent_cache_round_trip.md"
+_REFUSED: set[str] = set()  # the directories this process found untrustworthy (said once)
+
+
+def _round_trip_probe():  # noqa: ANN202 - a jitted function and its input
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    x = jnp.arange(64 * 64, dtype=jnp.float32).reshape(64, 64) % 7 - 3
+
+    @jax.jit
+    def probe(x):  # noqa: ANN001, ANN202 - the reproducer's program
+        def row(j, out):  # noqa: ANN001, ANN202
+            def step(i, carry):  # noqa: ANN001, ANN202
+                m, total = carry
+                tile = lax.dynamic_slice(x, (j * 16, i * 16), (16, 16))
+                new = jnp.maximum(m, tile.max(-1))
+                return new, total * jnp.exp(m - new) + jnp.exp(tile - new[:, None]).sum(-1)
+
+            start = (jnp.full((16,), -0.7 * 3.4e38, jnp.float32), jnp.zeros((16,), jnp.float32))
+            m, total = lax.fori_loop(0, lax.div(16 * (j + 1) + 15, 16), step, start)
+            return lax.dynamic_update_slice(out, (m + jnp.log(total))[:, None] * jnp.ones((1, 64)), (j * 16, 0))
+
+        return lax.fori_loop(0, 4, row, jnp.zeros_like(x))
+
+    return probe, x
+
+
+def _round_trip_refusal(path: str) -> str | None:
+    """Why this jax's cache cannot be trusted (a program read back computes other bits than when it was
+    compiled), or None; checked once per jax release and cache directory, the answer kept beside it."""
+    import jax
+    import jaxlib
+    import numpy as np
+
+    marker = os.path.join(path, f".round-trip-jax{jax.__version__}-jaxlib{jaxlib.__version__}")
+    with contextlib.suppress(OSError):
+        with open(marker) as f:
+            kept = f.read().strip()
+        return None if kept == "ok" else kept
+    probe, x = _round_trip_probe()
+    compiled = np.asarray(probe(x))
+    jax.clear_caches()  # the next call is served from the directory
+    served = np.asarray(probe(x))
+    same = compiled.tobytes() == served.tobytes()
+    answer = (
+        "ok"
+        if same
+        else (
+            f"jax {jax.__version__} (jaxlib {jaxlib.__version__}) serves back programs that compute other values "
+            f"than when compiled ({ROUND_TRIP_FINDING})"
+        )
+    )
+    with contextlib.suppress(OSError):
+        os.makedirs(path, exist_ok=True)
+        with open(marker, "w") as f:
+            f.write(answer + "\n")
+    return None if same else answer
 
 
 def trim(path: str, max_bytes: int) -> int:

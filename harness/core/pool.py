@@ -6,8 +6,9 @@ time goes"). What pallas_flash's program depends on, measured the same way: the 
 block sizes, scale, causal, and whether segment ids and a bias are passed. What it takes as
 data: q, k, v (the seed and regime), the bias values, the segment ids. So a pool entry fixes
 the first and each case draws the second anew (harness.core.strategies._reusing), valid lengths
-too; an entry's regime is the one planned for its cases (_planned), which most of them take. Reuse is JAX's own cache: where another kernel bakes some of that data into its program,
-its case compiles as before; a program is never reused for a case it was not compiled for.
+too; an entry's regime is the one planned for its cases (_planned), which most of them take.
+Reuse is JAX's own cache: where another kernel bakes some of that data into its program, its
+case compiles as before; a program is never reused for a case it was not compiled for.
 
 A run's pool: the skeletons of its smoke cases (checked first anyway, so their programs are
 compiled already), then `extra` skeletons picked from drawn candidates for the feature pairs
