@@ -158,7 +158,7 @@ class PallasGpuDecode(GpuKernel):
         # fn None: upstream's mqa for one kv head, else gqa (_entry).
         super().__init__(fn, name)
         # The key ranges where the installed gqa (or the drop-in) takes them: jax 0.4.30's has neither
-        # start_idx nor kv_seq_len (its third parameter after k, v is sm_scale).
+        # start_idx nor kv_seq_len (its parameter after q, k, v is sm_scale).
         entry = upstream.gqa if fn is None else fn
         components = {c for c, param in LENGTH_PARAMS.items() if cov.accepts(entry, param)}
         self.capabilities = dataclasses.replace(self.capabilities, mask_components=frozenset(components))
