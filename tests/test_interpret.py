@@ -100,3 +100,26 @@ def test_no_interpreter_for_a_kernel_is_cannot_run_here_never_a_failure(monkeypa
     assert "cannot run here: the TPU interpret mode (interpreter='faithful') needs" in out
     assert "under the HLO interpreter: no way to run Pallas TPU kernels under the HLO interpreter" in out
     assert not list(tmp_path.rglob("failures/*")) and "FAIL" not in out
+
+
+def test_the_simulated_cores_go_in_under_the_field_name_this_release_has():
+    # jax 0.7.0's InterpretParams names it num_cores_per_device; a paged megacore case there FAILed with
+    # "unexpected keyword argument 'num_cores_or_threads'", a harness gap reported as a kernel failure.
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Old:
+        detect_races: bool = False
+        num_cores_per_device: int = 1
+
+    @dataclasses.dataclass(frozen=True)
+    class Single:
+        detect_races: bool = False
+
+    assert interpret.cores_field(Old) == "num_cores_per_device"
+    with pytest.raises(interpret.InterpreterUnavailable, match="simulates one core only"):
+        interpret.cores_field(Single)
+    _, installed = interpret._faithful_api()
+    assert interpret.cores_field(installed) in interpret.CORES_FIELDS
+    two = interpret.InterpretOptions(cores=2)
+    assert _interpret_param(two) is not True  # the TPU interpret mode's parameters, with two cores

@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -163,6 +164,24 @@ def _faithful_api() -> tuple[Callable[..., Any], type]:
     return force, params
 
 
+# The InterpretParams field that sets the simulated cores, newest name first: jax 0.6.2 to 0.7.x
+# call it num_cores_per_device, later releases num_cores_or_threads.
+CORES_FIELDS = ("num_cores_or_threads", "num_cores_per_device")
+
+
+def cores_field(params_cls: type) -> str:
+    """The name under which `params_cls` (this release's InterpretParams) takes the simulated core
+    count; InterpreterUnavailable where it takes none (the TPU interpret mode of jax 0.6.1 and before)."""
+    fields = set(inspect.signature(params_cls).parameters)
+    for name in CORES_FIELDS:
+        if name in fields:
+            return name
+    raise InterpreterUnavailable(
+        f"the TPU interpret mode of this jax simulates one core only ({params_cls.__name__} has none of "
+        f"{', '.join(CORES_FIELDS)}): a megacore grid cannot run"
+    )
+
+
 def faithful_interpreter() -> str | None:
     """Why the TPU interpret mode (interpreter="faithful") cannot run here, or None when it can."""
     try:
@@ -205,7 +224,7 @@ def tpu_kernel_context(random_seed: int | None = None) -> Iterator[str]:
     if seed is not None:
         kwargs["random_seed"] = seed
     if opts.cores > 1:  # only when asked: older InterpretParams have no such field
-        kwargs["num_cores_or_threads"] = opts.cores
+        kwargs[cores_field(params_cls)] = opts.cores
     with force(params_cls(**kwargs)):
         yield "tpu_interpret"
 
