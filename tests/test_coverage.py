@@ -216,7 +216,11 @@ def test_decode_lengths_count_against_the_entry_point_the_adapter_calls() -> Non
     counts = {(r.api, r.param): r.cases for r in cov.rows(decode, [gqa, mqa])}
     assert counts[("gpu.decode_attention.gqa", "kv_seq_len")] == 1
     assert counts[("gpu.decode_attention.mqa", "kv_seq_len")] == 0
-    assert counts[("gpu.decode_attention.mqa", "q")] == 1
+    assert counts[("gpu.decode_attention.mqa", "q")] == 0  # a batch of one leaves its batch axis unexercised
+    batched = cov.rows(decode, [gqa.replace(batch=2, mask=Mask()), mqa.replace(batch=3), mqa])
+    counts = {(r.api, r.param): r.cases for r in batched}
+    assert counts[("gpu.decode_attention.gqa", "q")] == 1
+    assert counts[("gpu.decode_attention.mqa", "k")] == 1
 
 
 def test_api_parameters_record_every_registered_implementation() -> None:

@@ -14,7 +14,7 @@ import ast
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, find, given, seed, settings
 from hypothesis import strategies as st
 
 from harness.core.case import REGIMES, Case
@@ -200,6 +200,21 @@ def test_lengths_fill_only_the_named_side(component: str, side: str, length: int
         assert len(rows) == 3 and all(0 <= n <= length for n in rows)
         assert all(getattr(got, other) is None for other in ("q", "kv", "kv_starts") if other != side)
     assert any(length in getattr(got, side) for got in drawn)
+
+
+def test_lengths_of_several_sides_give_each_side_alone_and_all_together() -> None:
+    # NN-2 (docs/history.md): query lengths without key lengths took another path in
+    # jax.nn.dot_product_attention; a generator that gave both sides always never met it.
+    both = frozenset({"q_lengths", "kv_lengths"})
+    drawn = {got.components for got in draws(lengths(components=both, batch=2, q_len=16, kv_len=64), 60)}
+    assert drawn == {frozenset({"q_lengths"}), frozenset({"kv_lengths"}), both}
+    every = draws(lengths(components=both, batch=2, q_len=16, kv_len=64, every_side=True), 30)
+    assert {got.components for got in every} == {both}
+    # A shrink goes to the first side alone.
+    smallest = find(
+        lengths(components=both, batch=1, q_len=16, kv_len=64), lambda _: True, settings=settings(database=None)
+    )
+    assert smallest.components == {"q_lengths"}
 
 
 def test_lengths_q_le_kv_clamps_queries_to_the_keys() -> None:

@@ -227,13 +227,22 @@ def lengths(
     kv_len: int,
     restrictions: frozenset[str] = frozenset(),
     tiles: Sequence[int] = (),
+    every_side: bool = False,
 ) -> Lengths:
     """Per-row valid lengths for the sides named in `components` (q_lengths, kv_lengths, kv_starts),
-    inside `restrictions` (harness.core.masks.RESTRICTIONS); `tiles`: the case's tile sizes (valid_lengths)."""
+    inside `restrictions` (harness.core.masks.RESTRICTIONS); `tiles`: the case's tile sizes (valid_lengths).
+
+    Where several sides are named, one of them alone or all of them: an API whose length parameters
+    are optional one by one must meet each without the others (jax.nn.dot_product_attention zeroed
+    padded query rows only when both lengths were given, docs/history.md NN-2). A shrink goes to the
+    first side alone. every_side: every named side (a pooled case keeps its entry's sides: which are
+    given is compiled in, harness.core.pool.program_key)."""
     kw = {}
     sides = (("q_lengths", "q", q_len), ("kv_lengths", "kv", kv_len), ("kv_starts", "kv_starts", kv_len))
+    named = [name for name, _, _ in sides if name in components]
+    alone = draw(st.sampled_from([*named, None])) if len(named) > 1 and not every_side else None
     for name, side, length in sides:
-        if name in components:
+        if name in components and alone in (None, name):
             rows = st.lists(valid_lengths(length=length, tiles=tiles), min_size=batch, max_size=batch).map(tuple)
             kw[side] = draw(rows)
     if not kw:
@@ -387,7 +396,8 @@ def _reusing(draw: st.DrawFn, impl: Implementation, skeleton: Case, regimes: tup
         mask = dataclasses.replace(mask, segments=draw(_segments_of(caps.restrictions, **shape, tiles=tiles)))
     # A sliding window's query lengths follow from its key lengths (sliding_window): kept as drawn.
     if mask.lengths is not None and mask.window is None:
-        lens = lengths(components=caps.mask_components, restrictions=caps.restrictions, **shape, tiles=tiles)
+        sides = mask.lengths.components  # the entry's own sides: which are given is compiled in
+        lens = lengths(components=sides, restrictions=caps.restrictions, **shape, tiles=tiles, every_side=True)
         mask = dataclasses.replace(mask, lengths=draw(lens))
     assume(SOME_KEY_VISIBLE not in caps.restrictions or shows_some_key(mask, **shape))
     # The skeleton's scale is compiled in: only the regimes a whole draw pairs with it (an extreme regime
