@@ -18,7 +18,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+from hypothesis import assume
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.gpu import attention as upstream
 
@@ -55,6 +57,34 @@ BLOCK_SIZES = hasattr(upstream, "BlockSizes")
 BLOCKS = tiles_of(upstream)
 
 
+def refuses_partial_tiles(mha: Callable[..., Any]) -> bool:
+    """Whether `mha` (the installed one) raises for a tile that does not divide its sequence, probed by
+    tracing one small forward call (jax.eval_shape, nothing runs). jax 0.6.2 on raise ("q_seq_len=48
+    must be a multiple of block_q=32"); the releases before read past the sequence's end instead, a
+    wrong answer (docs/history.md MHA-3), so there such a tile is inside the contract. A probe that
+    fails any other way keeps the tiles dividing."""
+    x = jax.ShapeDtypeStruct((1, 48, 1, 16), jnp.float32)
+    tiles = {"block_q": 32, "block_k": 32}
+    kw = {"block_sizes": upstream.BlockSizes(**tiles)} if BLOCK_SIZES else tiles
+    try:
+        jax.eval_shape(lambda q, k, v: mha(q, k, v, None, interpret=True, **kw), x, x, x)
+    except Exception:  # noqa: BLE001 - ValueError where refused; anything else: keep the safe contract
+        return True
+    return False
+
+
+# Whether a tile may leave part of its sequence over, and the lengths drawn: where the installed mha
+# accepts such a tile, also a length no tile of TILES but 16 and 32 divides (96, cut by 64 into a
+# tile and a half), so that the partial tile is met; elsewhere the powers of two alone, where q and
+# kv always share a backward tile count (see _gpu_blocks).
+PARTIAL_TILES = not refuses_partial_tiles(upstream.mha)
+SEQ_LENS = (64, 128, 256, 96) if PARTIAL_TILES else (64, 128, 256)
+# Tiling classes (harness.core.features), declared where a partial tile is drawn: one tile per
+# sequence, several whole tiles, a tile that leaves part of its sequence over.
+TILINGS = ("one_tile", "several_tiles", "partial_tile") if PARTIAL_TILES else ()
+TILE_FIT = "up to" if PARTIAL_TILES else "dividing"  # how a drawn tile fits its sequence, in words
+
+
 # mha's other arguments that never change the mathematics, carried in blocks beside the tiles
 # (each optional; absent means mha's default): the Triton launch parameters num_warps and
 # num_stages (ignored by the interpreter, compiled on a GPU), and BACKWARD_XLA=1 for
@@ -80,16 +110,16 @@ RESTRICTIONS = (
     Restriction(
         on="violations", rule="blocks name every tile mha takes (BlockSizes' fields, or its own two)", probe="BLOCKS"
     ),
-    Restriction(
-        on="violations", rule="tiles dividing their axis", upstream=_A, check="must be a multiple of {block_q=}"
-    ),
+    # Probed (PARTIAL_TILES): where the installed mha raises for a tile that leaves part of its axis over.
+    Restriction(on="violations", rule="tiles dividing their axis, where mha refuses others", probe="PARTIAL_TILES"),
     # Where BlockSizes exists (the fused backward's check, jax 0.5.1 on); before it one pair of tiles serves all.
     Restriction(on="violations", rule="dq and dkv tiles: one grid", upstream=_A, check="must be divided into the same"),
 )
 
 
 def _tiles(length: int) -> list[int]:
-    return [t for t in TILES if length % t == 0]
+    """The tiles drawn for a sequence: those dividing it, or (PARTIAL_TILES) any up to its length."""
+    return [t for t in TILES if (t <= length if PARTIAL_TILES else length % t == 0)]
 
 
 @st.composite
@@ -100,10 +130,14 @@ def _gpu_blocks(draw: Any, case: Case) -> dict[str, int]:
         blocks["block_q_dkv"] = draw(st.sampled_from(q_tiles))
         blocks["block_kv_dq"] = draw(st.sampled_from(k_tiles))
         # One backward grid axis walks both the dkv tiles (over kv) and the dq tiles (over q):
-        # "q_seq_len and kv_seq_len must be divided into the same number of blocks".
+        # "q_seq_len and kv_seq_len must be divided into the same number of blocks" (q_seq_len //
+        # block_q_dq == kv_seq_len // block_kv_dkv). Powers of two always share one; with a partial
+        # tile's length some pairs share none (96 and 256), and are not drawn.
         counts = sorted({case.q_len // t for t in q_tiles} & {case.kv_len // t for t in k_tiles})
+        assume(counts)
         n = draw(st.sampled_from(counts))
-        blocks["block_q_dq"], blocks["block_kv_dkv"] = case.q_len // n, case.kv_len // n
+        blocks["block_q_dq"] = draw(st.sampled_from([t for t in q_tiles if case.q_len // t == n]))
+        blocks["block_kv_dkv"] = draw(st.sampled_from([t for t in k_tiles if case.kv_len // t == n]))
     for name, values in OPTIONS.items():
         if name == BACKWARD_XLA and case.dtype != "float32":
             continue  # the xla backward raises for 16-bit inputs (see violations)
@@ -127,7 +161,7 @@ API = (
             cov.Param(name="block_sizes", drawn="every field drawn", exercised=cov.tiled),
             # Before BlockSizes (jax 0.4.30 to 0.5.0) mha took its two tiles itself.
             *(
-                cov.Param(name=name, drawn=f"{', '.join(map(str, TILES))} dividing {seq}", exercised=cov.block(name))
+                cov.Param(name=name, drawn=f"{', '.join(map(str, TILES))} {TILE_FIT} {seq}", exercised=cov.block(name))
                 for name, seq in (("block_q", "T"), ("block_k", "S"))
             ),
             cov.Param(
@@ -159,7 +193,7 @@ API = (
         name="gpu.attention.BlockSizes",
         locate=lambda: upstream.BlockSizes,
         params=tuple(
-            cov.Param(name=name, drawn=f"{', '.join(map(str, TILES))} dividing {seq}", exercised=cov.block(name))
+            cov.Param(name=name, drawn=f"{', '.join(map(str, TILES))} {TILE_FIT} {seq}", exercised=cov.block(name))
             for name, seq in ALL_TILES.items()
         ),
     ),
@@ -191,13 +225,13 @@ class PallasGpu(GpuKernel):
         # head_dim is padded to the next power of two inside the kernel (loads masked):
         # 80 exercises the padding.
         head_dims=(64, 32, 128, 80),
-        # Powers of two, so q and kv always share a backward tile count (see _gpu_blocks).
-        seq_lens=(64, 128, 256),
+        seq_lens=SEQ_LENS,
         mask_components=frozenset({"causal_top_left", "segments"}),
         # One segment-id array serves q and kv (SEGMENTS_SHARED): self-attention only.
         # Causal only with q_len <= kv_len (CAUSAL_Q_LE_KV): past that the forward and dq
         # loops read key tiles beyond the last key (docs/divergences/pallas_gpu_causal_q_longer_than_kv.json).
         restrictions=frozenset({SEGMENTS_SHARED, CAUSAL_Q_LE_KV}),
+        tilings=TILINGS,
         dbias=False,
         # Not the logit-shift regimes: its backward recomputes p from a float32 logsumexp residual, which
         # near 1e5 keeps ~1e-2 of precision (docs/findings/pallas_gpu_exp2_large_logits.md).
@@ -225,6 +259,15 @@ class PallasGpu(GpuKernel):
         self.capabilities = dataclasses.replace(
             self.capabilities, residuals=cov.accepts(self.fn, "return_residuals", forwarded=False)
         )
+
+    def tiling(self, case: Case) -> frozenset[str]:
+        if not TILINGS:
+            return frozenset()
+        blocks = case.block_dict or _default_blocks(self.fn)
+        cuts = [(min(blocks[name], getattr(case, seq)), getattr(case, seq)) for name, seq in BLOCKS.items()]
+        out = {"partial_tile"} if any(n % t for t, n in cuts) else set()
+        out |= {"several_tiles"} if any(t < n for t, n in cuts) else set()
+        return frozenset(out or {"one_tile"})
 
     def empty_rows(self, case: Case) -> EmptyRows:
         # Under causal the kernel stops at the diagonal tile, so not every key is averaged.
@@ -262,9 +305,15 @@ class PallasGpu(GpuKernel):
             return out
         for name, seq in BLOCKS.items():
             length = getattr(case, seq)
-            if blocks[name] not in TILES or length % blocks[name]:
+            if blocks[name] not in TILES or (length % blocks[name] and not PARTIAL_TILES):
                 out.append(f"{name}={blocks[name]} must be one of {TILES} dividing {seq}={length}")
-        if BLOCK_SIZES and case.q_len // blocks["block_q_dq"] != case.kv_len // blocks["block_kv_dkv"]:
+        if out or not BLOCK_SIZES:
+            return out
+        # mha clamps every tile to its sequence before it checks the backward grid.
+        q_dq, kv_dkv = (
+            min(blocks[n], getattr(case, s)) for n, s in (("block_q_dq", "q_len"), ("block_kv_dkv", "kv_len"))
+        )
+        if case.q_len // q_dq != case.kv_len // kv_dkv:
             out.append(
                 f"q_len/block_q_dq={case.q_len}/{blocks['block_q_dq']} must equal "
                 f"kv_len/block_kv_dkv={case.kv_len}/{blocks['block_kv_dkv']} (one backward grid axis)"
