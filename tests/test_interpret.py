@@ -103,8 +103,9 @@ def test_no_interpreter_for_a_kernel_is_cannot_run_here_never_a_failure(monkeypa
 
 
 def test_the_simulated_cores_go_in_under_the_field_name_this_release_has():
-    # jax 0.7.0's InterpretParams names it num_cores_per_device; a paged megacore case there FAILed with
-    # "unexpected keyword argument 'num_cores_or_threads'", a harness gap reported as a kernel failure.
+    # jax 0.7.0's InterpretParams names it num_cores_per_device, 0.8.3's num_cores_or_threads_per_device: a
+    # paged megacore case FAILed in both cells with "unexpected keyword argument 'num_cores_or_threads'", a
+    # harness gap reported as a kernel failure.
     import dataclasses
 
     @dataclasses.dataclass(frozen=True)
@@ -116,7 +117,12 @@ def test_the_simulated_cores_go_in_under_the_field_name_this_release_has():
     class Single:
         detect_races: bool = False
 
+    @dataclasses.dataclass(frozen=True)
+    class Between:  # jax 0.8.3
+        num_cores_or_threads_per_device: int = 1
+
     assert interpret.cores_field(Old) == "num_cores_per_device"
+    assert interpret.cores_field(Between) == "num_cores_or_threads_per_device"
     with pytest.raises(interpret.InterpreterUnavailable, match="simulates one core only"):
         interpret.cores_field(Single)
     _, installed = interpret._faithful_api()

@@ -164,9 +164,9 @@ def _faithful_api() -> tuple[Callable[..., Any], type]:
     return force, params
 
 
-# The InterpretParams field that sets the simulated cores, newest name first: jax 0.6.2 to 0.7.x
-# call it num_cores_per_device, later releases num_cores_or_threads.
-CORES_FIELDS = ("num_cores_or_threads", "num_cores_per_device")
+# The InterpretParams field that sets the simulated cores, newest name first: jax 0.7.0 calls it
+# num_cores_per_device, 0.8.3 num_cores_or_threads_per_device, 0.10.2 num_cores_or_threads.
+CORES_FIELDS = ("num_cores_or_threads", "num_cores_or_threads_per_device", "num_cores_per_device")
 
 
 def cores_field(params_cls: type) -> str:
