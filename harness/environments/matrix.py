@@ -18,6 +18,8 @@ torch ("-": none), and optionally tokamax ("-" or absent: none). Choices, and wh
   "cannot run here"; `nox -s history` runs them apart, so that `nox -s matrix` still fits its hour.
 - jax[tpu] 0.4.30 to 0.5.0 pin a libtpu-nightly no index serves any more: those cells have no libtpu
   (no compile checks). jax 0.4.30 installs beside numpy 2.4.6 and runs its kernels (measured).
+- 0.5.0 is the last release before MHA-2's fix (0.5.1) and before BlockSizes, and the first after
+  DEC-2 and NN-1 came in (docs/history.md, "Releases a nox -s history run needs").
 - jax 0.11 and later require Python >= 3.12.
 - torch: 2.13.0 is the CPU build on this project's machines; 2.14.1 is a CUDA build
   (several GB, taken from a local wheel mirror), so it appears in one cell only. PyPI has
@@ -50,6 +52,7 @@ MATRIX = """
 HISTORY = """
 # python  jax       libtpu     torch
 3.11      0.4.30    -          2.13.0
+3.11      0.5.0     -          2.13.0
 3.11      0.5.3     0.0.11.*   2.13.0
 3.11      0.6.2     0.0.17.*   2.13.0
 """
