@@ -95,6 +95,22 @@ def test_changed_kernel_bodies_are_listed_informational_with_their_diff() -> Non
     assert ch.subject == SUBJECT and "+  %1 = tpu.iota" in ch.diff()
 
 
+def test_the_same_code_lowered_in_two_virtualenvs_is_unchanged() -> None:
+    # The serialized body carries the installed jax's absolute path (a source location): the matrix's two
+    # jax 0.10.2 cells, identical texts, had different byte hashes and were listed as code generation changed.
+    text = "func.func @main() {\n  return\n}"
+    here, there = (dict(_kernel(text), sha256=mosaic.hashlib.sha256(p.encode()).hexdigest()) for p in ("/a", "/b"))
+    b = _records(rb.compile_record(BASE, kernels=[here]))
+    c = _records(rb.compile_record(CAND, kernels=[there]))
+    (row,) = [r for r in gate.compare(b, c, TH).rows if r.category == "codegen"]
+    assert row.status == "unchanged", row
+    bodies = [mosaic.KernelBody.from_json(k) for k in (here, there)]
+    assert mosaic.digest(bodies[:1]) == mosaic.digest(bodies[1:])
+    # Without the text (a jax that cannot parse the body back) the bytes decide.
+    blind = [dataclasses.replace(k, text_z=None) for k in bodies]
+    assert mosaic.digest(blind[:1]) != mosaic.digest(blind[1:])
+
+
 def test_changed_code_with_a_worse_figure_of_the_same_compile_fails() -> None:
     before, after = _kernel("a\nb"), _kernel("a\nc")
     b = _records(rb.compile_record(BASE, kernels=[before]))

@@ -36,7 +36,7 @@ _CALL_TARGET = "tpu_custom_call"
 class KernelBody:
     """One Mosaic kernel of a lowered program.
 
-    sha256: of the serialized body (what the compiler receives); size: its bytes;
+    sha256: of the serialized body (what the compiler receives, source locations included); size: its bytes;
     cost_estimate: the kernel's own declared estimate (None where it declares none);
     text_z: the body as text, zlib-compressed and base64-encoded (None where it cannot be parsed).
     """
@@ -156,10 +156,18 @@ def kernel_bodies(lowered: Any) -> list[KernelBody]:
 
 
 def digest(bodies: Sequence[KernelBody]) -> str | None:
-    """One hash for a program's kernels (None for a program with none): equal digests, equal code."""
+    """One hash for a program's kernels (None for a program with none): equal digests, equal code.
+
+    Of the bodies' text where every body has one, else of their serialized bytes. The bytes carry
+    source locations, among them the absolute path of the installed jax, so the same code lowered in
+    two virtualenvs (an upgrade's two sides, two matrix cells with the same jax) differs there: the
+    matrix's two jax 0.10.2 cells, whose texts are identical, were listed as "code generation
+    changed". The text holds no locations."""
     if not bodies:
         return None
-    return hashlib.sha256("".join(b.sha256 for b in bodies).encode()).hexdigest()[:16]
+    texts = [b.text for b in bodies]
+    parts = [hashlib.sha256(t.encode()).hexdigest() for t in texts] if None not in texts else [b.sha256 for b in bodies]
+    return hashlib.sha256("".join(parts).encode()).hexdigest()[:16]
 
 
 # Lines of a body diff the report shows; the rest is counted, not printed.
