@@ -26,7 +26,16 @@ from jax.experimental.pallas.ops.gpu import attention as upstream
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, REGIMES, Case
-from harness.core.contract import About, Capabilities, Conventions, EmptyRows, Outputs, Restriction, register
+from harness.core.contract import (
+    About,
+    Capabilities,
+    Conventions,
+    EmptyRows,
+    Outputs,
+    Refusal,
+    Restriction,
+    register,
+)
 from harness.core.inputs import Inputs
 from harness.core.masks import CAUSAL_Q_LE_KV, SEGMENTS_SHARED
 from kernels._pallas import GpuKernel, block_names
@@ -55,6 +64,29 @@ def tiles_of(module: Any) -> dict[str, str]:
 
 BLOCK_SIZES = hasattr(upstream, "BlockSizes")
 BLOCKS = tiles_of(upstream)
+# Up to jax 0.5.0 mha's backward passes reuse its two tiles: the dkv pass walks key tiles of block_k
+# over query tiles of block_q, the dq pass query tiles of block_q over key tiles of block_k
+# (block_q1 = block_q2 = block_q, block_k1 = block_k2 = block_k in _mha_backward). BlockSizes
+# (0.5.1 on) names each: the same program is these four set from the two.
+FROM_TWO_TILES = {
+    "block_q_dkv": "block_q",
+    "block_kv_dkv": "block_k",
+    "block_q_dq": "block_q",
+    "block_kv_dq": "block_k",
+}
+
+
+def as_installed(blocks: dict[str, int]) -> dict[str, int]:
+    """A case's blocks in the installed mha's tile names (BLOCKS), so that a failure file written under
+    the other API replays the same program here: 0.5.0's two tiles as BlockSizes' six (FROM_TWO_TILES),
+    or six whose backward tiles repeat the forward ones as the two. Any other blocks are left as they
+    are (violations names what is missing)."""
+    tiles = {k for k in blocks if k in ALL_TILES}
+    if BLOCK_SIZES and tiles == {"block_q", "block_k"}:
+        return {**blocks, **{name: blocks[two] for name, two in FROM_TWO_TILES.items()}}
+    if not BLOCK_SIZES and tiles == set(ALL_TILES) and all(blocks[n] == blocks[t] for n, t in FROM_TWO_TILES.items()):
+        return {k: v for k, v in blocks.items() if k not in FROM_TWO_TILES}
+    return blocks
 
 
 def refuses_partial_tiles(mha: Callable[..., Any]) -> bool:
@@ -111,6 +143,7 @@ RESTRICTIONS = (
         on="violations", rule="blocks name every tile mha takes (BlockSizes' fields, or its own two)", probe="BLOCKS"
     ),
     # Probed (PARTIAL_TILES): where the installed mha raises for a tile that leaves part of its axis over.
+    Restriction(on="violations", rule="tiles from TILES", choice="the tile sizes drawn, powers of two 16 to 128"),
     Restriction(on="violations", rule="tiles dividing their axis, where mha refuses others", probe="PARTIAL_TILES"),
     # Where BlockSizes exists (the fused backward's check, jax 0.5.1 on); before it one pair of tiles serves all.
     Restriction(on="violations", rule="dq and dkv tiles: one grid", upstream=_A, check="must be divided into the same"),
@@ -263,7 +296,7 @@ class PallasGpu(GpuKernel):
     def tiling(self, case: Case) -> frozenset[str]:
         if not TILINGS:
             return frozenset()
-        blocks = case.block_dict or _default_blocks(self.fn)
+        blocks = as_installed(case.block_dict) or _default_blocks(self.fn)
         cuts = [(min(blocks[name], getattr(case, seq)), getattr(case, seq)) for name, seq in BLOCKS.items()]
         out = {"partial_tile"} if any(n % t for t, n in cuts) else set()
         out |= {"several_tiles"} if any(t < n for t, n in cuts) else set()
@@ -286,7 +319,7 @@ class PallasGpu(GpuKernel):
                 f"causal with q_len={case.q_len} > kv_len={case.kv_len} reads key tiles past the last key "
                 "(upstream loop bound; see docs/divergences/pallas_gpu_causal_q_longer_than_kv.json)"
             )
-        blocks = case.block_dict
+        blocks = as_installed(case.block_dict)
         if BACKWARD_XLA in blocks and case.dtype != "float32":
             out.append(
                 f"backward_xla with dtype={case.dtype}: mha's xla backward raises for 16-bit inputs "
@@ -305,25 +338,33 @@ class PallasGpu(GpuKernel):
             return out
         for name, seq in BLOCKS.items():
             length = getattr(case, seq)
-            if blocks[name] not in TILES or (length % blocks[name] and not PARTIAL_TILES):
-                out.append(f"{name}={blocks[name]} must be one of {TILES} dividing {seq}={length}")
-        if out or not BLOCK_SIZES:
-            return out
+            if blocks[name] not in TILES:
+                out.append(f"{name}={blocks[name]} must be one of {TILES}")
+            elif length % blocks[name] and not PARTIAL_TILES:
+                # The installed mha's own ValueError ("must be a multiple of"): a refusal, no wrong answer.
+                out.append(
+                    Refusal(f"{name}={blocks[name]} must divide {seq}={length}: this mha refuses a partial tile")
+                )
+        if out or not BLOCK_SIZES or BACKWARD_XLA in case.block_dict:
+            return out  # (the xla backward has no grid of tiles to check)
         # mha clamps every tile to its sequence before it checks the backward grid.
         q_dq, kv_dkv = (
             min(blocks[n], getattr(case, s)) for n, s in (("block_q_dq", "q_len"), ("block_kv_dkv", "kv_len"))
         )
         if case.q_len // q_dq != case.kv_len // kv_dkv:
+            # mha's own ValueError ("must be divided into the same number of blocks"): a refusal.
             out.append(
-                f"q_len/block_q_dq={case.q_len}/{blocks['block_q_dq']} must equal "
-                f"kv_len/block_kv_dkv={case.kv_len}/{blocks['block_kv_dkv']} (one backward grid axis)"
+                Refusal(
+                    f"q_len/block_q_dq={case.q_len}/{blocks['block_q_dq']} must equal "
+                    f"kv_len/block_kv_dkv={case.kv_len}/{blocks['block_kv_dkv']} (one backward grid axis)"
+                )
             )
         return out
 
     def _call(self, case: Case, inputs: Inputs, *, residuals: bool) -> Callable[..., Any]:
         """f(q, k, v): the output [B, Hq, Lq, D], or with `residuals` the natural-log logsumexp [B, Hq, Lq]."""
         group = case.q_heads // case.kv_heads
-        tiles = {k: v for k, v in case.block_dict.items() if k in BLOCKS}
+        tiles = {k: v for k, v in as_installed(case.block_dict).items() if k in BLOCKS}
         if BLOCK_SIZES:
             tiling = {"block_sizes": upstream.BlockSizes(**tiles) if tiles else upstream.BlockSizes.get_default()}
         else:

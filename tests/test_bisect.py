@@ -164,6 +164,45 @@ def test_unreachable_releases_are_skipped_never_counted(index: Path, tmp_path: P
     assert "skipped (could not install or run here, counted neither good nor bad): " in bisect.format_result(result)
 
 
+# The replay, where the release refuses the input with its own error: exit 5, as `repro` does for a
+# case the installed library refuses (harness.core.contract.Refusal).
+REFUSING_REPLAY = REPLAY.replace(
+    "except Exception as e:",
+    "except ValueError as e:\n    print(f'REFUSED: {e}')\n    sys.exit(5)\nexcept Exception as e:",
+)
+
+
+def test_a_release_that_refuses_the_case_is_the_fixed_side(index: Path, tmp_path: Path) -> None:
+    # As MHA-3 (docs/history.md): 1.0..1.4 answer wrong, from 1.5 the library raises for the input.
+    local = tmp_path / "index"
+    local.mkdir()
+    for wheel in index.iterdir():
+        (local / wheel.name).write_bytes(wheel.read_bytes())
+    refusing = "__version__ = {v!r}\ndef attend(scores):\n    raise ValueError('scores must be sorted ascending')\n"
+    for v in VERSIONS[5:]:
+        (local / f"tinykernel-{v}-py3-none-any.whl").unlink()
+        build_wheel(local, "tinykernel", v, {"tinykernel/__init__.py": refusing.format(v=v)})
+    opts = envs.IndexOptions(no_index=True, find_links=(str(local),))
+    script = tmp_path / "replay.py"
+    script.write_text(REFUSING_REPLAY)
+    file = _failure_file(tmp_path, _correct(start=1))  # what 1.0..1.4 do not compute
+
+    def env_for(version: str) -> envs.EnvSpec:
+        return envs.EnvSpec(python=sys.executable, requirements=(f"tinykernel=={version}",), index=opts)
+
+    argv = lambda env: [str(env.python), str(script), str(file)]  # noqa: E731
+    try_version = bisect.replayer(env_for, argv, root=tmp_path / "envs", log=[].append)
+    result = bisect.search("tinykernel", bisect.between(VERSIONS, "1.7", "1.0"), try_version, direction="fix")
+    assert (result.last_good.version, result.first_bad.version) == ("1.5", "1.4"), bisect.format_result(result)
+    assert result.last_good.outcome == bisect.REFUSED and "scores must be sorted" in result.last_good.detail
+    text = bisect.format_result(result)
+    assert "first release with the fix: tinykernel==1.5 (require >= 1.5) (it refuses the case" in text
+    assert "1.5          REFUSED  REFUSED: scores must be sorted ascending" in text
+    # A refusal is never a wrong answer: at the bad end there is nothing to bisect.
+    regression = bisect.search("tinykernel", VERSIONS, try_version, direction="regression")
+    assert not regression.found and regression.problem == "the replay is refused at the bad end 1.7: nothing to bisect"
+
+
 @pytest.mark.parametrize(
     ("good", "bad", "message"),
     [

@@ -114,7 +114,14 @@ def test_a_tile_that_leaves_part_of_its_sequence_is_drawn_only_where_mha_accepts
     assert not pallas_gpu.refuses_partial_tiles(lambda q, k, v, segment_ids, **kw: q)  # one that does not
     case = _case(q_len=96, kv_len=96, blocks=())
     partial = case.replace(blocks=tuple({**BLOCKS, "block_q": 64, "block_q_dkv": 64}.items()))
-    assert any("block_q=64 must be one of" in p for p in PallasGpu().violations(partial))
+    problems = PallasGpu().violations(partial)
+    # The installed mha's own refusal, no wrong answer: a replay there is "refused", bisect's fixed side.
+    assert "block_q=64 must divide q_len=96: this mha refuses a partial tile" in problems, problems
+    assert contract.refused(problems)
+    # A tile no mha takes is the harness's own limit, not the library's refusal.
+    assert not contract.refused(
+        PallasGpu().violations(partial.replace(blocks=tuple({**BLOCKS, "block_q": 48}.items())))
+    )
     monkeypatch.setattr(pallas_gpu, "PARTIAL_TILES", True)
     monkeypatch.setattr(pallas_gpu, "TILINGS", ("one_tile", "several_tiles", "partial_tile"))
     drawn = find(pallas_gpu._gpu_blocks(case), lambda blocks: blocks["block_q"] == 64)  # a tile and a half
@@ -122,3 +129,30 @@ def test_a_tile_that_leaves_part_of_its_sequence_is_drawn_only_where_mha_accepts
     assert PallasGpu().violations(partial) == []
     assert PallasGpu().tiling(partial) == {"partial_tile", "several_tiles"}
     assert PallasGpu().tiling(_case(blocks=tuple(dict.fromkeys(BLOCKS, 64).items()))) == {"one_tile"}
+
+
+def test_a_failure_file_from_the_other_tile_api_replays_the_same_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Up to jax 0.5.0 mha takes block_q and block_k, and its backward reuses them for both passes;
+    # 0.5.1's BlockSizes names six tiles. A file from either replays on the other where it can say
+    # the same thing (docs/history.md: bisecting a 0.5.0 failure across 0.5.1).
+    from kernels import pallas_gpu
+
+    two = {"block_q": 16, "block_k": 32, "num_warps": 4}
+    six = {"block_q": 16, "block_k": 32, "block_q_dkv": 16, "block_kv_dkv": 32, "block_q_dq": 16, "block_kv_dq": 32}
+    assert pallas_gpu.as_installed(two) == {**six, "num_warps": 4}  # BlockSizes is installed here
+    assert pallas_gpu.as_installed(six) == six
+    assert PallasGpu().violations(_case(blocks=(("block_q", 32), ("block_k", 32)))) == []
+    # Two tiles that cut q and kv into different counts give the dq and dkv passes different grids,
+    # which this mha refuses (0.5.1 on); so do equal tiles over unequal lengths.
+    for case in (
+        _case(blocks=tuple(two.items())),
+        _case(q_len=128, kv_len=64, blocks=(("block_q", 16), ("block_k", 16))),
+    ):
+        problems = PallasGpu().violations(case)
+        assert contract.refused(problems) and "one backward grid axis" in problems[0], problems
+        # mha checks the grid only for its own backward kernels, not backward_pass_impl="xla".
+        assert PallasGpu().violations(case.replace(blocks=(*case.blocks, ("backward_xla", 1)))) == []
+    monkeypatch.setattr(pallas_gpu, "BLOCK_SIZES", False)
+    assert pallas_gpu.as_installed(six) == {"block_q": 16, "block_k": 32}
+    # Backward tiles the old API cannot express are left for violations to name.
+    assert pallas_gpu.as_installed({**six, "block_q_dq": 32}) == {**six, "block_q_dq": 32}

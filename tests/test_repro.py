@@ -104,6 +104,28 @@ def test_bad_file_from_a_real_process_prints_one_line_and_no_traceback(tmp_path)
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+def test_a_case_the_installed_release_refuses_exits_5(tmp_path, capsys):
+    # MHA-3 as jax 0.5.3 shipped it (docs/history.md): a partial tile that mha read past the end of;
+    # the installed mha (jax 0.6.2 on) raises for it instead. No wrong answer: `bisect` counts it fixed.
+    from kernels import pallas_gpu
+
+    assert not pallas_gpu.PARTIAL_TILES  # the installed release refuses a partial tile
+    path = ROOT / "docs" / "history" / "MHA-3_jax0.5.3.json"
+    assert cli.main(["repro", str(path)]) == cli.EXIT_REFUSED
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [
+        f"REFUSED: {path}: the installed release refuses the case (pallas_gpu): "
+        "block_q_dq=64 must divide q_len=96: this mha refuses a partial tile"
+    ]
+    # A case outside the contract for the harness's own reasons stays bad input.
+    doc = json.loads(path.read_text())
+    doc["case"]["blocks"]["block_q"] = 48
+    other = tmp_path / "failure.json"
+    other.write_text(json.dumps(doc))
+    assert cli.main(["repro", str(other)]) == cli.EXIT_USAGE
+    assert "block_q=48 must be one of" in capsys.readouterr().err
+
+
 def _failure_file(tmp_path, kernel=_fakes.BROKEN, case=None) -> Path:
     case = case or _fakes.small_case()
     result = run_case(case, [kernel], grads=True)

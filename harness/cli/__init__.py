@@ -25,6 +25,7 @@ from harness.core.exit_codes import (  # noqa: F401 - the commands read them fro
     EXIT_HARNESS,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_REFUSED,
     EXIT_USAGE,
 )
 from harness.environments import envs, matrix

@@ -51,6 +51,19 @@ class ContractError(ValueError):
     """A case outside an implementation's declared contract."""
 
 
+class Refusal(str):
+    """One of `Implementation.violations`' lines that is the installed library's own refusal of an input
+    it can be given (a ValueError or NotImplementedError the library raises, found by the adapter's
+    probe of that release): outside the contract there, yet no wrong answer. A failure file whose case
+    is outside the contract by refusals alone replays as "refused" (harness.core.exit_codes.EXIT_REFUSED),
+    which `bisect` counts on the good side: the release where a wrong answer became an error."""
+
+
+def refused(problems: list[str]) -> bool:
+    """Whether `problems` (a case's violations) are all refusals by the installed library, and some."""
+    return bool(problems) and all(isinstance(p, Refusal) for p in problems)
+
+
 class UnknownImplementation(InputError, LookupError):
     """A --kernel / --oracle name that no module registered and no MODULE:ATTR resolves."""
 

@@ -12,6 +12,9 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 EXIT_INTERRUPTED = EXIT_FAIL
 # `run`: no discrepancy, but some kernel cannot run here (Implementation.cannot_run): never a pass.
 EXIT_CANNOT_RUN = 4
+# `repro`: the installed release refuses the case (it raises its own error for an input it can be
+# given; harness.core.contract.Refusal): no wrong answer, and `bisect` counts it on the good side.
+EXIT_REFUSED = 5
 # `python -c ENTRY COMMAND ARGS...` runs the CLI in another environment (a matrix cell, an upgrade
 # or bisect side). main() already maps a crash to EXIT_HARNESS; this also catches one while importing
 # the harness there (an API an old release lacks), which Python would end with 1, a discrepancy.

@@ -4,13 +4,16 @@
 regression, newest first for a fix), confirms the bad end, then halves the range, one
 replay per step, until a release that passes sits next to one that fails. A release that
 cannot be installed or replayed here is reported and skipped: it is never counted as good
-or bad, and the search goes on around it.  An optional package that cannot install beside a
-release (tokamax before jax 0.9.2) is left out of that release's environment, and its step says so.
+or bad, and the search goes on around it. A release whose library refuses the case (its own
+error for an input it can be given: `repro` exits EXIT_REFUSED) gives no wrong answer: it counts on
+the good side, and the boundary says so (a wrong answer that became an error, docs/history.md MHA-3).
+An optional package that cannot install beside a release (tokamax before jax 0.9.2) is left out
+of that release's environment, and its step says so.
 
 The two steps that touch the world are injected: `try_version(version) -> Step` builds the
 environment and replays there. `replayer` makes the real one: an environment per version
 (harness.environments.envs, cached) and a replay command in it, whose exit status says the verdict
-(0 good, 1 bad, anything else: could not run).
+(0 good, 1 bad, EXIT_REFUSED refused, anything else: could not run).
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.errors import InputError
-from harness.core.exit_codes import ENTRY
+from harness.core.exit_codes import ENTRY, EXIT_FAIL, EXIT_OK, EXIT_REFUSED
 from harness.environments import envs
 
-GOOD, BAD, SKIPPED = "good", "bad", "skipped"
-# A replay exits 0 (passes), 1 (still fails), 2 (cannot be replayed) or 3 (crashed). Python
+GOOD, BAD, SKIPPED, REFUSED = "good", "bad", "skipped", "refused"
+# The outcomes on the good side: the replay passes, or the release refuses the case.
+NO_WRONG_ANSWER = (GOOD, REFUSED)
+# A replay exits 0 (passes), 1 (still fails), 5 (the release refuses the case), 2 (cannot be
+# replayed) or 3 (crashed). Python
 # also exits 1 on an uncaught exception, so the replay runs through this wrapper, which
 # turns a crash (say, an API the harness needs that an old release lacks) into 3.
 REPLAY = ENTRY
@@ -41,7 +47,7 @@ class Step:
     """One release tried: its verdict and the command that replays it there."""
 
     version: str
-    outcome: str  # GOOD, BAD or SKIPPED
+    outcome: str  # GOOD, BAD, REFUSED or SKIPPED
     detail: str  # the replay's last line, or why the release was skipped
     command: str  # the replay command in that release's environment ("" when it could not be built)
 
@@ -108,8 +114,9 @@ def search(package: str, seq: list[str], try_version: Callable[[str], Step], *, 
     end = probe(n - 1)
     if end == SKIPPED:
         return result(None, None, f"the bad end {seq[-1]} could not be tried: {steps[-1].detail}")
-    if end == GOOD:
-        return result(None, None, f"the replay passes at the bad end {seq[-1]}: nothing to bisect")
+    if end in NO_WRONG_ANSWER:
+        how = "passes" if end == GOOD else "is refused"
+        return result(None, None, f"the replay {how} at the bad end {seq[-1]}: nothing to bisect")
     lo, hi = 0, n - 1  # lo: good (assumed until replayed), hi: bad
     while True:
         # The middle of the untried releases strictly between lo and hi; skipped ones are out.
@@ -118,7 +125,7 @@ def search(package: str, seq: list[str], try_version: Callable[[str], Step], *, 
             break
         mid = open_[(len(open_) - 1) // 2]
         verdict = probe(mid)
-        if verdict == GOOD:
+        if verdict in NO_WRONG_ANSWER:
             lo = mid
         elif verdict == BAD:
             hi = mid
@@ -156,7 +163,7 @@ def replayer(
             return Step(version=version, outcome=SKIPPED, detail=f"the replay ran past {timeout} s", command=line)
         tail = (done.stdout + done.stderr).strip().splitlines()
         last = tail[-1] if tail else f"exit {done.returncode}"
-        outcome = {0: GOOD, 1: BAD}.get(done.returncode, SKIPPED)
+        outcome = {EXIT_OK: GOOD, EXIT_FAIL: BAD, EXIT_REFUSED: REFUSED}.get(done.returncode, SKIPPED)
         detail = last if outcome != SKIPPED else f"the replay could not run (exit {done.returncode}): {last}"
         detail += without(env)
         log(f"  {version}: {outcome.upper()}  ({last}){without(env)}")
@@ -172,7 +179,8 @@ def without(env: envs.Env) -> str:
 
 
 def harness_replay(file: Path) -> Callable[[envs.Env], list[str]]:
-    """`python -m harness repro FILE` in the environment, with a crash reported as one (exit 3), not a failure."""
+    """`python -m harness repro FILE` in the environment, with a crash reported as one (exit 3), not a failure
+    (a release that refuses the case: exit 5, EXIT_REFUSED)."""
     return lambda env: [str(env.python), "-c", REPLAY, "repro", str(file)]
 
 
@@ -192,11 +200,12 @@ def format_result(r: BisectResult) -> str:
         return "\n".join(lines)
     good, bad = r.last_good, r.first_bad
     assert good is not None and bad is not None
+    refuses = " (it refuses the case: no wrong answer, an error)" if good.outcome == REFUSED else ""
     if r.direction == "regression":
-        lines.append(f"last good release: {r.package}=={good.version}")
+        lines.append(f"last good release: {r.package}=={good.version}{refuses}")
         lines.append(f"first bad release: {r.package}=={bad.version}")
     else:
-        lines.append(f"first release with the fix: {r.package}=={good.version} (require >= {good.version})")
+        lines.append(f"first release with the fix: {r.package}=={good.version} (require >= {good.version}){refuses}")
         lines.append(f"last release that fails:    {r.package}=={bad.version}")
     if r.untested:
         lines.append(

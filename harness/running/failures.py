@@ -53,6 +53,11 @@ class FailureFileError(InputError):
     """A failure file that cannot be replayed; the message is one line naming file and problem."""
 
 
+class CaseRefused(FailureFileError):
+    """The file's case is outside the kernel's contract only because the installed release refuses it
+    (contract.Refusal: the library's own error for an input it can be given): no wrong answer here."""
+
+
 def failure_id(case: Case, kernel: str) -> str:
     return f"{case.case_id}-{hashlib.sha256(kernel.encode()).hexdigest()[:6]}"
 
@@ -195,9 +200,7 @@ class FailureFile:
         )
         self.kernel = _resolve(path, record.kernel, "kernel")
         self.oracles = [_resolve(path, spec, "oracle") for spec in record.oracles]
-        problems = self.kernel.violations(self.case)
-        if problems:
-            raise FailureFileError(f"{path}: case outside {self.kernel.name}'s contract: " + "; ".join(problems))
+        _check(path, self.kernel, self.case)
 
     @property
     def doc(self) -> dict[str, Any]:
@@ -223,10 +226,18 @@ class FailureFile:
     def retarget(self, kernel: str) -> None:
         """Replay against another kernel (a spec), which must accept the case."""
         self.kernel = _resolve(self.path, kernel, "kernel")
-        problems = self.kernel.violations(self.case)
-        if problems:
-            raise FailureFileError(f"{self.path}: case outside {self.kernel.name}'s contract: " + "; ".join(problems))
+        _check(self.path, self.kernel, self.case)
         self.record = dataclasses.replace(self.record, kernel=kernel)
+
+
+def _check(path: Path, kernel: contract.Implementation, case: Case) -> None:
+    """FailureFileError when `case` is outside `kernel`'s contract; CaseRefused when only because the
+    installed release refuses it."""
+    problems = kernel.violations(case)
+    if contract.refused(problems):
+        raise CaseRefused(f"{path}: the installed release refuses the case ({kernel.name}): " + "; ".join(problems))
+    if problems:
+        raise FailureFileError(f"{path}: case outside {kernel.name}'s contract: " + "; ".join(problems))
 
 
 def _field(path: Path, name: str, build: Any, errors: type[Exception]) -> Any:

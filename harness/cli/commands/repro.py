@@ -7,14 +7,17 @@ import math
 import os
 from pathlib import Path
 
-from harness.cli import EXIT_FAIL, EXIT_OK, UsageError, console
+from harness.cli import EXIT_FAIL, EXIT_OK, EXIT_REFUSED, UsageError, console
 from harness.core import strips
 from harness.core.case import Case
 from harness.core.compare import TOLERANCE_VERSION
-from harness.running.failures import load_failure, replay, version_differences
+from harness.running.failures import CaseRefused, load_failure, replay, version_differences
 
 NAME = "repro"
-HELP = "replay a failure file (DIR/failures/<id>.json): exit 1 if it still fails, 0 if it passes now"
+HELP = (
+    "replay a failure file (DIR/failures/<id>.json): exit 1 if it still fails, 0 if it passes now, "
+    "5 if the installed release refuses the case"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,9 +54,14 @@ def _check_fits(path: Path, case: Case) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.case_timeout is not None and not (math.isfinite(args.case_timeout) and args.case_timeout > 0):
         raise UsageError(f"--case-timeout={args.case_timeout} must be a positive number of seconds")
-    ff = load_failure(args.file)
-    if args.kernel:
-        ff.retarget(args.kernel)
+    try:
+        ff = load_failure(args.file)
+        if args.kernel:
+            ff.retarget(args.kernel)
+    except CaseRefused as e:
+        # The library's own error for this input, no wrong answer: `bisect` counts it as the fixed side.
+        print(f"REFUSED: {e}")
+        return EXIT_REFUSED
     _check_fits(ff.path, ff.case)
     print(console.replay_header(ff.path, ff.record, ff.case))
     changed = version_differences(ff.versions)
