@@ -216,7 +216,10 @@ LIST_KERNELS = (
 
 def _kernels(session: nox.Session) -> dict[str, int]:
     """The kernels that register in the session's environment (harness.core.contract decides), with their budgets."""
-    out = str(session.run("python", "-c", LIST_KERNELS, silent=True, log=False))
+    out = session.run("python", "-c", LIST_KERNELS, silent=True, log=False)
+    if out is None:
+        return {}  # `nox --install-only`: nox skips every run (the environment is what was asked for)
+    out = str(out)
     lines = [ln for ln in out.splitlines() if ln.startswith(KERNELS_MARKER)]
     if not lines:
         session.error(f"listing the kernels printed no {KERNELS_MARKER!r} line:\n{out[-2000:]}")
