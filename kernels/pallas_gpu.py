@@ -352,11 +352,12 @@ class PallasGpu(GpuKernel):
             min(blocks[n], getattr(case, s)) for n, s in (("block_q_dq", "q_len"), ("block_kv_dkv", "kv_len"))
         )
         if case.q_len // q_dq != case.kv_len // kv_dkv:
-            # mha's own ValueError ("must be divided into the same number of blocks"): a refusal.
+            # mha's own ValueError ("must be divided into the same number of blocks"), raised in its backward.
             out.append(
                 Refusal(
                     f"q_len/block_q_dq={case.q_len}/{blocks['block_q_dq']} must equal "
-                    f"kv_len/block_kv_dkv={case.kv_len}/{blocks['block_kv_dkv']} (one backward grid axis)"
+                    f"kv_len/block_kv_dkv={case.kv_len}/{blocks['block_kv_dkv']} (one backward grid axis)",
+                    backward=True,
                 )
             )
         return out

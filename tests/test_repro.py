@@ -126,6 +126,17 @@ def test_a_case_the_installed_release_refuses_exits_5(tmp_path, capsys):
     assert "block_q=48 must be one of" in capsys.readouterr().err
 
 
+def test_a_refusal_of_the_backward_alone_leaves_a_forward_only_file_replayable(capsys):
+    # MHA-1 as jax 0.4.30 shipped it: Lq=64 < Lk=128 with tiles of 16, replayed in BlockSizes' six here.
+    # The installed mha refuses that tiling in its backward only ("must be divided into the same number
+    # of blocks"): the file with gradients is refused, its forward alone replays and passes (fixed in 0.4.36).
+    history = ROOT / "docs" / "history"
+    assert cli.main(["repro", str(history / "MHA-1_jax0.4.30.json")]) == cli.EXIT_REFUSED
+    assert "(one backward grid axis)" in capsys.readouterr().out
+    assert cli.main(["repro", str(history / "MHA-1_jax0.4.30_forward.json")]) == cli.EXIT_OK
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("PASSES NOW")
+
+
 def _failure_file(tmp_path, kernel=_fakes.BROKEN, case=None) -> Path:
     case = case or _fakes.small_case()
     result = run_case(case, [kernel], grads=True)

@@ -56,12 +56,25 @@ class Refusal(str):
     it can be given (a ValueError or NotImplementedError the library raises, found by the adapter's
     probe of that release): outside the contract there, yet no wrong answer. A failure file whose case
     is outside the contract by refusals alone replays as "refused" (harness.core.exit_codes.EXIT_REFUSED),
-    which `bisect` counts on the good side: the release where a wrong answer became an error."""
+    which `bisect` counts on the good side: the release where a wrong answer became an error.
+    backward: the library raises only in the backward pass, so a forward-only replay is inside the contract."""
+
+    backward: bool
+
+    def __new__(cls, text: str, *, backward: bool = False) -> Refusal:
+        self = super().__new__(cls, text)
+        self.backward = backward
+        return self
 
 
 def refused(problems: list[str]) -> bool:
     """Whether `problems` (a case's violations) are all refusals by the installed library, and some."""
     return bool(problems) and all(isinstance(p, Refusal) for p in problems)
+
+
+def forward_only(problems: list[str]) -> list[str]:
+    """`problems` less the refusals the library makes only in the backward pass (Refusal.backward)."""
+    return [p for p in problems if not (isinstance(p, Refusal) and p.backward)]
 
 
 class UnknownImplementation(InputError, LookupError):

@@ -200,7 +200,7 @@ class FailureFile:
         )
         self.kernel = _resolve(path, record.kernel, "kernel")
         self.oracles = [_resolve(path, spec, "oracle") for spec in record.oracles]
-        _check(path, self.kernel, self.case)
+        _check(path, self.kernel, self.case, grads=record.grads)
 
     @property
     def doc(self) -> dict[str, Any]:
@@ -226,14 +226,16 @@ class FailureFile:
     def retarget(self, kernel: str) -> None:
         """Replay against another kernel (a spec), which must accept the case."""
         self.kernel = _resolve(self.path, kernel, "kernel")
-        _check(self.path, self.kernel, self.case)
+        _check(self.path, self.kernel, self.case, grads=self.grads)
         self.record = dataclasses.replace(self.record, kernel=kernel)
 
 
-def _check(path: Path, kernel: contract.Implementation, case: Case) -> None:
-    """FailureFileError when `case` is outside `kernel`'s contract; CaseRefused when only because the
-    installed release refuses it."""
+def _check(path: Path, kernel: contract.Implementation, case: Case, *, grads: bool) -> None:
+    """FailureFileError when `case` is outside `kernel`'s contract (for a forward-only file, less what the
+    library refuses only in the backward pass); CaseRefused when only because the installed release refuses it."""
     problems = kernel.violations(case)
+    if not grads:
+        problems = contract.forward_only(problems)
     if contract.refused(problems):
         raise CaseRefused(f"{path}: the installed release refuses the case ({kernel.name}): " + "; ".join(problems))
     if problems:
