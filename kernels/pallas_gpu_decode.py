@@ -130,7 +130,7 @@ class PallasGpuDecode(GpuKernel):
     about = About(
         summary="the Pallas GPU decode-attention kernel (q_len 1), under the Pallas GPU interpreter off a GPU",
         source="jax/experimental/pallas/ops/gpu/decode_attention.py: gqa, mqa",
-        cases=10,  # 5 smoke; 0.2-0.6 CPU s a case (benchmarks/results/matrix_budget.json)
+        cases=10,  # 8 smoke (CPU s a case: benchmarks/results/matrix_budget.json)
         blocks="block_h, block_k, k_splits",
         restrictions=RESTRICTIONS,
     )

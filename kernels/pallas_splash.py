@@ -285,7 +285,7 @@ class PallasSplash(TpuKernel):
     about = About(
         summary="the Pallas TPU splash (sparse flash) attention kernel, its masks built with splash's own classes",
         source="jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py: make_splash_mha",
-        cases=15,  # 14 smoke with the extreme regimes; 2.1-4.1 CPU s a case (benchmarks/results/matrix_budget.json)
+        cases=17,  # 15 smoke with the extreme regimes, 2 drawn (CPU s a case: benchmarks/results/matrix_budget.json)
         blocks="block_q, block_kv, block_kv_compute, the dkv and dq blocks, or use_fused_bwd_kernel",
         notes="padding as segment ids of its own; an empty row is NaN (no key tile visited) or an average of tiles",
         restrictions=RESTRICTIONS,

@@ -42,9 +42,23 @@ def test_a_case_has_its_mask_components_tiling_classes_heads_and_lengths():
         "regime:normal",
         "heads:gqa",
         "lengths:unequal",
+        "option:none",  # flash may return its residuals
     }
     one = _flash(q_len=128, kv_len=128)
     assert features.of(one, FLASH) >= {"mask:none", "tiling:one_tile", "heads:mha", "lengths:equal"}
+
+
+def test_a_kernels_options_are_a_group_each_paired_with_every_dtype():
+    # SPL-5 (docs/history.md): splash's dsinks was summed in 16 bits; the one sinks case the smoke set
+    # gave was float32, since options were not features the pairwise plan pairs with a dtype.
+    splash = contract.registry()["pallas_splash"]
+    assert features.declared(splash)["option"] == ("none", "sinks", "soft_cap", "residuals")
+    pairs = features.declared_pairs(splash)
+    assert {frozenset({"option:sinks", f"dtype:{d}"}) for d in splash.capabilities.dtypes} <= pairs
+    assert frozenset({"option:sinks", "option:soft_cap"}) in pairs
+    assert frozenset({"option:none", "option:sinks"}) not in pairs
+    case = Case(batch=1, q_heads=2, kv_heads=1, q_len=128, kv_len=128, head_dim=128, dtype="bfloat16", sinks=True)
+    assert {"option:sinks", "dtype:bfloat16"} <= features.of(case, splash)
 
 
 def test_exclusive_values_pair_with_nothing_in_their_group():

@@ -3,9 +3,10 @@
 A feature is a `group:value` name. Groups: the mask components (`mask:causal_top_left`,
 `mask:bias`, ..., `mask:none` for a case with none), `dtype`, `tiling` (the tiling classes an
 implementation declares in Capabilities.tilings and reports per case with `tiling(case)`),
-`regime`, `heads` (`mha`, or `gqa` when query heads share kv heads) and `lengths`
-(`equal`, or `unequal` q_len != kv_len). A case has one value per group, except mask and
-tiling, where it may have several (causal and segments at once).
+`regime`, `heads` (`mha`, or `gqa` when query heads share kv heads), `lengths`
+(`equal`, or `unequal` q_len != kv_len) and `option` (the case's options the implementation
+declares in Capabilities: `sinks`, `soft_cap`, `residuals`, or `none`). A case has one value per
+group, except mask, tiling and option, where it may have several (causal and segments at once).
 
 Pairwise coverage is the share of the declared feature pairs (values of two different
 groups, or two mask components together) that some case of a run has both of: a bug that
@@ -27,7 +28,14 @@ from harness.core.contract import Implementation
 PAIRWISE_WITHIN = 60
 # Values that exclude every other value of their group: a case with no mask component, or
 # with one tile per axis, pairs with nothing else in that group.
-EXCLUSIVE = frozenset({"mask:none", "tiling:one_tile"})
+EXCLUSIVE = frozenset({"mask:none", "tiling:one_tile", "option:none"})
+# The case options a kernel may declare (Capabilities fields of the same names): each is a value of
+# the `option` group, so the pairwise plan pairs it with a dtype, a mask, a tiling class. Before, they
+# were API options met once by the smoke set: splash's sinks met float32 only, and SPL-5 (dsinks summed
+# in 16 bits) needs bfloat16 or float16 (docs/history.md).
+OPTIONS = ("sinks", "soft_cap", "residuals")
+# Groups a case may have several values of at once.
+MULTI = ("mask", "tiling", "option")
 
 
 def declared(impl: Implementation) -> dict[str, tuple[str, ...]]:
@@ -42,6 +50,9 @@ def declared(impl: Implementation) -> dict[str, tuple[str, ...]]:
         "heads": ("mha", "gqa") if caps.max_group > 1 or caps.max_kv_heads > 1 else ("mha",),
         "lengths": ("equal", "unequal") if caps.unequal_lengths and len(_lengths(caps)) > 1 else ("equal",),
     }
+    options = tuple(o for o in OPTIONS if getattr(caps, o))
+    if options:
+        out["option"] = ("none", *options)
     return {group: values for group, values in out.items() if values}
 
 
@@ -58,6 +69,10 @@ def of(case: Case, impl: Implementation) -> frozenset[str]:
     out.add(f"regime:{case.regime}")
     out.add("heads:gqa" if case.q_heads != case.kv_heads else "heads:mha")
     out.add("lengths:unequal" if case.q_len != case.kv_len else "lengths:equal")
+    declared_options = [o for o in OPTIONS if getattr(impl.capabilities, o)]
+    if declared_options:  # (a kernel without options has no option group)
+        options = [o for o in declared_options if getattr(case, o) not in (None, False)]
+        out |= {f"option:{o}" for o in options or ["none"]}
     return frozenset(out)
 
 
@@ -66,7 +81,7 @@ def declared_pairs(impl: Implementation) -> set[frozenset[str]]:
     named = [(group, f"{group}:{v}") for group, values in declared(impl).items() for v in values]
     pairs = set()
     for (g1, a), (g2, b) in itertools.combinations(named, 2):
-        if g1 != g2 or (g1 in ("mask", "tiling") and not EXCLUSIVE & {a, b}):
+        if g1 != g2 or (g1 in MULTI and not EXCLUSIVE & {a, b}):
             pairs.add(frozenset((a, b)))
     return pairs
 

@@ -69,6 +69,8 @@ def _order(group: str, values: tuple[str, ...]) -> list[str]:
     # tiles (the online softmax's rescaling, accumulation across key steps, block offsets) at once.
     if group == "tiling":
         return sorted(reversed(values), key=lambda v: v == "one_tile")
+    if group == "option":
+        return sorted(values, key=lambda v: v == "none")  # "none" last, as for the masks
     if group != "mask":
         return list(values)
     return sorted(values, key=lambda v: (v == "none", not v.startswith("causal"), v))
@@ -214,9 +216,15 @@ def api_cases(impl: Implementation) -> list[Case]:
 def _feature_cases(impl: Implementation) -> tuple[Case, ...]:
     declared = features.declared(impl)
     lists = [[f"{g}:{v}" for v in _order(g, declared[g])] for g in GROUPS if declared.get(g)]
+    # The options (sinks, soft cap, residuals) advance once per round of the dtypes, so that each
+    # meets every dtype while there are cases enough: a bug of an option in 16 bits (SPL-5, splash's
+    # dsinks summed in bfloat16) needs the pair, and the options met float32 alone before.
+    dtypes = len(declared.get("dtype", ())) or 1
+    options = [f"option:{v}" for v in _order("option", declared.get("option", ()))]
     out: list[Case] = []
     for i in range(max(len(values) for values in lists)):
         wanted = frozenset(values[i % len(values)] for values in lists)
+        wanted |= {options[(i // dtypes) % len(options)]} if options else set()
         # A causal case with equal lengths, the canonical causal mask: with fewer queries than keys
         # (top-left), the key tiles past the last query are masked for every query, and a kernel's
         # steps over them show nothing; unequal lengths are paired with the rest by the drawn cases.
