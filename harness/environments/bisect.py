@@ -32,9 +32,9 @@ GOOD, BAD, SKIPPED, REFUSED = "good", "bad", "skipped", "refused"
 # The outcomes on the good side: the replay passes, or the release refuses the case.
 NO_WRONG_ANSWER = (GOOD, REFUSED)
 # A replay exits 0 (passes), 1 (still fails), 5 (the release refuses the case), 2 (cannot be
-# replayed) or 3 (crashed). Python
-# also exits 1 on an uncaught exception, so the replay runs through this wrapper, which
-# turns a crash (say, an API the harness needs that an old release lacks) into 3.
+# replayed) or 3 (crashed). Python also exits 1 on an uncaught exception, so the replay runs
+# through this wrapper, which turns a crash (say, an API the harness needs that an old release
+# lacks) into 3.
 REPLAY = ENTRY
 
 
