@@ -142,8 +142,8 @@ RESTRICTIONS = (
     Restriction(
         on="violations", rule="blocks name every tile mha takes (BlockSizes' fields, or its own two)", probe="BLOCKS"
     ),
-    # Probed (PARTIAL_TILES): where the installed mha raises for a tile that leaves part of its axis over.
     Restriction(on="violations", rule="tiles from TILES", choice="the tile sizes drawn, powers of two 16 to 128"),
+    # Probed (PARTIAL_TILES): where the installed mha raises for a tile that leaves part of its axis over.
     Restriction(on="violations", rule="tiles dividing their axis, where mha refuses others", probe="PARTIAL_TILES"),
     # Where BlockSizes exists (the fused backward's check, jax 0.5.1 on); before it one pair of tiles serves all.
     Restriction(on="violations", rule="dq and dkv tiles: one grid", upstream=_A, check="must be divided into the same"),

@@ -181,7 +181,14 @@ def test_the_smoke_cache_key_is_the_same_in_every_process():
     assert smoke.stable_repr(frozenset({"b", "a"})) == "{'a', 'b'}"
 
 
-@pytest.mark.parametrize("name", ["pallas_splash", "pallas_flash"])
+WITH_OPTIONS = sorted(
+    n
+    for n, k in contract.registry().items()
+    if k.role == "kernel" and any(getattr(k.capabilities, o) for o in features.OPTIONS)
+)
+
+
+@pytest.mark.parametrize("name", WITH_OPTIONS)
 def test_each_option_meets_every_dtype_in_the_feature_cases(name):
     # The options advance once per round of the dtypes: splash's sinks met float32 alone before, and a
     # bug of sinks in 16 bits (SPL-5: dsinks summed in bfloat16) needs the pair.
