@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
-from harness.core import devices, interpret, placement, versions
+from harness.core import devices, interpret, placement, probes
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.core.inputs import Inputs
@@ -100,6 +100,11 @@ class TpuKernel(PallasKernel):
     # A small case inside the adapter's contract (a forward and, where it has one, a backward pass):
     # what `interpreters` probes the kernel on. Adapters whose contract excludes it set their own.
     probe_case: ClassVar[Case] = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=128)
+    # The HLO interpreter's refusal of this kernel, declared with its source (a finding's name): the kernel
+    # then runs on the faithful interpreter alone. Undeclared, a refusal on probe_case where the faithful
+    # interpreter runs the kernel is the kernel's own error under one interpreter (harness.core.verdicts):
+    # `run` checks probe_case under the fast interpreter as a case, and reports its failure.
+    fast_gap: ClassVar[str | None] = None
 
     @staticmethod
     def native() -> bool:
@@ -154,9 +159,6 @@ def _runs_fast(kernel: TpuKernel) -> str | None:
 
 
 def _probe_fast(kernel: TpuKernel) -> str | None:
-    from harness.core.errors import one_line
-    from harness.core.inputs import make_inputs
-
     reason = interpret.hlo_interpreter()
     if reason is not None:
         return reason
@@ -164,15 +166,12 @@ def _probe_fast(kernel: TpuKernel) -> str | None:
     problems = kernel.violations(case)
     if problems:
         raise ValueError(f"{kernel.name}: probe_case is outside its contract ({'; '.join(problems)}); set probe_case")
-    try:
-        with interpret.using_interpret_options(interpret.InterpretOptions(interpreter="fast")):
-            kernel.run(case, make_inputs(case), grads=kernel.capabilities.grads)
-    except Exception as e:  # noqa: BLE001 - the interpreter's own error is the answer
-        gap = versions.missing_api(e)
-        if gap is not None:
-            _API_GAPS[(type(kernel), kernel.fn)] = gap
-        return one_line(e)
-    return None
+    # In a worker process under the CLI (harness.core.probes): a kernel that crashes or exits on the
+    # probe is lost there, and runs on for the search to report, never refused as the interpreter's gap.
+    probe = probes.call(kernel, case, grads=kernel.capabilities.grads, interpreter="fast")
+    if probe.api_gap is not None:
+        _API_GAPS[(type(kernel), kernel.fn)] = probe.api_gap
+    return probe.refusal
 
 
 class GpuKernel(PallasKernel):
@@ -206,13 +205,8 @@ def _probe_api(kernel: PallasKernel) -> str | None:
     """versions.missing_api of the error `kernel` raises on the smallest case of its contract, forward only."""
     from hypothesis import HealthCheck, find, settings
 
-    from harness.core.inputs import make_inputs
     from harness.core.strategies import cases
 
     quiet = settings(database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     case = find(cases(kernel), lambda _: True, settings=quiet)
-    try:
-        kernel.run(case, make_inputs(case), grads=False)
-    except Exception as e:  # noqa: BLE001 - only an API this jax lacks is the answer; the rest is the search's
-        return versions.missing_api(e)
-    return None
+    return probes.call(kernel, case, grads=False).api_gap

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.core.versions",
                 "harness.core.interpret",
                 "harness.core.races",
+                "harness.core.probes",
                 "harness.core.compat",
                 "harness.core.placement",
                 "harness.core.jaxvjp",
@@ -88,6 +89,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.determinism",
                 "harness.running.batch",
                 "harness.running.checks",
+                "harness.running.probes",
             ),
             "environments": (
                 "harness.environments.envs",

@@ -197,9 +197,11 @@ def test_an_oracle_outside_its_contract_sits_the_case_out():
 class InterpreterFake(_fakes.FakeKernel):
     """A Pallas TPU kernel stand-in that answers wrong (x1.01) under the interpreters in `wrong_under`."""
 
-    def __init__(self, name, *, wrong_under=(), runs_on=("fast", "faithful")):
+    def __init__(self, name, *, wrong_under=(), runs_on=("fast", "faithful"), raises_under=(), faulty_calls=None):
         super().__init__(name, backend="tpu_interpret")
         self.wrong_under, self.runs_on, self.ran = wrong_under, runs_on, []
+        self.raises_under = raises_under
+        self.faulty_calls = faulty_calls  # None: every call under those interpreters; else these call numbers
 
     def interpreters(self):
         return self.runs_on
@@ -207,8 +209,11 @@ class InterpreterFake(_fakes.FakeKernel):
     def run(self, case, inputs, *, grads):
         name = compat.interpret_options().interpreter
         self.ran.append(name)
+        due = self.faulty_calls is None or len(self.ran) in self.faulty_calls
+        if name in self.raises_under and due:
+            raise RuntimeError(f"planted: raised under {name}")
         got = reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype)
-        if name in self.wrong_under:
+        if name in self.wrong_under and due:
             got.out = got.out * 1.01
         return got
 
@@ -238,12 +243,33 @@ def test_a_failure_on_the_fast_interpreter_alone_is_an_interpreter_divergence_ne
     result = run_case(_policy_case(False), [kernel], grads=False, interpret=FAST, policy="fast")
     (s,) = result.subjects
     # Each run once more on fresh inputs (harness.running.determinism: every fast run, and the confirmation),
-    # the fast failure replayed on the faithful interpreter before it was reported.
-    assert kernel.ran == ["fast", "fast", "faithful", "faithful"]
+    # the fast failure replayed on the faithful interpreter before it was reported, then once more on the
+    # fast one: the same numbers, bit for bit, make it deterministic.
+    assert kernel.ran == ["fast", "fast", "faithful", "faithful", "fast"]
     assert result.passed and result.divergences == [s]
+    assert [(r.interpreter, r.passed) for r in s.shadow.replays] == [("fast", False)]
     assert (s.interpreter, s.passed, s.shadow.interpreter, s.shadow.passed) == ("faithful", True, "fast", False)
     (vs,) = [c for c in s.shadow.comparisons if c.quantity == "out[vs faithful]"]
     assert not vs.passed and vs.bound == next(c.bound for c in s.comparisons if c.quantity == "out")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "flaky"),
+    [
+        # Raises under the fast interpreter every time: the kernel's failure, reproduced, never a divergence.
+        pytest.param(InterpreterFake("raises_fast", raises_under=("fast",)), False, id="raises-every-fast-call"),
+        # Raises on its first call alone: passes the faithful confirmation and the fast replay.
+        pytest.param(InterpreterFake("raises_once", raises_under=("fast",), faulty_calls={1}), True, id="raises-once"),
+        # Wrong numbers on its first call alone: a numeric failure that does not reproduce.
+        pytest.param(InterpreterFake("wrong_once", wrong_under=("fast",), faulty_calls={1}), True, id="wrong-once"),
+    ],
+)
+def test_a_fast_failure_that_is_an_error_or_does_not_reproduce_is_the_kernels_failure(kernel, flaky):
+    result = run_case(_policy_case(False), [kernel], grads=False, interpret=FAST, policy="fast")
+    (s,) = result.subjects
+    assert not result.passed and not result.divergences
+    assert (s.interpreter, s.passed, s.flaky) == ("fast", False, flaky)
+    assert [(r.interpreter, r.passed) for r in s.replays] == [("fast", flaky), ("faithful", True)]
 
 
 def test_a_failure_on_both_interpreters_is_a_kernel_failure():

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.core import compat
+from harness.core import compat, probes
 from harness.core.contract import NotLoadedHere
 from harness.core.errors import InputError
 from harness.core.exit_codes import (  # noqa: F401 - the commands read them from here
@@ -29,6 +29,7 @@ from harness.core.exit_codes import (  # noqa: F401 - the commands read them fro
     EXIT_USAGE,
 )
 from harness.environments import envs, matrix
+from harness.running import probes as worker_probes
 
 # Bad usage or input, from any layer: one line, exit 2. envs and matrix import only the
 # standard library (the noxfile loads them before the harness's dependencies are installed),
@@ -97,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # start, not `import harness`, decides its platforms).
     compat.default_platforms_env()
     try:
-        return _main(argv)
+        # Every call of kernel code, an adapter's probe too, runs in a worker process the command survives.
+        with probes.calling(worker_probes.in_worker):
+            return _main(argv)
     finally:
         _forget_handled_interrupts()
 

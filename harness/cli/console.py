@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from harness.core import strips
+from harness.core import strips, verdicts
 from harness.core.case import Case
 from harness.core.locate import tiling
 from harness.core.summary import KernelSummary
@@ -113,7 +113,10 @@ def _findings(outcome: RunOutcome) -> list[str]:
     """Each failure shrunk, with its tables and replay line; then interpreter divergences and oracle findings."""
     lines = []
     for failure in outcome.failures:
-        lines.append(f"\nFAIL {failure.kernel}, shrunk to: {failure.result.case}")
+        flaky = [s for s in failure.result.subjects if s.flaky]
+        word = "FLAKY FAILURE" if flaky else "FAIL"
+        lines.append(f"\n{word} {failure.kernel}, shrunk to: {failure.result.case}")
+        lines += [f"  {s.implementation}: {verdicts.replay_line(s.interpreter, s.replays)}" for s in flaky]
         for s in failure.result.subjects:
             if not s.passed:
                 lines.append(comparison_table(s) + strips.appendix(s.located))

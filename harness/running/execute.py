@@ -13,6 +13,7 @@ import time
 import traceback
 
 from harness.core import interpret as interpreters
+from harness.core import versions
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.core.errors import one_line
@@ -42,6 +43,9 @@ class Execution:
     # The worker process died or was killed past its time limit (harness.running.worker): the kernel
     # took its process down, never a refusal of the case it raised as an exception.
     lost: bool = False
+    # The error, where it says the installed jax lacks an API the adapter calls (versions.missing_api):
+    # what a probe reads (harness.running.probes), never the kernel's failure.
+    api_gap: str | None = None
 
 
 def is_interrupt(e: BaseException) -> bool:
@@ -98,6 +102,7 @@ def execute(impl: Implementation, case: Case, inputs: Inputs, *, grads: bool, in
             error=one_line(e),
             traceback=traceback.format_exc(limit=8),
             seconds=time.perf_counter() - start,
+            api_gap=versions.missing_api(e),
         )
     races = counter.found if checked and interpret.detect_races else None
     seconds = time.perf_counter() - start

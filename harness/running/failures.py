@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.core import compat, contract
+from harness.core import compat, contract, verdicts
 from harness.core.case import Case, CaseError
 from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
@@ -63,7 +63,12 @@ def failure_id(case: Case, kernel: str) -> str:
 
 
 def failure_line(result: CaseResult) -> str:
-    return " | ".join(f"{s.implementation}: {s.failure}" for s in result.subjects if not s.passed)
+    return " | ".join(f"{s.implementation}: {s.failure}{_flaky(s)}" for s in result.subjects if not s.passed)
+
+
+def _flaky(s: SubjectResult) -> str:
+    """' (flaky failure: ...)' for a flaky failure (harness.core.verdicts), else ''."""
+    return f" ({verdicts.Verdict.FLAKY_FAILURE}: {verdicts.replay_line(s.interpreter, s.replays)})" if s.flaky else ""
 
 
 def divergence_line(subject: SubjectResult) -> str:
@@ -128,6 +133,7 @@ def _result_entry(s: SubjectResult) -> dict[str, Any]:
         "comparisons": [c.to_json() for c in s.comparisons],
         **({"located": s.located.to_json()} if s.located is not None else {}),
         **({"interpreter": s.interpreter} if s.interpreter is not None else {}),
+        **({"replays": [r.to_json() for r in s.replays]} if s.replays else {}),
     }
 
 

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from harness.core import reference
+from harness.core import reference, verdicts
 from harness.core.case import Case
 from harness.core.compare import Comparison, check_empty_rows, compare, exact_zero, tolerance
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
@@ -20,6 +20,7 @@ from harness.core.contract import GRADIENTS, QUANTITIES, Implementation, Outputs
 from harness.core.inputs import Inputs, make_inputs
 from harness.core.locate import Located, locate
 from harness.core.magnitudes import term_magnitudes
+from harness.core.verdicts import Replay
 from harness.running import batch, checks, determinism
 from harness.running.execute import Execution, execute
 from harness.store.derive import reason
@@ -48,15 +49,23 @@ class SubjectResult:
     shadow: SubjectResult | None = None
     # The checks beyond the comparison with the truth that ran (harness.running.checks names them).
     checks: list[str] = dataclasses.field(default_factory=list)
+    # Runs of the same case after this one failed (harness.core.verdicts): a failure that passes on a
+    # replay under its own interpreter is a flaky failure.
+    replays: tuple[Replay, ...] = ()
     # What it returned, for the checks run_case makes after it (batch rows alone); dropped by run_case
     # before it returns, so that no result kept by a search holds arrays.
     outputs: Outputs | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def divergence(self) -> bool:
-        """An interpreter divergence: passed here (under the faithful interpreter) and failed under the
-        fast one, or its outputs differed from these beyond the tolerance. Never a kernel failure."""
+        """An interpreter divergence (harness.core.verdicts): passed here under the faithful interpreter, while
+        the fast one (the shadow) ran to completion and failed the same way, bit for bit, on its replay."""
         return self.passed and self.shadow is not None and not self.shadow.passed
+
+    @property
+    def flaky(self) -> bool:
+        """A failure that passed when replayed under its own interpreter (harness.core.verdicts)."""
+        return verdicts.flaky(self.passed, self.interpreter, self.replays)
 
     @property
     def worst(self) -> Comparison | None:
@@ -423,7 +432,42 @@ def run_interpreted(
         fast = dataclasses.replace(
             fast, comparisons=fast.comparisons + extra, passed=fast.passed and all(c.passed for c in extra)
         )
-    return dataclasses.replace(faithful, shadow=fast)
+    if fast.passed or not faithful.passed:
+        return dataclasses.replace(faithful, shadow=fast)
+    # Failed under the fast interpreter alone: replayed there, so that only a deterministic numeric
+    # disagreement is an interpreter divergence (harness.core.verdicts); a crash, exit, hang or error, or
+    # numbers that change on replay, are the kernel's failure (flaky where the replay passed).
+    options = dataclasses.replace(interpret, interpreter="fast")
+    again_ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=options)
+    again = judge(impl, case, inputs, again_ex, ref, interpreter="fast")
+    replayed = Replay(interpreter="fast", passed=again.passed, digest=again.digest)
+    if fast_ex.outputs is not None and again.digest == fast.digest:
+        return dataclasses.replace(faithful, shadow=dataclasses.replace(fast, replays=(replayed,)))
+    confirmed = Replay(interpreter="faithful", passed=True, digest=faithful.digest)
+    return dataclasses.replace(fast, replays=(replayed, confirmed))
+
+
+def replayed(
+    result: CaseResult,
+    impl: Implementation,
+    *,
+    grads: bool,
+    time_limit: float | None,
+    interpret: InterpretOptions,
+) -> CaseResult:
+    """`result` with `impl`'s failure replayed once under the interpreter that failed it, where it was not
+    yet (harness.core.verdicts): a failure that passes on replay is a flaky failure."""
+    index, subject = next((i, s) for i, s in enumerate(result.subjects) if s.implementation == impl.name)
+    if subject.passed or any(r.interpreter == subject.interpreter for r in subject.replays):
+        return result
+    options = interpret
+    if subject.interpreter is not None:
+        options = dataclasses.replace(interpret, interpreter=subject.interpreter)
+    again = run_case(result.case, [impl], grads=grads, time_limit=time_limit, interpret=options).subjects[0]
+    replay = Replay(interpreter=subject.interpreter, passed=again.passed, digest=again.digest)
+    subjects = list(result.subjects)
+    subjects[index] = dataclasses.replace(subject, replays=(*subject.replays, replay))
+    return dataclasses.replace(result, subjects=subjects)
 
 
 def run_case(

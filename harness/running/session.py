@@ -25,6 +25,7 @@ from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
 from harness.core.summary import KernelSummary
 from harness.running import runner, shards, signatures, summaries, worker
+from harness.running.distinct import ShrinkStats
 from harness.running.failures import divergence_line, write_divergence, write_failure
 from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome, search
@@ -460,9 +461,12 @@ def _run_kernels(run: _Run) -> bool:
             continue
         start = time.perf_counter()
         outcome = _search(run, kernel, n, grads)
+        if not outcome.interrupted:
+            _check_fast_refusal(run, kernel, outcome, grads)
+            _replay_failures(run, kernel, outcome, grads)
         covered = features.coverage(kernel, [r.case for r in outcome.results])
         run.sink.say(f"   {covered.line()}")
-        run.rows.append(summaries.kernel_row(kernel.name, outcome, time.perf_counter() - start, covered))
+        run.rows.append(summaries.kernel_row(kernel.name, outcome, time.perf_counter() - start, covered, planned=n))
         divergence_row = summaries.divergence_row(kernel.name, outcome.results)
         run.rows.extend([divergence_row] if divergence_row else [])
         run.rows.extend(summaries.oracle_rows(outcome.results, run.oracles))
@@ -472,6 +476,30 @@ def _run_kernels(run: _Run) -> bool:
         if outcome.interrupted:
             return True
     return False
+
+
+def _check_fast_refusal(run: _Run, kernel: contract.Implementation, outcome: SearchOutcome, grads: bool) -> None:
+    """A Pallas TPU kernel that raised under the fast interpreter on its probe case while the faithful one runs
+    it, with no such refusal declared (kernels/_pallas.py TpuKernel.fast_gap): its probe case is checked under
+    the fast interpreter, so that the error is the kernel's failure with a file that replays, never a pass."""
+    refusal = getattr(kernel, "fast_refusal", lambda: None)()
+    if refusal is None or getattr(kernel, "fast_gap", None) is not None or "faithful" not in kernel.interpreters():
+        return
+    run.sink.say(f"   the fast interpreter refused it on its probe case ({refusal}): checked as a case")
+    fast = dataclasses.replace(run.plan.interpret, interpreter="fast")
+    result = runner.run_case(kernel.probe_case, [kernel], grads=grads, time_limit=run.time_limit, interpret=fast)
+    outcome.results.append(result)
+    run.sink.write_case(result)
+    if not result.passed:
+        outcome.failures.append(result)
+        outcome.shrinks.append(ShrinkStats(shrunk=False))
+
+
+def _replay_failures(run: _Run, kernel: contract.Implementation, outcome: SearchOutcome, grads: bool) -> None:
+    """Each failure the search reports replayed once under the interpreter that failed it, where the runner
+    has not yet: one that passes on replay is reported as a flaky failure (harness.core.verdicts)."""
+    options = {"grads": grads, "time_limit": run.time_limit, "interpret": run.plan.interpret}
+    outcome.failures[:] = [runner.replayed(f, kernel, **options) for f in outcome.failures]
 
 
 def _examples(plan: RunPlan, kernel: contract.Implementation) -> int:

@@ -190,7 +190,7 @@ def worker_runs(store: Path, token: str) -> list[dict[str, Any]]:
 def merge_rows(runs: list[dict[str, Any]]) -> list[KernelSummary]:
     """One summary row per kernel (and oracle) over every worker's rows: counts summed,
     the worst error kept, seconds the longest worker's, status the most serious."""
-    order = ("interrupted", "FAIL", "ORACLE FINDING", "INTERPRETER DIVERGENCE", "cannot run here", "PASS")
+    order = ("interrupted", "FAIL", "FLAKY FAIL", "ORACLE FINDING", "INTERPRETER DIVERGENCE", "cannot run here", "PASS")
     merged: dict[str, KernelSummary] = {}
     for meta in runs:
         for row in KernelSummary.rows_of(meta.get("summary")):

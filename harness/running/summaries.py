@@ -16,12 +16,24 @@ def _worst(subjects: list[SubjectResult]) -> float | None:
     return max(used, default=None)
 
 
-def kernel_row(kernel: str, outcome: SearchOutcome, seconds: float, covered: features.Coverage) -> KernelSummary:
+def kernel_row(
+    kernel: str, outcome: SearchOutcome, seconds: float, covered: features.Coverage, *, planned: int
+) -> KernelSummary:
+    """The kernel's row: FAIL where a failure reproduced, FLAKY FAIL where every failure passed on its replay,
+    PASS only where every case passed and at least one of `planned` was checked (harness.core.verdicts)."""
     mine = [s for r in outcome.results for s in r.subjects if s.implementation == kernel]
+    failed = [s for r in outcome.failures for s in r.subjects if s.implementation == kernel and not s.passed]
+    error = None
     if outcome.interrupted:
         status = KernelStatus.INTERRUPTED
+    elif failed and all(s.flaky for s in failed):
+        status = KernelStatus.FLAKY_FAIL
+    elif not outcome.passed:
+        status = KernelStatus.FAIL
+    elif planned and not outcome.results:
+        status, error = KernelStatus.FAIL, f"no case checked of the {planned} planned"
     else:
-        status = KernelStatus.PASS if outcome.passed else KernelStatus.FAIL
+        status = KernelStatus.PASS
     return KernelSummary(
         kernel=kernel,
         examples=len(outcome.results),
@@ -30,6 +42,7 @@ def kernel_row(kernel: str, outcome: SearchOutcome, seconds: float, covered: fea
         seconds=seconds,
         status=status,
         pairwise=covered.to_json(),
+        error=error,
     )
 
 

@@ -30,6 +30,7 @@ from harness.core.case import Case
 from harness.core.compare import TOLERANCE_VERSION, Comparison
 from harness.core.errors import InputError
 from harness.core.locate import Located
+from harness.core.verdicts import Replay
 from harness.store.failures import failure_from_json
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, Shadow, now
 from harness.store.schema import RecordError, RunStatus
@@ -54,6 +55,7 @@ class SubjectOutcome(Protocol):
     seconds: float
     located: Located | None
     interpreter: str | None
+    replays: tuple[Replay, ...]
 
     @property
     def shadow(self) -> SubjectOutcome | None: ...
@@ -176,6 +178,7 @@ def subject_record(
         interpreter=subject.interpreter,
         shadow=_shadow(subject.shadow),
         checks=list(subject.checks),
+        replays=list(subject.replays) or None,
     )
 
 

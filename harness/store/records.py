@@ -23,7 +23,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
+from harness.core import verdicts
 from harness.core.compare import Comparison
+from harness.core.verdicts import Replay
 from harness.store.schema import RECORD_SCHEMA, Kind, RecordError, RunStatus, check_schema
 
 JSON = dict[str, Any]
@@ -149,6 +151,15 @@ class Shadow:
         return cls(**got)
 
 
+def _replays(doc: Any, where: str) -> list[Replay]:
+    if not isinstance(doc, list):
+        raise RecordError(f"{where}: replays={doc!r:.80}; expected a list")
+    try:
+        return [Replay.from_json(r) for r in doc]
+    except ValueError as e:
+        raise RecordError(f"{where}: {e}") from None
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CaseRecord(_Record):
     """One implementation on one case (STORE/records/<run_id>/<case_id>--<impl>.json)."""
@@ -156,8 +167,8 @@ class CaseRecord(_Record):
     KIND = Kind.CASE
     REQUIRED = {"implementation": str, "case_id": str, "passed": bool, "comparisons": list}
     # exercised is left out only of records written before it existed (a list otherwise, [] included).
-    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised", "interpreter", "shadow", "checks"})
-    NESTED = {"comparisons": _comparisons, "shadow": Shadow.from_json}
+    SPARSE = frozenset({"shrunk", "failure_file", "located", "exercised", "interpreter", "shadow", "checks", "replays"})
+    NESTED = {"comparisons": _comparisons, "shadow": Shadow.from_json, "replays": _replays}
 
     case_id: str
     implementation: str
@@ -188,6 +199,13 @@ class CaseRecord(_Record):
     # The checks besides the comparison with the truth that ran (harness.running.checks.CHECKS); None in
     # records written before it existed.
     checks: list[str] | None = None
+    # Runs of the same case after it failed (harness.core.verdicts.Replay); None where none was made.
+    replays: list[Replay] | None = None
+
+    @property
+    def flaky(self) -> bool:
+        """A flaky failure (harness.core.verdicts): it passed when replayed under its own interpreter."""
+        return verdicts.flaky(self.passed, self.interpreted_by, tuple(self.replays or ()))
 
     @property
     def interpreted_by(self) -> str | None:
