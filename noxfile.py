@@ -134,6 +134,19 @@ def flaky(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def faults(session: nox.Session) -> None:
+    """The whole fault table: drop-ins of the real kernels that crash, exit, hang or answer wrong on some calls (slow)."""
+    install(session, "test")
+    session.run(
+        "pytest",
+        "tests/test_fault_table.py",
+        "tests/test_faults.py",
+        *session.posargs,
+        env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"},
+    )
+
+
+@nox.session(python=PYTHON)
 def planted(session: nox.Session) -> None:
     """Detection power: every planted bug caught under ci, shrunk, and replayed (slow)."""
     install(session, "test")

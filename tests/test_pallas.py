@@ -56,12 +56,15 @@ def test_an_api_this_jax_lacks_is_cannot_run_here_never_a_failure(monkeypatch, t
     import json
 
     from harness import cli
-    from harness.core import versions
+    from harness.core import probes, versions
+    from harness.running import probes as worker_probes
     from kernels import _pallas, pallas_gpu
 
     monkeypatch.delattr(pallas_gpu.upstream, "BlockSizes")
     monkeypatch.setattr(_pallas, "_API_GAPS", {})
     monkeypatch.setattr(_pallas, "_GPU_PROBED", set())
+    # The patched module is this process's alone: the probe runs here, not in a worker as the CLI's does.
+    monkeypatch.setattr(worker_probes, "in_worker", probes.in_process)
     code = cli.main(["run", "--kernel", "pallas_gpu", "--examples", "2", "--jobs", "1", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     why = "the adapter calls an API this jax lacks: AttributeError: module 'jax.experimental.pallas.ops.gpu.attention'"

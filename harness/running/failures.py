@@ -43,7 +43,7 @@ from harness.core.case import Case, CaseError
 from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
 from harness.running.runner import CaseResult, SubjectResult, run_case
-from harness.running.worker import implementation_spec
+from harness.running.worker import default_time_limit, implementation_spec
 from harness.store.failures import FailureRecord
 from harness.store.files import atomic_write_json
 from harness.store.schema import RecordError
@@ -288,7 +288,8 @@ def load_failure(path: Path | str) -> FailureFile:
 def replay(ff: FailureFile, *, time_limit: float | None = None) -> CaseResult:
     """Run the recorded case through the recorded (or retargeted) kernel and oracles; a kernel that declares
     reproducible results is rerun whatever share a run reruns (harness.running.determinism)."""
-    limit = time_limit if time_limit is not None else ff.time_limit
+    # In a worker process whatever the file says: a file written by an --in-process run has no time limit.
+    limit = next((t for t in (time_limit, ff.time_limit) if t is not None), None) or default_time_limit()
     subjects = [ff.kernel, *ff.oracles]
     return run_case(ff.case, subjects, grads=ff.grads, time_limit=limit, interpret=ff.interpret, rerun_every=True)
 

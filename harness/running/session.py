@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from harness.core import compat, contract, features, placement, profiles
 from harness.core.errors import InputError
-from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
+from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
 from harness.running import runner, shards, signatures, summaries, worker
 from harness.running.distinct import ShrinkStats
@@ -39,6 +39,8 @@ from harness.tpu import crosscheck
 DEFAULT_KERNEL = "pallas_flash"
 DEFAULT_STORE = Path("reports/store")
 RULER = "jax_reference"
+# A shard's run.json statuses that say it did everything it was asked to (or could not run the kernel here).
+_SETTLED = (RunStatus.FINISHED, RunStatus.CANNOT_RUN)
 
 
 class StopToken:
@@ -616,11 +618,19 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
         for i, code in enumerate(done.codes)
         if code < 0
     )
+    # A shard that ended without finishing its records, whatever its exit status said: never exit 0.
+    finished = {shards.Shard.parse(m.get("shard", "0/1")).index for m in runs if m.get("status") in _SETTLED}
+    unsettled = tuple(
+        f"shard {i}/{plan.jobs}: ended (exit status {code}) without finishing its records"
+        for i, code in enumerate(done.codes)
+        if code >= 0 and i not in finished and not done.interrupted
+    )
+    code = EXIT_HARNESS if unsettled and done.code in (EXIT_OK, EXIT_CANNOT_RUN) else done.code
     return RunOutcome(
-        code=done.code,
+        code=code,
         rows=tuple(shards.merge_rows(runs)),
         records=plan.out,
         out=plan.out,
         interrupted=done.interrupted,
-        merged=Merged(jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost, same_bug=same_bug),
+        merged=Merged(jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost + unsettled, same_bug=same_bug),
     )

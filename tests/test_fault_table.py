@@ -1,0 +1,80 @@
+"""The fault table on the paths users take: drop-ins of the real kernels (tests/fixtures/dropins.py) that
+crash, exit, hang, raise or answer wrong on some of their calls, each run through the real CLI with default
+options (`--jobs 1`). Each must end the run exit 1 with run.json finished, a failure file that replays, and
+no traceback: a kernel that misbehaves on one call in N never ends a run green (harness.core.verdicts).
+
+A few rows, one per path through the verdict (the probe in a worker, a flaky failure, a refusal under one
+interpreter), run in the default suite; the whole table is slow (`nox -s faults`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.running import worker
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT_S = 900  # upper bound for one command under load
+HANG_LIMIT_S = "20"  # the per-case time limit of a hanging row, instead of the default's minutes
+slow = pytest.mark.slow
+
+
+def _harness(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "harness", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=LIMIT_S)
+
+
+def _row(spec: str, examples: int, said: str, *marks: pytest.MarkDecorator) -> object:
+    return pytest.param(spec, examples, said, marks=marks, id=spec.rpartition(":")[2])
+
+
+D = "tests.fixtures.dropins:"
+ROWS = [
+    # The first call of every process exits 0: the probe's worker used to be the run's own process (exit 0,
+    # 0 cases checked); now the probe's worker exits, and the run's first case is the kernel's failure.
+    _row(D + "OS_EXIT_FIRST", 2, "exited with status 0"),
+    # NaN on the first call of a process: the run's first case fails, its replay in the same worker passes.
+    _row(D + "NAN_FIRST", 2, "FLAKY FAILURE"),
+    # Raises under the fast interpreter alone: the probe's refusal is checked as a case, never a pass.
+    _row(D + "RAISE_FAST_ONLY", 2, "RuntimeError: planted: the kernel raised"),
+    _row(D + "SYS_EXIT_FIRST", 2, "exited with status 0", slow),
+    _row(D + "ABORT_THIRD", 6, "killed by SIGABRT", slow),
+    _row(D + "SEGFAULT_ONE_IN_3", 6, "killed by SIGSEGV", slow),
+    _row(D + "OS_EXIT_THIRD", 6, "exited with status 0", slow),
+    _row(D + "HANG_THIRD", 6, f"per-case time limit of {HANG_LIMIT_S} s", slow),
+    _row(D + "MEMORY_ERROR_THIRD", 6, "MemoryError: planted", slow),
+    _row(D + "NAN_ONE_IN_3", 6, "non-finite", slow),
+    _row(D + "WRONG_SHAPE_THIRD", 6, "shape", slow),
+    _row(D + "WRONG_TYPE_EVERY", 2, "", slow),
+    _row(D + "NAN_BACKWARD", 2, "non-finite", slow),
+    _row(D + "ABORT_BACKWARD", 2, "killed by SIGABRT", slow),
+    _row("jax_xla=" + D + "NN_SEGFAULT_THIRD", 6, "killed by SIGSEGV", slow),
+    _row("jax_xla=" + D + "NN_NAN_ONE_IN_3", 6, "non-finite", slow),
+    _row("jax_xla=" + D + "NN_WRONG_DTYPE_EVERY", 2, "", slow),
+]
+
+
+@pytest.mark.parametrize(("spec", "examples", "said"), ROWS)
+def test_a_drop_in_misbehaving_on_some_calls_fails_the_run_with_a_file_that_replays(tmp_path, spec, examples, said):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT), worker.TIME_LIMIT_ENV: HANG_LIMIT_S}
+    args = ["run", "--kernel", spec, "--examples", str(examples), "--seed", "1", "--jobs", "1", "--out", str(tmp_path)]
+    run = _harness(args, env)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output
+    assert "Traceback" not in output, output
+    metas = [json.loads(p.read_text()) for p in tmp_path.glob("records/*/run.json")]
+    assert [m["status"] for m in metas] == ["finished"], output
+    assert said in output, output
+    failures = sorted(tmp_path.glob("failures/*.json"))
+    assert failures, output
+    # It replays: in a fresh worker, through the real CLI; a flaky failure may pass there, and says so.
+    replay = _harness(["repro", str(failures[0])], env)
+    assert replay.returncode in (0, 1), replay.stdout + replay.stderr
+    assert ("STILL FAILS" if replay.returncode else "PASSES NOW") in replay.stdout
+    assert "Traceback" not in replay.stdout + replay.stderr
