@@ -17,13 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.core import pool, profiles, strategies
+from harness.core import features, pool, profiles, strategies
 from harness.core.case import Case
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.masks import Mask
 from harness.core.smoke import smoke_cases
 from harness.running import runner as harness_runner
 from harness.running import search as search_module
+from harness.running import signatures
 from harness.running.runner import CaseResult, SubjectResult
 from harness.running.search import search
 from tests import _fakes
@@ -254,7 +255,9 @@ def test_a_failure_is_saved_and_replayed_first_from_the_database(stand_in, tmp_p
     first = search(kernel, [], shrink_runs=5, **kw)
     assert first.shrunk is not None and any(p.is_file() for p in db.rglob("*"))
     again = search(kernel, [], shrink_runs=0, **kw)
-    assert again.results[0].case == first.shrunk.case and not again.results[0].passed
+    # Replayed first: the failure Hypothesis shrank to (the report's case is then reduced over its features,
+    # outside Hypothesis: search._reduce_features), never the passing first case a fresh draw starts from.
+    assert again.results[0].case != met["case"] and not again.results[0].passed
 
 
 @pytest.mark.parametrize("kw", [{"profile": "ci"}, {"profile": "dev", "seed": 4}], ids=["derandomized", "seeded"])
@@ -654,3 +657,16 @@ def test_a_passing_search_checks_as_many_distinct_cases_as_asked(stand_in, reuse
     # same case comes again often enough that a search would check fewer cases than asked.
     outcome = search(_fakes.CORRECT, [], examples=40, seed=3, profile="dev", grads=False, reuse=reuse)
     assert len(outcome.results) == 40 == len(set(stand_in.cases)) and outcome.passed
+
+
+def test_a_failure_is_reduced_to_its_trigger_and_one_bug_is_reported_once(stand_in):
+    # Fails wherever the mask is causal, whatever else the case has: Hypothesis keeps the features of its
+    # draw that it cannot take away, the feature reduction leaves out each one that the failure does not need.
+    causal = _fakes.FakeKernel("tests._fakes:causal_bug", broken=lambda c: bool(c.mask.causal))
+    outcome = search(causal, [], examples=20, seed=2, profile="dev", grads=False, smoke=True)
+    assert len(outcome.failures) == 1, [str(f.case) for f in outcome.failures]
+    (stats,) = outcome.shrinks
+    trigger = {f.partition(":")[0] for f in stats.trigger}
+    assert trigger == {"mask"} and all(f.startswith("mask:causal") for f in stats.trigger), stats.trigger
+    assert stats.needs == stats.trigger
+    assert signatures.plain(causal) >= features.of(outcome.failures[0].case, causal) - set(stats.trigger)

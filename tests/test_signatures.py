@@ -7,7 +7,7 @@ import pytest
 from harness.core.compare import Comparison
 from harness.core.masks import Mask
 from harness.running.runner import CaseResult, SubjectResult
-from harness.running.signatures import explains, plain, same_kind, signature
+from harness.running.signatures import explains, plain, same_kind, signature, trigger_words
 from tests import _fakes
 
 KERNEL = _fakes.BROKEN
@@ -77,3 +77,29 @@ def test_the_shrink_target_is_the_kind_of_failure_whatever_its_quantities_and_fe
     assert same_kind(_result(bad=("out", "dbias")), _result(CAUSAL, bad=("dq",)))
     assert not same_kind(_result(), _result(error="ValueError: x"))
     assert not same_kind(_result(), _result(note="non-finite values"))
+
+
+@pytest.mark.parametrize(
+    ("trigger", "needs", "said"),
+    [
+        (("mask:local_window",), ("mask:local_window",), "fails when: a local_window mask alone; passes without it"),
+        (
+            ("dtype:bfloat16", "heads:gqa"),
+            ("dtype:bfloat16", "heads:gqa"),
+            "fails when: bfloat16 inputs and grouped query heads (GQA); passes without any one of them",
+        ),
+        (
+            ("mask:bias", "option:sinks"),
+            ("option:sinks",),
+            "fails when: a bias and the sinks option; passes without the sinks option; not shown needed: a bias",
+        ),
+        ((), (), "fails on the plainest case (no mask, one tile, the first dtype, normal values, equal lengths)"),
+    ],
+)
+def test_a_trigger_reads_as_the_features_it_needs(trigger, needs, said):
+    assert trigger_words(trigger, needs) == said
+
+
+def test_a_failure_without_options_explains_one_with_them():
+    # option:none is the plainest: a bug shrunk to a case without options is the same bug with residuals.
+    assert "option:none" in plain(_fakes.CORRECT)

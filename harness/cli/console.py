@@ -116,6 +116,7 @@ def _findings(outcome: RunOutcome) -> list[str]:
         flaky = [s for s in failure.result.subjects if s.flaky]
         word = "FLAKY FAILURE" if flaky else "FAIL"
         lines.append(f"\n{word} {failure.kernel}, shrunk to: {failure.result.case}")
+        lines += [f"  {failure.trigger}"] if failure.trigger else []
         lines += [f"  {s.implementation}: {verdicts.replay_line(s.interpreter, s.replays)}" for s in flaky]
         for s in failure.result.subjects:
             if not s.passed:

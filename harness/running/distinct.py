@@ -20,8 +20,10 @@ class ShrinkStats:
     runs: int = 0  # cases run while shrinking it
     exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
     # False: reported as found (past the search's cap, harness.running.search.MAX_SHRUNK, or met while
-    # shrinking another). A failing smoke case is shrunk over its features (search._shrink_smoke).
+    # shrinking another). Every shrunk failure is then reduced over its features (search._reduce_features).
     shrunk: bool = True
+    trigger: tuple[str, ...] | None = None  # Shrink.trigger: the features the failure cannot fail without
+    needs: tuple[str, ...] = ()  # of those, the ones shown needed: the case without it was run and passed
 
 
 class Found(Protocol):
@@ -41,6 +43,10 @@ class Shrink:
     since: float
     runs: int = 0
     exhausted: bool = False
+    # The features the best cannot fail without (search._reduce_features), once no feature can be left out;
+    # None where the budget ran out first. `needs`: the features whose leaving out was tried and passed.
+    trigger: tuple[str, ...] | None = None
+    needs: set[str] = dataclasses.field(default_factory=set)
 
 
 class Failures:
@@ -103,7 +109,9 @@ class Failures:
         self.shrunk += 1
         # The failing case drawn is explained (so that a search drawn again goes on past it), not every
         # candidate tried: a later shrink may need those on its way down.
-        self.add(shrink.best, ShrinkStats(runs=shrink.runs, exhausted=shrink.exhausted), [shrink.target.case])
+        needs = tuple(sorted(shrink.needs & set(shrink.trigger or ())))
+        stats = ShrinkStats(runs=shrink.runs, exhausted=shrink.exhausted, trigger=shrink.trigger, needs=needs)
+        self.add(shrink.best, stats, [shrink.target.case])
 
     def settle_met(self) -> None:
         for result in self.met:

@@ -296,7 +296,7 @@ def search(
     run a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are marked as such; see runner.run_case).
     shrink_runs overrides the profile's shrink budget in cases, per failure. smoke: start with
     the kernel's smoke cases (harness.core.smoke; or these cases, a shard's share of them), counted
-    in `examples`; a failing smoke case is shrunk over its features (_shrink_smoke). reuse: drawn
+    in `examples`. Every failure, once shrunk, is reduced over its features (_reduce_features). reuse: drawn
     cases take their compile-relevant part from a pool drawn for this run (harness.core.pool), so
     compiled programs serve several cases. owns: only cases it is true
     of are drawn and checked (a shard's part of the search, harness.running.shards).
@@ -371,36 +371,44 @@ def _check_smoke(s: _Search, case: Case) -> bool:
         _check(s, case)
     except CaseFailed:
         assert s.shrink is not None
-        _shrink_smoke(s)
+        _reduce_features(s)
         s.failures.finish(s.shrink)
         s.shrink = None
         return not s.first_failure
     return True
 
 
-def _shrink_smoke(s: _Search) -> None:
-    """A failing smoke case shrunk over its features. A smoke case is the smallest case with its
-    features, but a bug may need fewer of them: the first smoke case is causal and cut into several
-    key tiles, and a causal bug fails the smallest causal case too. So each feature is left out in
-    turn, the smallest case with the rest (smoke.smallest) run as a shrink candidate, and the first
-    that fails the same way is the new best, until no feature can be left out or the budget is spent."""
+def _reduce_features(s: _Search) -> None:
+    """The failure being shrunk reduced over its features, to its trigger: the features it cannot fail without.
+
+    Shrinking leaves features the bug does not need (a smoke case is the smallest case with its features;
+    Hypothesis shrinks each draw towards its own minimum, and keeps a bias or a head group it cannot take
+    away without changing the draw). So each feature is left out in turn, the smallest case with the rest
+    (smoke.smallest) run as a shrink candidate, and the first that fails the same way is the new best, until
+    no feature can be left out or the budget is spent. What is left is the failure's trigger (Shrink.trigger):
+    two failures with one trigger are one bug (harness.running.distinct explains the later by the first)."""
     assert s.shrink is not None
     tried: set[Case] = {s.shrink.best.case}
+    s.shrink.needs.clear()
     while not s.shrink.exhausted:
         have = features.of(s.shrink.best.case, s.kernel) - signatures.plain(s.kernel)
-        candidates = (smoke.smallest(s.kernel, have - {f}) for f in sorted(have))
-        for candidate in candidates:
+        candidates = ((f, smoke.smallest(s.kernel, have - {f})) for f in sorted(have))
+        for left_out, candidate in candidates:
             if candidate is None or candidate in tried:
                 continue
             tried.add(candidate)
             try:
                 _check(s, candidate)
             except CaseFailed:
+                s.shrink.needs.clear()
                 break  # a smaller failure of the same kind: s.shrink.best now; try its features
             if s.shrink.exhausted:
                 return
+            s.shrink.needs.add(left_out)
         else:
-            return  # no feature can be left out: the best is as small as its features allow
+            # No feature can be left out: the best is as small as its features allow, and they are its trigger.
+            s.shrink.trigger = tuple(sorted(have))
+            return
 
 
 def _drawn_phases(s: _Search, *, reuse: bool, smoked: bool) -> None:
@@ -454,6 +462,7 @@ def _run_phase(s: _Search, phase: _Phase) -> bool:
             return True
         except CaseFailed:
             assert s.shrink is not None
+            _reduce_features(s)
             s.failures.finish(s.shrink)
             s.shrink = None
             if s.first_failure:

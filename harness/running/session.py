@@ -299,6 +299,7 @@ class Failure:
     kernel: str
     result: CaseResult
     path: Path
+    trigger: str | None = None  # its trigger in words (signatures.trigger_words), where the search found it
 
     @property
     def replay(self) -> str:
@@ -582,6 +583,9 @@ def _write_failures(run: _Run, kernel: contract.Implementation, outcome: SearchO
             "shrink_runs": shrink.runs,
             "shrink_exhausted": shrink.exhausted,
         }
+        words = None if shrink.trigger is None else signatures.trigger_words(shrink.trigger, shrink.needs)
+        if words is not None:
+            search_info |= {"trigger": list(shrink.trigger), "needs": list(shrink.needs), "trigger_words": words}
         path = write_failure(
             run.plan.out,
             failure,
@@ -593,7 +597,7 @@ def _write_failures(run: _Run, kernel: contract.Implementation, outcome: SearchO
             search=search_info,
         )
         run.sink.write_case(failure, shrunk=True, failure_file=str(path))
-        run.failures.append(Failure(kernel=kernel.name, result=failure, path=path))
+        run.failures.append(Failure(kernel=kernel.name, result=failure, path=path, trigger=words))
 
 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:

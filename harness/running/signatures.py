@@ -18,7 +18,7 @@ from harness.core.case import REGIMES
 from harness.core.contract import Implementation
 from harness.running.runner import CaseResult, SubjectResult
 
-__all__ = ["Signature", "explains", "plain", "same_kind", "signature", "subsumes"]
+__all__ = ["Signature", "explains", "plain", "same_kind", "signature", "subsumes", "trigger_words"]
 
 # A comparison note the harness writes where the kernel returned non-finite values (harness.core.compare).
 _NON_FINITE = "non-finite"
@@ -67,7 +67,8 @@ def _how(result: CaseResult) -> tuple[tuple[str, str, frozenset[str]], ...]:
 def plain(impl: Implementation) -> frozenset[str]:
     """The features of the plainest case: what Hypothesis shrinks each group towards."""
     caps = impl.capabilities
-    out = {"mask:none", "tiling:one_tile", f"regime:{REGIMES[0]}", "heads:mha", "lengths:equal"}
+    # "option:none": a case with no option is the plainest (a failure without one explains those with one).
+    out = {"mask:none", "tiling:one_tile", f"regime:{REGIMES[0]}", "heads:mha", "lengths:equal", "option:none"}
     return frozenset(out | ({f"dtype:{caps.dtypes[0]}"} if caps.dtypes else set()))
 
 
@@ -95,3 +96,33 @@ def subsumes(known: Signature, other: Signature, *, anywhere: bool = False) -> b
     if not same or not all(q <= got for (_, _, q), (_, _, got) in zip(known.how, other.how, strict=True)):
         return False
     return anywhere or known.features <= other.features
+
+
+# How each feature group reads in a failure's trigger (trigger_words).
+_WORDS = {
+    "mask": lambda v: "a bias" if v == "bias" else f"a {v} mask",
+    "dtype": lambda v: f"{v} inputs",
+    "tiling": lambda v: f"{v.replace('_', ' ')} tiling",
+    "regime": lambda v: f"{v} values",
+    "heads": lambda v: "grouped query heads (GQA)" if v == "gqa" else f"{v} heads",
+    "lengths": lambda v: f"{v} query and key lengths",
+    "option": lambda v: f"the {v} option",
+}
+
+
+def trigger_words(trigger: tuple[str, ...], needs: tuple[str, ...] = ()) -> str:
+    """A failure's trigger (the features it cannot fail without, harness.running.search) as a maintainer reads it:
+    'fails when: a local_window mask and bfloat16 inputs together; passes without either'. `needs`: the
+    features shown needed (the case without each was run and passed); the others could not be left out."""
+    if not trigger:
+        return "fails on the plainest case (no mask, one tile, the first dtype, normal values, equal lengths)"
+    said = {f: _WORDS.get(g, lambda v, g=g: f"{g} {v}")(v) for f, (g, _, v) in ((f, f.partition(":")) for f in trigger)}
+    words = list(said.values())
+    both = f"{', '.join(words[:-1])} and {words[-1]}" if len(words) > 1 else f"{words[0]} alone"
+    line = f"fails when: {both}"
+    shown = [said[f] for f in trigger if f in needs]
+    if len(shown) == len(trigger):
+        return line + ("; passes without it" if len(shown) == 1 else "; passes without any one of them")
+    if shown:
+        line += f"; passes without {', '.join(shown)}"
+    return line + f"; not shown needed: {', '.join(said[f] for f in trigger if f not in needs)}"
