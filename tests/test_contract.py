@@ -417,3 +417,11 @@ def test_a_built_in_kernel_whose_module_cannot_load_here_exits_4(
     assert code == 4, err
     assert "'gone_kernel' cannot run here: its module is not loaded (gonepkg is not installed)" in err
     assert not list(tmp_path.rglob("failures/*.json"))
+
+
+@pytest.mark.parametrize("base", ["jax_xla", "tokamax_xla", "pallas_flash"])
+def test_a_drop_in_names_any_built_in_kernel_even_one_registered_by_a_module_of_another_name(base):
+    # jax_xla is registered by kernels/xla_attention.py: `run --kernel jax_xla=MOD:ATTR` said it was unknown.
+    spec = f"{base}=tests.fixtures.dropins:NN_NAN_ONE_IN_3"
+    impl = contract.resolve(spec)
+    assert impl.name == spec and type(impl) is type(contract.resolve(base))

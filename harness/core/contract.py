@@ -552,8 +552,11 @@ def resolve(spec: str) -> Implementation:
     if not callable(obj):
         raise UnknownImplementation(f"{target!r} is neither an Implementation nor a function")
     base = base or "pallas_flash"
-    if _builtin(base) is None:
+    # A kernel registered by a module of another name (kernels/xla_attention.py registers jax_xla) is
+    # found by discovering every module, as `names` lists it.
+    builtin = _builtin(base) or registry().get(base)
+    if builtin is None:
         raise UnknownImplementation(
             f"unknown built-in kernel {base!r} for drop-in {target!r}; known: {names('kernel')}"
         )
-    return _REGISTRY[base].dropin(obj, name=spec)
+    return builtin.dropin(obj, name=spec)
