@@ -221,6 +221,25 @@ def test_a_shadow_round_trips_typed() -> None:
     assert rec.to_json() == doc
 
 
+def test_a_flaky_failure_round_trips_and_says_so() -> None:
+    from harness.core.verdicts import Replay
+    from harness.store.derive import failure_line
+
+    replays = [Replay(interpreter="fast", passed=True, digest="d"), Replay(interpreter="faithful", passed=True)]
+    doc = rb.case_record("r", rb.case(), error="WorkerDied: killed by SIGSEGV", interpreter="fast", replays=replays)
+    rec = CaseRecord.from_json(doc)
+    assert rec.replays == replays and rec.flaky and rec.to_json() == doc
+    assert failure_line(rec).endswith(
+        "(flaky failure: failed once, then passed 1 of 1 replay under the fast interpreter; "
+        "passed under the faithful interpreter)"
+    )
+    # A failure that failed again on its replay under its own interpreter is no flaky failure.
+    again = CaseRecord.from_json(rb.case_record("r", rb.case(), error="E: x", interpreter="fast", replays=replays[:0]))
+    assert not again.flaky
+    with pytest.raises(RecordError, match="replay"):
+        CaseRecord.from_json({**doc, "replays": [{"interpreter": "fast"}]})
+
+
 @pytest.mark.parametrize(
     ("comparisons", "message"),
     [

@@ -401,7 +401,7 @@ def _verdict(records: list[CaseView], summaries: list[KernelSummary], runs: list
     statuses = {s.status for s in summaries}
     if any(not r.passed for r in records):
         return "ORACLE FINDING" if all(r.role == "oracle" for r in records) else "FAIL"
-    for status in ("FAIL", "cannot run here", "interrupted"):
+    for status in ("FAIL", "FLAKY FAIL", "cannot run here", "interrupted"):
         if status in statuses:
             return status
     if any(run.status not in ("finished", "cannot run here") for run in runs):

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.core import verdicts
 from harness.core.case import Case, CaseError
 from harness.core.compare import Comparison
 from harness.store.records import CaseRecord, CompileRecord
@@ -78,7 +79,11 @@ def failure_line(rec: CaseRecord | CompileRecord) -> str:
     """Why a case or compile record failed, in one line."""
     if isinstance(rec, CompileRecord):
         return reason(rec.error, [])
-    return reason(rec.error, [(c.quantity, c.max_abs, c.bound, c.note) for c in rec.failing])
+    line = reason(rec.error, [(c.quantity, c.max_abs, c.bound, c.note) for c in rec.failing])
+    if rec.flaky:
+        said = verdicts.replay_line(rec.interpreted_by, tuple(rec.replays or ()))
+        line += f" ({verdicts.Verdict.FLAKY_FAILURE}: {said})"
+    return line
 
 
 def interpreters_line(rec: CaseRecord) -> str:
