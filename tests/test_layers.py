@@ -90,6 +90,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.batch",
                 "harness.running.checks",
                 "harness.running.probes",
+                "harness.running.known",
             ),
             "environments": (
                 "harness.environments.envs",

@@ -104,6 +104,7 @@ def outcome_text(outcome: RunOutcome) -> str:
             lines += [f"  {line}" for line in m.same_bug]
     else:
         lines = ["", summary_table(list(outcome.rows)), *_findings(outcome)]
+    lines += [f"\nXPASS (strict): {line}" for line in outcome.unexpected_passes]
     if outcome.interrupted:
         lines.append(f"\nrun interrupted: every case finished so far is in {outcome.records}")
     return "\n".join(lines)
@@ -115,7 +116,9 @@ def _findings(outcome: RunOutcome) -> list[str]:
     for failure in outcome.failures:
         flaky = [s for s in failure.result.subjects if s.flaky]
         word = "FLAKY FAILURE" if flaky else "FAIL"
+        word = f"KNOWN FINDING {failure.known.name}" if failure.known is not None else word
         lines.append(f"\n{word} {failure.kernel}, shrunk to: {failure.result.case}")
+        lines += [f"  {failure.known.line()}"] if failure.known is not None else []
         lines += [f"  {failure.trigger}"] if failure.trigger else []
         lines += [f"  {s.implementation}: {verdicts.replay_line(s.interpreter, s.replays)}" for s in flaky]
         for s in failure.result.subjects:

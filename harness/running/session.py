@@ -24,6 +24,7 @@ from harness.core import compat, contract, features, placement, profiles
 from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
+from harness.running import known as known_findings
 from harness.running import runner, shards, signatures, summaries, worker
 from harness.running.distinct import ShrinkStats
 from harness.running.failures import divergence_line, write_divergence, write_failure
@@ -100,6 +101,7 @@ class RunPlan:
     detect_races: bool = _flag("--detect-races", False)
     uninitialized_memory: str = _flag("--uninitialized-memory", "nan")
     grid_order_seed: int | None = _flag("--grid-order-seed")
+    known: tuple[str, ...] = _flag("--known", ())  # findings (docs/findings/ names) whose failures are expected
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -300,6 +302,7 @@ class Failure:
     result: CaseResult
     path: Path
     trigger: str | None = None  # its trigger in words (signatures.trigger_words), where the search found it
+    known: known_findings.Known | None = None  # the finding it is (harness.running.known), where it is one
 
     @property
     def replay(self) -> str:
@@ -328,6 +331,8 @@ class RunOutcome:
     failures: tuple[Failure, ...] = ()
     interrupted: bool = False
     merged: Merged | None = None
+    # Findings expected by --known whose own case passes now (harness.running.known.still_fails): each fails the run.
+    unexpected_passes: tuple[str, ...] = ()
 
 
 def run_session(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
@@ -356,11 +361,13 @@ class _Run:
     records: Path  # the run's directory in the store
     rows: list[KernelSummary] = dataclasses.field(default_factory=list)
     failures: list[Failure] = dataclasses.field(default_factory=list)
+    unexpected_passes: list[str] = dataclasses.field(default_factory=list)
 
 
 def _prepare(plan: RunPlan, sink: Sink, stop: StopToken) -> _Run:
     """Resolve the plan's implementations, check what needs them, and open the store."""
     kernels = resolve(plan.kernels, "kernel")
+    known_findings.check_names(plan.known)
     if plan.cross_interpret and not crosscheck.twins(kernels):
         raise InputError("--cross-interpret needs a kernel running natively on a TPU; here none does")
     if plan.cross_interpret and plan.case_timeout is not None:
@@ -418,23 +425,27 @@ def _run_here(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
     cannot = {r.kernel: r.error for r in run.rows if r.status == KernelStatus.CANNOT_RUN}
     status = RunStatus.INTERRUPTED if interrupted else (RunStatus.CANNOT_RUN if cannot else RunStatus.FINISHED)
     sink.write_meta({**run.meta, "status": status, "summary": _json(run.rows), "cannot_run": cannot})
+    code = exit_code(run.rows, run.failures, interrupted=interrupted)
     return RunOutcome(
-        code=exit_code(run.rows, run.failures, interrupted=interrupted),
+        code=EXIT_FAIL if run.unexpected_passes and code in (EXIT_OK, EXIT_CANNOT_RUN) else code,
         rows=tuple(run.rows),
         records=run.records,
         out=plan.out,
         failures=tuple(run.failures),
         interrupted=interrupted,
+        unexpected_passes=tuple(run.unexpected_passes),
     )
 
 
 def exit_code(rows: list[KernelSummary], failures: list[Failure], *, interrupted: bool) -> int:
     """1 for a stop, a failure or a kernel that did not pass; 4 where a kernel cannot run here; else 0.
-    Oracle and interpreter-divergence rows never fail the run: their findings are reported apart."""
+    Oracle and interpreter-divergence rows never fail the run: their findings are reported apart; nor do the
+    failures of a finding the run was told to expect (--known)."""
     if interrupted:
         return EXIT_FAIL
-    passing = (KernelStatus.PASS, KernelStatus.CANNOT_RUN)
-    if failures or any(r.status not in passing for r in rows if r.is_kernel):
+    passing = (KernelStatus.PASS, KernelStatus.CANNOT_RUN, KernelStatus.KNOWN_FAIL)
+    new = [f for f in failures if f.known is None or not f.known.expected]
+    if new or any(r.status not in passing for r in rows if r.is_kernel):
         return EXIT_FAIL
     return EXIT_CANNOT_RUN if any(r.status == KernelStatus.CANNOT_RUN for r in rows) else EXIT_OK
 
@@ -469,13 +480,20 @@ def _run_kernels(run: _Run) -> bool:
             _replay_failures(run, kernel, outcome, grads)
         covered = features.coverage(kernel, [r.case for r in outcome.results])
         run.sink.say(f"   {covered.line()}")
-        run.rows.append(summaries.kernel_row(kernel.name, outcome, time.perf_counter() - start, covered, planned=n))
+        named = _name_known(run, kernel, outcome, grads) if not outcome.interrupted else {}
+        row = summaries.kernel_row(kernel.name, outcome, time.perf_counter() - start, covered, planned=n)
+        if named and len(named) == len(outcome.failures) and all(k.expected for k in named.values()):
+            row = dataclasses.replace(row, status=KernelStatus.KNOWN_FAIL)
+        run.rows.append(row)
         divergence_row = summaries.divergence_row(kernel.name, outcome.results)
         run.rows.extend([divergence_row] if divergence_row else [])
         run.rows.extend(summaries.oracle_rows(outcome.results, run.oracles))
         if outcome.error:
             run.sink.say(f"   {outcome.error}")
-        _write_failures(run, kernel, outcome, grads)
+        _write_failures(run, kernel, outcome, grads, named)
+        for name in run.plan.known:
+            passes = known_findings.still_fails(name, kernel, time_limit=run.time_limit) if outcome.passed else None
+            run.unexpected_passes.extend([passes] if passes else [])
         if outcome.interrupted:
             return True
     return False
@@ -569,7 +587,27 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
     )
 
 
-def _write_failures(run: _Run, kernel: contract.Implementation, outcome: SearchOutcome, grads: bool) -> None:
+def _name_known(
+    run: _Run, kernel: contract.Implementation, outcome: SearchOutcome, grads: bool
+) -> dict[int, known_findings.Known]:
+    """The failures (by index) that are a finding already written up (harness.running.known)."""
+    found = known_findings.candidates(kernel) if outcome.failures else []
+    options = {"grads": grads, "time_limit": run.time_limit, "interpret": run.plan.interpret}
+    named = {}
+    for i, failure in enumerate(outcome.failures):
+        known = known_findings.match(failure, kernel, found, expected=run.plan.known, **options) if found else None
+        if known is not None:
+            named[i] = known
+    return named
+
+
+def _write_failures(
+    run: _Run,
+    kernel: contract.Implementation,
+    outcome: SearchOutcome,
+    grads: bool,
+    named: dict[int, known_findings.Known],
+) -> None:
     """Every distinct failure of the search, each with its own failure file and replay line."""
     for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
         search_info = {
@@ -586,6 +624,9 @@ def _write_failures(run: _Run, kernel: contract.Implementation, outcome: SearchO
         words = None if shrink.trigger is None else signatures.trigger_words(shrink.trigger, shrink.needs)
         if words is not None:
             search_info |= {"trigger": list(shrink.trigger), "needs": list(shrink.needs), "trigger_words": words}
+        known = named.get(n - 1)
+        if known is not None:
+            search_info |= {"finding": known.name, "expected": known.expected}
         path = write_failure(
             run.plan.out,
             failure,
@@ -597,7 +638,7 @@ def _write_failures(run: _Run, kernel: contract.Implementation, outcome: SearchO
             search=search_info,
         )
         run.sink.write_case(failure, shrunk=True, failure_file=str(path))
-        run.failures.append(Failure(kernel=kernel.name, result=failure, path=path, trigger=words))
+        run.failures.append(Failure(kernel=kernel.name, result=failure, path=path, trigger=words, known=known))
 
 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:

@@ -39,7 +39,7 @@ from harness.core.exit_codes import (
 from harness.core.summary import KernelSummary
 from harness.running import signatures
 from harness.store.files import atomic_write_json
-from harness.store.schema import RunStatus
+from harness.store.schema import KernelStatus, RunStatus
 
 # Environment variable a worker of `run --jobs` finds its parent's token in (written to its run.json).
 PARENT_ENV = "ATTN_HARNESS_JOBS_PARENT"
@@ -190,7 +190,19 @@ def worker_runs(store: Path, token: str) -> list[dict[str, Any]]:
 def merge_rows(runs: list[dict[str, Any]]) -> list[KernelSummary]:
     """One summary row per kernel (and oracle) over every worker's rows: counts summed,
     the worst error kept, seconds the longest worker's, status the most serious."""
-    order = ("interrupted", "FAIL", "FLAKY FAIL", "ORACLE FINDING", "INTERPRETER DIVERGENCE", "cannot run here", "PASS")
+    order = tuple(
+        str(s)
+        for s in (
+            KernelStatus.INTERRUPTED,
+            KernelStatus.FAIL,
+            KernelStatus.FLAKY_FAIL,
+            KernelStatus.KNOWN_FAIL,
+            KernelStatus.ORACLE_FINDING,
+            KernelStatus.INTERPRETER_DIVERGENCE,
+            KernelStatus.CANNOT_RUN,
+            KernelStatus.PASS,
+        )
+    )
     merged: dict[str, KernelSummary] = {}
     for meta in runs:
         for row in KernelSummary.rows_of(meta.get("summary")):

@@ -18,7 +18,7 @@ from harness.core.case import REGIMES
 from harness.core.contract import Implementation
 from harness.running.runner import CaseResult, SubjectResult
 
-__all__ = ["Signature", "explains", "plain", "same_kind", "signature", "subsumes", "trigger_words"]
+__all__ = ["Signature", "explains", "how", "plain", "same_kind", "signature", "subsumes", "trigger_words"]
 
 # A comparison note the harness writes where the kernel returned non-finite values (harness.core.compare).
 _NON_FINITE = "non-finite"
@@ -55,7 +55,8 @@ def _kind(subject: SubjectResult) -> str:
     return "wrong values"
 
 
-def _how(result: CaseResult) -> tuple[tuple[str, str, frozenset[str]], ...]:
+def how(result: CaseResult) -> tuple[tuple[str, str, frozenset[str]], ...]:
+    """Per failing implementation (the kernels', where a kernel failed): its kind of failure and failing quantities."""
     judged = [s for s in result.subjects if s.role != "oracle"] or result.subjects
     return tuple(
         (s.implementation, _kind(s), frozenset(c.quantity for c in s.comparisons if not c.passed))
@@ -74,19 +75,19 @@ def plain(impl: Implementation) -> frozenset[str]:
 
 def signature(result: CaseResult, impl: Implementation) -> Signature:
     """The signature of a failing `result` of `impl`'s search."""
-    return Signature(how=_how(result), features=features.of(result.case, impl) - plain(impl))
+    return Signature(how=how(result), features=features.of(result.case, impl) - plain(impl))
 
 
 def same_kind(a: CaseResult, b: CaseResult) -> bool:
     """Whether two failures failed the same way: the same implementations, each with the same kind of failure."""
-    return [(impl, kind) for impl, kind, _ in _how(a)] == [(impl, kind) for impl, kind, _ in _how(b)]
+    return [(impl, kind) for impl, kind, _ in how(a)] == [(impl, kind) for impl, kind, _ in how(b)]
 
 
 def explains(known: Signature, result: CaseResult, impl: Implementation, *, anywhere: bool = False) -> bool:
     """Whether the failure `known` explains the failing `result`: the same kinds of failure, in at least its
     quantities (a case with a bias fails in dbias too), in a case with its features (anywhere: in any case,
     for a failure reported unshrunk, whose features are its draw's)."""
-    return subsumes(known, Signature(how=_how(result), features=features.of(result.case, impl)), anywhere=anywhere)
+    return subsumes(known, Signature(how=how(result), features=features.of(result.case, impl)), anywhere=anywhere)
 
 
 def subsumes(known: Signature, other: Signature, *, anywhere: bool = False) -> bool:

@@ -44,6 +44,8 @@ class KernelStatus(enum.StrEnum):
     FAIL = "FAIL"
     # Every failure passed when replayed under its own interpreter (harness.core.verdicts): fails the run.
     FLAKY_FAIL = "FLAKY FAIL"
+    # Every failure is a finding the run was told to expect (run --known): does not fail the run.
+    KNOWN_FAIL = "KNOWN FAIL"
     INTERRUPTED = "interrupted"
     CANNOT_RUN = "cannot run here"  # the interpreter cannot run it here: a result, never a pass
     ORACLE_FINDING = "ORACLE FINDING"  # an oracle outside its own tolerance: never fails a kernel

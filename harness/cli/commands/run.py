@@ -53,6 +53,13 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
         "failure, each shrunk, with its own failure file)",
     )
     p.add_argument(
+        "--known",
+        action="append",
+        metavar="FINDING",
+        help="a finding (a note's name in docs/findings/, see `harness findings`) whose failures are expected: "
+        "reported by name, they do not fail the run; strict: if its own case passes now, the run fails",
+    )
+    p.add_argument(
         "--no-smoke",
         action="store_true",
         help="skip the smoke cases (each declared mask component, tiling class and dtype at the smallest size) "

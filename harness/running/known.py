@@ -1,0 +1,122 @@
+"""Failures that are a finding already written up (docs/findings/): named, apart from new bugs.
+
+A failure is a finding's when that finding's unfixed kernel fails the failing case the same way and its
+proven fix (the note's `[fix] fixed`) passes it: the fix that `nox -s findings` proves is the test, never
+a reading of the note's prose. Only bugs with such a fix can be named; a fork with a new bug on a case
+upstream gets right is never named as upstream's finding, since upstream does not fail that case.
+
+`run --known NAME` marks a finding as expected: its failures are reported by name and do not fail the
+run. Strict, as pytest's xfail: a finding marked expected whose own case (the note's `[fix] case`) no
+longer fails on the kernel under test is reported, and fails the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness import findings
+from harness.core import contract
+from harness.core.compat import InterpretOptions
+from harness.core.errors import InputError
+from harness.running import runner, signatures
+from harness.running.failures import FailureFileError, load_failure
+from harness.running.runner import CaseResult
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Known:
+    """A failure named as a finding: which, and whether the run was told to expect it."""
+
+    name: str
+    title: str
+    note: str  # the note's path, relative to the project
+    fixed: str  # the proven fix's spec
+    expected: bool
+
+    def line(self) -> str:
+        said = "expected: --known" if self.expected else "a known finding"
+        return f"{self.name} ({said}): {self.title}; note {self.note}; its proven fix: {self.fixed}"
+
+
+def check_names(names: tuple[str, ...]) -> None:
+    """InputError naming a --known that is no finding's name, and the names there are."""
+    known = {f.name for f in findings.catalogue()}
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise InputError(f"--known {bad[0]!r} is no finding; findings: {', '.join(sorted(known))}")
+
+
+def candidates(kernel: contract.Implementation) -> list[findings.Finding]:
+    """The bugs with a proven fix whose unfixed kernel is an adapter of the same kind as `kernel`."""
+    out = []
+    for f in findings.catalogue():
+        if f.kind != "bug" or f.fix is None or not f.fix.fixed or not f.fix.unfixed:
+            continue
+        try:
+            unfixed = contract.resolve(f.fix.unfixed)
+        except Exception:  # noqa: BLE001 - a fix module that does not load here names nothing (nox -s findings says why)
+            continue
+        if type(unfixed) is type(kernel):
+            out.append(f)
+    return out
+
+
+def _kinds(result: CaseResult) -> list[str]:
+    return [kind for _, kind, _ in signatures.how(result)]
+
+
+def match(
+    result: CaseResult,
+    kernel: contract.Implementation,
+    found: list[findings.Finding],
+    *,
+    grads: bool,
+    time_limit: float | None,
+    interpret: InterpretOptions,
+    expected: tuple[str, ...] = (),
+) -> Known | None:
+    """The finding `result` (a failure of `kernel`) is, or None: its unfixed kernel fails the case the same
+    way (the run's own failure, where it is that kernel), and its fix passes it."""
+    mine = dataclasses.replace(result, subjects=[s for s in result.subjects if s.implementation == kernel.name])
+    verdict = mine.subjects[0] if mine.subjects else None
+    if verdict is None or verdict.passed:
+        return None
+    options = interpret
+    if verdict.interpreter is not None:
+        options = dataclasses.replace(interpret, interpreter=verdict.interpreter)
+    kw = {"grads": grads, "time_limit": time_limit, "interpret": options}
+    for f in found:
+        assert f.fix is not None
+        fixed, unfixed = contract.resolve(f.fix.fixed), contract.resolve(f.fix.unfixed)
+        if fixed.violations(result.case) or unfixed.violations(result.case):
+            continue
+        if unfixed.name != kernel.name:
+            upstream = runner.run_case(result.case, [unfixed], **kw)
+            if upstream.passed or _kinds(upstream) != _kinds(mine):
+                continue
+        if runner.run_case(result.case, [fixed], **kw).passed:
+            return Known(
+                name=f.name,
+                title=f.title,
+                note=str(f.note.relative_to(findings.ROOT)),
+                fixed=f.fix.fixed,
+                expected=f.name in expected,
+            )
+    return None
+
+
+def still_fails(name: str, kernel: contract.Implementation, *, time_limit: float | None) -> str | None:
+    """For a finding expected by --known: None where its own case still fails on `kernel`; else why it is
+    reported (it passes now, or its case cannot be replayed on this kernel)."""
+    finding = next(f for f in findings.catalogue() if f.name == name)
+    if finding.fix is None or finding.fix.case is None:
+        return None  # no case of its own to replay: nothing to say either way
+    try:
+        ff = load_failure(finding.fix.case)
+        ff.retarget(kernel.name)
+    except FailureFileError as e:
+        return f"--known {name}: its case cannot be replayed on {kernel.name} ({e})"
+    result = runner.run_case(ff.case, [ff.kernel], grads=ff.grads, time_limit=time_limit, interpret=ff.interpret)
+    if result.passed:
+        return f"--known {name}: expected to fail, but {kernel.name} passes its case {finding.fix.case} now"
+    return None

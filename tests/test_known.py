@@ -1,0 +1,66 @@
+"""harness.running.known: a failure is named as a finding only where the finding's unfixed kernel fails the
+case the same way and its proven fix passes it; --known makes it expected, strictly."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness import findings
+from harness.core.compat import DEFAULT_INTERPRET
+from harness.core.errors import InputError
+from harness.running import known
+from harness.running.runner import run_case
+from tests import _fakes
+
+# A fork with a bug of its own where upstream (BROKEN: head_dim 64 and kv_len >= 32) is right.
+FORK = _fakes.FakeKernel("tests._fakes:FORK", broken=lambda c: c.head_dim == 32)
+
+
+def _finding() -> findings.Finding:
+    some = findings.catalogue()[0]
+    fix = findings.Fix(fixed="tests._fakes:CORRECT", unfixed="tests._fakes:BROKEN")
+    return dataclasses.replace(some, name="fake_bug", kind="bug", title="the fake bug", fix=fix)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "case", "named"),
+    [
+        pytest.param(_fakes.BROKEN, _fakes.small_case(head_dim=64, kv_len=32), True, id="upstream-itself"),
+        # The fork fails where upstream does too, the same way: the known bug, inherited.
+        pytest.param(
+            _fakes.FakeKernel("tests._fakes:BROKEN", broken=_fakes.BROKEN.broken),
+            _fakes.small_case(head_dim=64, kv_len=32),
+            True,
+            id="inherited",
+        ),
+        # The fork's own bug, on a case upstream gets right: never named as upstream's finding.
+        pytest.param(FORK, _fakes.small_case(head_dim=32, kv_len=32), False, id="new-bug"),
+    ],
+)
+def test_a_failure_is_named_only_where_upstream_fails_it_and_the_fix_passes_it(kernel, case, named):
+    result = run_case(case, [kernel], grads=False)
+    assert not result.passed
+    got = known.match(result, kernel, [_finding()], grads=False, time_limit=None, interpret=DEFAULT_INTERPRET)
+    assert (got is not None) == named
+    if named:
+        assert got.name == "fake_bug" and not got.expected and got.fixed == "tests._fakes:CORRECT"
+
+
+def test_a_known_finding_is_expected_by_name_and_a_wrong_name_is_bad_input():
+    result = run_case(_fakes.small_case(head_dim=64, kv_len=32), [_fakes.BROKEN], grads=False)
+    got = known.match(
+        result, _fakes.BROKEN, [_finding()], grads=False, time_limit=None, interpret=DEFAULT_INTERPRET, expected=("fake_bug",)
+    )
+    assert got is not None and got.expected and "expected" in got.line()
+    with pytest.raises(InputError, match="--known 'no_such_finding' is no finding; findings: "):
+        known.check_names(("no_such_finding",))
+
+
+def test_the_findings_with_a_proven_fix_are_the_candidates_of_their_kernel():
+    from harness.core import contract
+
+    names = {f.name for f in known.candidates(contract.resolve("pallas_splash"))}
+    assert "pallas_splash_backward_nan_larger_dkv_tile" in names
+    assert not any(n.startswith("jax_xla") for n in names)
