@@ -50,9 +50,8 @@ def test_a_failure_is_named_only_where_upstream_fails_it_and_the_fix_passes_it(k
 
 def test_a_known_finding_is_expected_by_name_and_a_wrong_name_is_bad_input():
     result = run_case(_fakes.small_case(head_dim=64, kv_len=32), [_fakes.BROKEN], grads=False)
-    got = known.match(
-        result, _fakes.BROKEN, [_finding()], grads=False, time_limit=None, interpret=DEFAULT_INTERPRET, expected=("fake_bug",)
-    )
+    kw = {"grads": False, "time_limit": None, "interpret": DEFAULT_INTERPRET, "expected": ("fake_bug",)}
+    got = known.match(result, _fakes.BROKEN, [_finding()], **kw)
     assert got is not None and got.expected and "expected" in got.line()
     with pytest.raises(InputError, match="--known 'no_such_finding' is no finding; findings: "):
         known.check_names(("no_such_finding",))
