@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import pytest
 
 from harness.core import contract
 from harness.core.case import Case
@@ -12,7 +15,7 @@ from harness.core.masks import Lengths, Mask, Segments
 from harness.core.rows import row_inputs, row_mask
 from harness.running import batch
 from harness.running.runner import run_case
-from tests._fakes import small_case
+from tests._fakes import FakeKernel, small_case
 from tests.fixtures.faults import EXITS_ON_A_ROW_ALONE as EXITS
 
 PLANTED = "jax_xla=tests.planted.xla_batch_ulp:dot_product_attention"
@@ -71,3 +74,33 @@ def test_a_row_alone_runs_in_the_worker_and_a_kernel_that_exits_there_fails_its_
     assert not got.passed and [c.quantity for c in got.comparisons if not c.passed] == [batch.BATCH_INVARIANT]
     assert got.error.startswith("WorkerDied: ") and "exited with status 3" in got.error, got.error
     assert got.error.endswith(f"(batch row {batch.row(case)} alone)"), got.error
+
+
+class _OutMovesWithTheBatch(FakeKernel):
+    """Right within any tolerance, but its output moves by a few ulp with the batch size: what a fork of
+    pallas_flash (which declares only dq and dk batch-dependent) must not be let off for."""
+
+    def run(self, case, inputs, *, grads):  # noqa: ANN001, ANN201 - FakeKernel's
+        got = super().run(case, inputs, grads=grads)
+        got.out = got.out * (1 + case.batch * 2.0**-40)
+        return got
+
+
+@pytest.mark.parametrize(("varies", "passes"), [(("dq", "dk"), False), ((), True)], ids=["dq-dk-declared", "all"])
+def test_only_the_quantities_declared_to_vary_with_the_batch_are_held_to_the_tolerance(varies, passes):
+    kernel = _OutMovesWithTheBatch("tests.test_batch:out_moves")
+    kernel.conventions = dataclasses.replace(
+        FakeKernel.conventions, batch_invariant="dq and dk by an ulp", batch_varies=varies
+    )
+    case = small_case(batch=2, q_len=16, kv_len=16, head_dim=32)
+    case = next(c for c in (case.replace(seed=s) for s in range(20)) if batch.wanted(kernel, c, passed=True))
+    (got,) = run_case(case, [kernel], grads=False).subjects
+    (row,) = [c for c in got.comparisons if c.quantity == batch.BATCH_INVARIANT]
+    assert row.passed is passes and got.passed is passes, row.note
+
+
+def test_batch_varies_names_quantities_and_needs_a_reason():
+    with pytest.raises(ValueError, match="names \\['dx'\\]"):
+        dataclasses.replace(FakeKernel.conventions, batch_invariant="why", batch_varies=("dx",))
+    with pytest.raises(ValueError, match="needs batch_invariant to say why"):
+        dataclasses.replace(FakeKernel.conventions, batch_varies=("dq",))

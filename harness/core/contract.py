@@ -254,12 +254,20 @@ class Conventions:
     # True where a batch row's results are the same bits computed alone as in the whole batch, else why
     # not (then held to the tolerance instead) (harness.running.batch).
     batch_invariant: bool | str = True
+    # Where batch_invariant gives a reason: the quantities it is about, held to the tolerance alone; every other
+    # quantity stays bitwise, so a fork loses nothing upstream keeps. Empty: every quantity, as before.
+    batch_varies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("reproducible", "batch_invariant"):
             value = getattr(self, name)
             if value is not True and not (isinstance(value, str) and value):
                 raise ValueError(f"Conventions.{name}={value!r} must be True or the reason it does not hold")
+        unknown = sorted(set(self.batch_varies) - set(QUANTITIES))
+        if unknown:
+            raise ValueError(f"Conventions.batch_varies names {unknown}; quantities are {QUANTITIES}")
+        if self.batch_varies and self.batch_invariant is True:
+            raise ValueError(f"Conventions.batch_varies={self.batch_varies} needs batch_invariant to say why, not True")
 
     def to_json(self) -> dict[str, str]:
         return dataclasses.asdict(self)

@@ -5,7 +5,8 @@ flashinfer and vLLM require a sequence's output to be bitwise the same whatever 
 (deepseek-ai/FlashMLA#212: 1-2 ulp of batch dependence flips an argmax token). Each kernel declares it
 (harness.core.contract.Conventions.batch_invariant: True, or why not); on a share of its cases with
 batch > 1 (`wanted`) the runner runs one row alone, with the same interpreter, and compares each
-quantity of that row: bitwise where declared, else within the bound the case's verdict used.
+quantity of that row: bitwise, except the quantities a kernel declares to vary (Conventions.batch_varies, all
+where it names none), held to the bound the case's verdict used.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def comparison(full: Outputs, alone: Outputs | str, b: int, *, rows: np.ndarray,
             ratios[q] = (d, limit)
         worst = max(ratios, key=lambda q: (ratios[q][0] > ratios[q][1], ratios[q][0] / (ratios[q][1] or 1.0)))
         value, bound = ratios[worst]
-        rule = "bitwise" if bounds is None else "within the tolerance"
+        held = sorted(q for q in ROW_QUANTITIES if bounds and q in bounds)
+        rule = "bitwise" if not held else f"{', '.join(held)} within the tolerance, the rest bitwise"
         note = f"batch row {b} alone: {'the same' if value <= bound else 'differs'} ({rule}; worst {worst})"
     return Comparison(
         quantity=BATCH_INVARIANT,
@@ -114,8 +116,11 @@ def checked(
         # The kernel refuses the row alone (pallas_flash: block_b=2 > batch=1, which its adapter's
         # contract does not see): a configuration of the whole batch, not a result to compare.
         return subject
-    declared = impl.conventions.batch_invariant is True
-    bounds = None if declared else {c.quantity: c.bound for c in subject.comparisons}
+    conventions = impl.conventions
+    varies = conventions.batch_varies or ROW_QUANTITIES  # the quantities held to the tolerance, not bitwise
+    bounds = None
+    if conventions.batch_invariant is not True:
+        bounds = {c.quantity: c.bound for c in subject.comparisons if c.quantity in varies}
     comp = comparison(subject.outputs, ex.error if ex.lost else ex.outputs, b, rows=~one.empty, bounds=bounds)
     # A lost worker says how it died, as the case's own crash would (its kind: "raised WorkerDied").
     lost = {"error": f"{ex.error} (batch row {b} alone)", "traceback": ex.traceback} if ex.lost else {}
