@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.core.verdicts import Replay
 from harness.gate import thresholds
 from harness.report import compose, conventions, data, render
 from harness.store.read import load
@@ -266,7 +267,9 @@ def test_builders_write_the_fields_the_real_writers_write(real_store: Path) -> N
     built = {
         ("run", None): rb.run_record(BASE),
         ("case", True): rb.case_record(BASE, c),
-        ("case", False): rb.case_record(BASE, c, fail_quantity="out", shrunk=True, failure_file="/x/f.json"),
+        ("case", False): rb.case_record(
+            BASE, c, fail_quantity="out", shrunk=True, failure_file="/x/f.json", replays=[Replay("fast", False)]
+        ),
         ("bench", True): rb.bench_record(BASE, rb.timings(0.01)),
         ("compile", True): rb.compile_record(BASE),
     }
