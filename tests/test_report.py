@@ -268,7 +268,7 @@ def test_builders_write_the_fields_the_real_writers_write(real_store: Path) -> N
         ("run", None): rb.run_record(BASE),
         ("case", True): rb.case_record(BASE, c),
         ("case", False): rb.case_record(
-            BASE, c, fail_quantity="out", shrunk=True, failure_file="/x/f.json", replays=[Replay("fast", False)]
+            BASE, c, fail_quantity="out", shrunk=True, failure_file="/x/f.json", replays=[Replay(interpreter="fast", passed=False)]
         ),
         ("bench", True): rb.bench_record(BASE, rb.timings(0.01)),
         ("compile", True): rb.compile_record(BASE),
