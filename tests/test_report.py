@@ -259,6 +259,9 @@ def _same_fields(real: dict, built: dict, where: str, optional: set[str] = froze
     return problems
 
 
+REPLAYED = Replay(interpreter="fast", passed=False)
+
+
 def test_builders_write_the_fields_the_real_writers_write(real_store: Path) -> None:
     real = {}
     for rec in rb.real_records(real_store):
@@ -268,7 +271,7 @@ def test_builders_write_the_fields_the_real_writers_write(real_store: Path) -> N
         ("run", None): rb.run_record(BASE),
         ("case", True): rb.case_record(BASE, c),
         ("case", False): rb.case_record(
-            BASE, c, fail_quantity="out", shrunk=True, failure_file="/x/f.json", replays=[Replay(interpreter="fast", passed=False)]
+            BASE, c, fail_quantity="out", shrunk=True, failure_file="/x/f.json", replays=[REPLAYED]
         ),
         ("bench", True): rb.bench_record(BASE, rb.timings(0.01)),
         ("compile", True): rb.compile_record(BASE),
