@@ -103,3 +103,34 @@ def test_a_trigger_reads_as_the_features_it_needs(trigger, needs, said):
 def test_a_failure_without_options_explains_one_with_them():
     # option:none is the plainest: a bug shrunk to a case without options is the same bug with residuals.
     assert "option:none" in plain(_fakes.CORRECT)
+
+
+def test_a_feature_is_taken_away_alone_and_nothing_else_changes():
+    from harness.core import contract, features
+    from harness.core.case import Case
+    from harness.core.masks import Lengths
+    from harness.running.signatures import without
+
+    xla = contract.resolve("jax_xla")
+    case = Case(
+        batch=2,
+        q_heads=4,
+        kv_heads=2,
+        q_len=128,
+        kv_len=128,
+        head_dim=64,
+        dtype="bfloat16",
+        bias=True,
+        regime="dominant",
+        mask=Mask(causal="top_left", lengths=Lengths(q=(128, 100), kv=(128, 90))),
+        seed=7,
+    )
+    for feature in sorted(features.of(case, xla) - plain(xla)):
+        got = without(case, feature, xla)
+        assert got is not None, feature
+        assert features.of(got, xla) == features.of(case, xla) - {feature} | (features.of(got, xla) & plain(xla))
+        assert (got.seed, got.q_len, got.head_dim, got.blocks) == (case.seed, case.q_len, case.head_dim, case.blocks)
+    # One side of the lengths alone; the other stays.
+    assert without(case, "mask:q_lengths", xla).mask.lengths == Lengths(kv=(128, 90))
+    # A tiling class is no single edit.
+    assert without(case, "tiling:several_tiles", xla) is None

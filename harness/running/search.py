@@ -383,17 +383,20 @@ def _reduce_features(s: _Search) -> None:
 
     Shrinking leaves features the bug does not need (a smoke case is the smallest case with its features;
     Hypothesis shrinks each draw towards its own minimum, and keeps a bias or a head group it cannot take
-    away without changing the draw). So each feature is left out in turn, the smallest case with the rest
-    (smoke.smallest) run as a shrink candidate, and the first that fails the same way is the new best, until
-    no feature can be left out or the budget is spent. What is left is the failure's trigger (Shrink.trigger):
-    two failures with one trigger are one bug (harness.running.distinct explains the later by the first)."""
+    away without changing the draw). So each feature is left out in turn: the same case with that one
+    feature taken away (signatures.without), else the smallest case with the rest (smoke.smallest), run as a
+    shrink candidate; the first that fails the same way is the new best, until no feature can be left out or
+    the budget is spent. What is left is the failure's trigger (Shrink.trigger): two failures with one
+    trigger are one bug (harness.running.distinct explains the later by the first). A feature is shown
+    needed (Shrink.needs) only where the same case without it passed."""
     assert s.shrink is not None
     tried: set[Case] = {s.shrink.best.case}
     s.shrink.needs.clear()
     while not s.shrink.exhausted:
         have = features.of(s.shrink.best.case, s.kernel) - signatures.plain(s.kernel)
-        candidates = ((f, smoke.smallest(s.kernel, have - {f})) for f in sorted(have))
-        for left_out, candidate in candidates:
+        for left_out in sorted(have):
+            edited = signatures.without(s.shrink.best.case, left_out, s.kernel)
+            candidate = edited or smoke.smallest(s.kernel, have - {left_out})
             if candidate is None or candidate in tried:
                 continue
             tried.add(candidate)
@@ -404,7 +407,8 @@ def _reduce_features(s: _Search) -> None:
                 break  # a smaller failure of the same kind: s.shrink.best now; try its features
             if s.shrink.exhausted:
                 return
-            s.shrink.needs.add(left_out)
+            if edited is not None:
+                s.shrink.needs.add(left_out)
         else:
             # No feature can be left out: the best is as small as its features allow, and they are its trigger.
             s.shrink.trigger = tuple(sorted(have))

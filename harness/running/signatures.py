@@ -12,13 +12,15 @@ with segments only those with both.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from harness.core import features
-from harness.core.case import REGIMES
+from harness.core.case import REGIMES, Case, CaseError
 from harness.core.contract import Implementation
+from harness.core.masks import Mask
 from harness.running.runner import CaseResult, SubjectResult
 
-__all__ = ["Signature", "explains", "how", "plain", "same_kind", "signature", "subsumes", "trigger_words"]
+__all__ = ["Signature", "explains", "how", "plain", "same_kind", "signature", "subsumes", "trigger_words", "without"]
 
 # A comparison note the harness writes where the kernel returned non-finite values (harness.core.compare).
 _NON_FINITE = "non-finite"
@@ -127,3 +129,58 @@ def trigger_words(trigger: tuple[str, ...], needs: tuple[str, ...] = ()) -> str:
     if shown:
         line += f"; passes without {', '.join(shown)}"
     return line + f"; not shown needed: {', '.join(said[f] for f in trigger if f not in needs)}"
+
+
+def without(case: Case, feature: str, impl: Implementation) -> Case | None:
+    """`case` with one feature taken away and nothing else changed (the same shapes, tiles and seed): the
+    trigger search's candidate (harness.running.search); None where no single edit removes it inside
+    `impl`'s contract (a tiling class, a length side other masks are cut to)."""
+    group, _, value = feature.partition(":")
+    plainest = {f.partition(":")[0]: f.partition(":")[2] for f in plain(impl)}
+    edits: dict[str, Any] = {}
+    if group == "dtype":
+        edits["dtype"] = plainest["dtype"]
+    elif group == "regime":
+        edits["regime"] = REGIMES[0]
+    elif group == "option":
+        edits[value] = None if value == "soft_cap" else False
+    elif group == "heads":
+        edits["kv_heads"] = case.q_heads
+    elif group == "lengths":
+        edits["kv_len"] = case.q_len
+    elif group == "mask" and value == "bias":
+        edits["bias"] = False
+    elif group == "mask":
+        edits["mask"] = _mask_without(case.mask, value)
+    else:
+        return None
+    try:
+        candidate = case.replace(**edits)
+    except (ValueError, TypeError, CaseError):
+        return None
+    if feature in features.of(candidate, impl) or impl.violations(candidate):
+        return None
+    return candidate
+
+
+_MASK_FIELDS = {"segments": "segments", "chunk": "chunk", "block_sparse": "block_sparse", "per_head": "heads"}
+_LENGTH_SIDES = {"q_lengths": "q", "kv_lengths": "kv", "kv_starts": "kv_starts"}
+
+
+def _mask_without(mask: Mask, component: str) -> Mask:
+    """`mask` without one component, in itself and in each per-head mask."""
+    if component.startswith("causal_") and component != "causal_offset":
+        edits: dict[str, Any] = {"causal": None}
+    elif component in ("causal_offset", "window"):
+        edits = {"window": None}
+    elif component in _LENGTH_SIDES and mask.lengths is not None:
+        lengths = dataclasses.replace(mask.lengths, **{_LENGTH_SIDES[component]: None})
+        edits = {"lengths": None if not lengths.components else lengths}
+    elif component in _MASK_FIELDS:
+        edits = {_MASK_FIELDS[component]: None}
+    else:
+        edits = {}
+    heads = mask.heads
+    if heads is not None and component != "per_head":
+        edits["heads"] = tuple(_mask_without(h, component) for h in heads)
+    return dataclasses.replace(mask, **edits)
