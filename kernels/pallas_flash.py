@@ -155,7 +155,8 @@ class PallasFlash(TpuKernel):
         # di = sum(o * do) is XLA's, whose CPU reduction depends on the batch size
         reproducible=True,
         batch_invariant="dq and dk by an ulp: di is reduced by XLA (docs/findings/pallas_flash_dq_batch_dependent.md)",
-        batch_varies=("dq", "dk"),
+        # dq, dk and dbias (= ds) are computed from ds = p * (dp - di): each follows di's reduction.
+        batch_varies=("dq", "dk", "dbias"),
         notes=(
             "masked logits get a finite mask value (-0.7 * float32 max), so a row with no visible key "
             "averages every key the kernel visits: all keys, or under causal only the key tiles up to "
