@@ -13,7 +13,7 @@ from harness.running import signatures
 from harness.running.runner import CaseResult
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ShrinkStats:
     """How one reported failure was shrunk."""
 
