@@ -97,11 +97,12 @@ def test_float64_is_computed_with_a_float32_softmax() -> None:
     assert not out.passed and out.max_abs > 1e-9
 
 
-def test_float64_is_outside_the_contract_while_the_library_computes_it_in_float32() -> None:
-    # Every float64 case would fail on the one known divergence and end each search there.
+def test_float64_is_drawn_where_the_api_takes_it_even_while_the_library_computes_it_in_float32() -> None:
+    # A divergence is the finding's to report (harness.running.known), never the adapter's to hide.
     import kernels.xla_attention as xla
 
     assert xla.float64_softmax_in_float32()  # jax 0.10.2, the default environment (the finding)
+    assert xla.takes_float64()
     case = Case(batch=1, q_heads=1, kv_heads=1, q_len=16, kv_len=16, head_dim=32, dtype="float64")
-    assert any(xla.FLOAT64_FINDING in v for v in contract.resolve("jax_xla").violations(case))
-    assert "float64" not in contract.resolve("jax_xla").capabilities.dtypes
+    assert not contract.resolve("jax_xla").violations(case)
+    assert "float64" in contract.resolve("jax_xla").capabilities.dtypes
