@@ -17,6 +17,7 @@ from typing import Any
 from harness.core import features
 from harness.core.case import REGIMES, Case, CaseError
 from harness.core.contract import Implementation
+from harness.core.inputs import make_inputs
 from harness.core.masks import Mask
 from harness.running.runner import CaseResult, SubjectResult
 
@@ -150,12 +151,13 @@ def without(case: Case, feature: str, impl: Implementation) -> Case | None:
         edits["kv_len"] = case.q_len
     elif group == "mask" and value == "bias":
         edits["bias"] = False
-    elif group == "mask":
-        edits["mask"] = _mask_without(case.mask, value)
-    else:
+    elif group != "mask":
         return None
     try:
+        if group == "mask" and value != "bias":
+            edits["mask"] = _mask_without(case.mask, value)
         candidate = case.replace(**edits)
+        make_inputs(candidate)  # a candidate whose inputs cannot be built is no candidate, never a harness error
     except (ValueError, TypeError, CaseError):
         return None
     if feature in features.of(candidate, impl) or impl.violations(candidate):
@@ -174,8 +176,8 @@ def _mask_without(mask: Mask, component: str) -> Mask:
     elif component in ("causal_offset", "window"):
         edits = {"window": None}
     elif component in _LENGTH_SIDES and mask.lengths is not None:
-        lengths = dataclasses.replace(mask.lengths, **{_LENGTH_SIDES[component]: None})
-        edits = {"lengths": None if not lengths.components else lengths}
+        left = mask.lengths.components - {component}
+        edits = {"lengths": dataclasses.replace(mask.lengths, **{_LENGTH_SIDES[component]: None}) if left else None}
     elif component in _MASK_FIELDS:
         edits = {_MASK_FIELDS[component]: None}
     else:
