@@ -91,6 +91,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.checks",
                 "harness.running.probes",
                 "harness.running.known",
+                "harness.running.settle",
             ),
             "environments": (
                 "harness.environments.envs",

@@ -24,12 +24,11 @@ from harness.core import compat, contract, features, placement, profiles
 from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
-from harness.running import known as known_findings
-from harness.running import runner, shards, signatures, summaries, worker
-from harness.running.distinct import ShrinkStats
-from harness.running.failures import divergence_line, write_divergence, write_failure
+from harness.running import known, runner, settle, shards, summaries, worker
+from harness.running.failures import divergence_line, write_divergence
 from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome, search
+from harness.running.settle import Failure
 from harness.store.derive import repro_command
 from harness.store.files import RunStore
 from harness.store.schema import KernelStatus, RunStatus
@@ -295,21 +294,6 @@ class StoreSink:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Failure:
-    """One reported failure: the kernel, the failing case (shrunk), and its replayable failure file."""
-
-    kernel: str
-    result: CaseResult
-    path: Path
-    trigger: str | None = None  # its trigger in words (signatures.trigger_words), where the search found it
-    known: known_findings.Known | None = None  # the finding it is (harness.running.known), where it is one
-
-    @property
-    def replay(self) -> str:
-        return repro_command(str(self.path))
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class Merged:
     """What the parent of a `run --jobs` adds to the merged summary."""
 
@@ -367,7 +351,7 @@ class _Run:
 def _prepare(plan: RunPlan, sink: Sink, stop: StopToken) -> _Run:
     """Resolve the plan's implementations, check what needs them, and open the store."""
     kernels = resolve(plan.kernels, "kernel")
-    known_findings.check_names(plan.known)
+    known.check_names(plan.known)
     if plan.cross_interpret and not crosscheck.twins(kernels):
         raise InputError("--cross-interpret needs a kernel running natively on a TPU; here none does")
     if plan.cross_interpret and plan.case_timeout is not None:
@@ -475,12 +459,20 @@ def _run_kernels(run: _Run) -> bool:
             continue
         start = time.perf_counter()
         outcome = _search(run, kernel, n, grads)
-        if not outcome.interrupted:
-            _check_fast_refusal(run, kernel, outcome, grads)
-            _replay_failures(run, kernel, outcome, grads)
+        after = settle.Settle(
+            kernel=kernel,
+            oracles=run.oracles,
+            grads=grads,
+            out=run.plan.out,
+            profile=run.plan.profile,
+            interpret=run.plan.interpret,
+            time_limit=run.time_limit,
+            known=run.plan.known,
+            sink=run.sink,
+        )
+        named = {} if outcome.interrupted else after.confirm(outcome)
         covered = features.coverage(kernel, [r.case for r in outcome.results])
         run.sink.say(f"   {covered.line()}")
-        named = _name_known(run, kernel, outcome, grads) if not outcome.interrupted else {}
         row = summaries.kernel_row(kernel.name, outcome, time.perf_counter() - start, covered, planned=n)
         if named and len(named) == len(outcome.failures) and all(k.expected for k in named.values()):
             row = dataclasses.replace(row, status=KernelStatus.KNOWN_FAIL)
@@ -490,37 +482,12 @@ def _run_kernels(run: _Run) -> bool:
         run.rows.extend(summaries.oracle_rows(outcome.results, run.oracles))
         if outcome.error:
             run.sink.say(f"   {outcome.error}")
-        _write_failures(run, kernel, outcome, grads, named)
-        for name in run.plan.known:
-            passes = known_findings.still_fails(name, kernel, time_limit=run.time_limit) if outcome.passed else None
-            run.unexpected_passes.extend([passes] if passes else [])
+        run.failures.extend(after.write_failures(outcome, named))
+        if outcome.passed:
+            run.unexpected_passes.extend(after.expected_that_pass())
         if outcome.interrupted:
             return True
     return False
-
-
-def _check_fast_refusal(run: _Run, kernel: contract.Implementation, outcome: SearchOutcome, grads: bool) -> None:
-    """A Pallas TPU kernel that raised under the fast interpreter on its probe case while the faithful one runs
-    it, with no such refusal declared (kernels/_pallas.py TpuKernel.fast_gap): its probe case is checked under
-    the fast interpreter, so that the error is the kernel's failure with a file that replays, never a pass."""
-    refusal = getattr(kernel, "fast_refusal", lambda: None)()
-    if refusal is None or getattr(kernel, "fast_gap", None) is not None or "faithful" not in kernel.interpreters():
-        return
-    run.sink.say(f"   the fast interpreter refused it on its probe case ({refusal}): checked as a case")
-    fast = dataclasses.replace(run.plan.interpret, interpreter="fast")
-    result = runner.run_case(kernel.probe_case, [kernel], grads=grads, time_limit=run.time_limit, interpret=fast)
-    outcome.results.append(result)
-    run.sink.write_case(result)
-    if not result.passed:
-        outcome.failures.append(result)
-        outcome.shrinks.append(ShrinkStats(shrunk=False))
-
-
-def _replay_failures(run: _Run, kernel: contract.Implementation, outcome: SearchOutcome, grads: bool) -> None:
-    """Each failure the search reports replayed once under the interpreter that failed it, where the runner
-    has not yet: one that passes on replay is reported as a flaky failure (harness.core.verdicts)."""
-    options = {"grads": grads, "time_limit": run.time_limit, "interpret": run.plan.interpret}
-    outcome.failures[:] = [runner.replayed(f, kernel, **options) for f in outcome.failures]
 
 
 def _examples(plan: RunPlan, kernel: contract.Implementation) -> int:
@@ -585,60 +552,6 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
         first_failure=plan.first_failure,
         on_result=on_result,
     )
-
-
-def _name_known(
-    run: _Run, kernel: contract.Implementation, outcome: SearchOutcome, grads: bool
-) -> dict[int, known_findings.Known]:
-    """The failures (by index) that are a finding already written up (harness.running.known)."""
-    found = known_findings.candidates(kernel) if outcome.failures else []
-    options = {"grads": grads, "time_limit": run.time_limit, "interpret": run.plan.interpret}
-    named = {}
-    for i, failure in enumerate(outcome.failures):
-        known = known_findings.match(failure, kernel, found, expected=run.plan.known, **options) if found else None
-        if known is not None:
-            named[i] = known
-    return named
-
-
-def _write_failures(
-    run: _Run,
-    kernel: contract.Implementation,
-    outcome: SearchOutcome,
-    grads: bool,
-    named: dict[int, known_findings.Known],
-) -> None:
-    """Every distinct failure of the search, each with its own failure file and replay line."""
-    for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
-        search_info = {
-            "profile": run.plan.profile,
-            "cases": len(outcome.results),
-            "failure": f"{n} of {len(outcome.failures)}",
-            "signature": str(signatures.signature(failure, kernel)),
-            # For the parent of a `run --jobs`, which finds the shards' failures of one bug (shards.same_bugs).
-            "signature_parts": signatures.signature(failure, kernel).to_json(),
-            "shrunk": shrink.shrunk,
-            "shrink_runs": shrink.runs,
-            "shrink_exhausted": shrink.exhausted,
-        }
-        words = None if shrink.trigger is None else signatures.trigger_words(shrink.trigger, shrink.needs)
-        if words is not None:
-            search_info |= {"trigger": list(shrink.trigger), "needs": list(shrink.needs), "trigger_words": words}
-        known = named.get(n - 1)
-        if known is not None:
-            search_info |= {"finding": known.name, "expected": known.expected}
-        path = write_failure(
-            run.plan.out,
-            failure,
-            kernel=kernel,
-            oracles=run.oracles,
-            grads=grads,
-            time_limit=run.time_limit,
-            interpret=run.plan.interpret,
-            search=search_info,
-        )
-        run.sink.write_case(failure, shrunk=True, failure_file=str(path))
-        run.failures.append(Failure(kernel=kernel.name, result=failure, path=path, trigger=words, known=known))
 
 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:

@@ -1,0 +1,142 @@
+"""After a kernel's search, before its summary: each failure confirmed, named and written.
+
+The verdict words are harness.core.verdicts'. Here: a Pallas TPU kernel the fast interpreter refused on
+its probe case, with no such refusal declared, has that case checked (`check_fast_refusal`); every failure
+is replayed once under the interpreter that failed it, so a flaky one is told apart (`replay_failures`);
+a failure that is a written-up finding is named (harness.running.known); and each gets its failure file,
+with how it was found, its trigger in words and the finding it is (`write_failures`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.core import contract
+from harness.core.compat import InterpretOptions
+from harness.running import known, runner, signatures
+from harness.running.distinct import ShrinkStats
+from harness.running.failures import write_failure
+from harness.running.runner import CaseResult
+from harness.running.search import SearchOutcome
+from harness.store.derive import repro_command
+
+
+class _Sink(Protocol):
+    def write_case(self, result: CaseResult, *, shrunk: bool = False, failure_file: str | None = None) -> None: ...
+
+    def say(self, line: str) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Failure:
+    """One reported failure: the kernel, the failing case (shrunk), and its replayable failure file."""
+
+    kernel: str
+    result: CaseResult
+    path: Path
+    trigger: str | None = None  # its trigger in words (signatures.trigger_words), where the search found it
+    known: known.Known | None = None  # the finding it is (harness.running.known), where it is one
+
+    @property
+    def replay(self) -> str:
+        return repro_command(str(self.path))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settle:
+    """One kernel's search settled: what its failures are checked with, and where they go."""
+
+    kernel: contract.Implementation
+    oracles: list[contract.Implementation]
+    grads: bool
+    out: Path
+    profile: str
+    interpret: InterpretOptions
+    time_limit: float | None
+    known: tuple[str, ...]  # findings the run was told to expect (run --known)
+    sink: _Sink
+
+    @property
+    def _options(self) -> dict[str, Any]:
+        return {"grads": self.grads, "time_limit": self.time_limit, "interpret": self.interpret}
+
+    def confirm(self, outcome: SearchOutcome) -> dict[int, known.Known]:
+        """The search's failures checked and replayed, in `outcome`; the findings (by failure index) they are."""
+        self.check_fast_refusal(outcome)
+        self.replay_failures(outcome)
+        return self.name_known(outcome)
+
+    def check_fast_refusal(self, outcome: SearchOutcome) -> None:
+        """A Pallas TPU kernel that raised under the fast interpreter on its probe case while the faithful one
+        runs it, with no such refusal declared (kernels/_pallas.py TpuKernel.fast_gap): its probe case is
+        checked under the fast interpreter, so that the error is the kernel's failure, never a pass."""
+        kernel = self.kernel
+        refusal = getattr(kernel, "fast_refusal", lambda: None)()
+        if refusal is None or getattr(kernel, "fast_gap", None) is not None or "faithful" not in kernel.interpreters():
+            return
+        self.sink.say(f"   the fast interpreter refused it on its probe case ({refusal}): checked as a case")
+        options = {**self._options, "interpret": dataclasses.replace(self.interpret, interpreter="fast")}
+        result = runner.run_case(kernel.probe_case, [kernel], **options)
+        outcome.results.append(result)
+        self.sink.write_case(result)
+        if not result.passed:
+            outcome.failures.append(result)
+            outcome.shrinks.append(ShrinkStats(shrunk=False))
+
+    def replay_failures(self, outcome: SearchOutcome) -> None:
+        """Each failure replayed once under the interpreter that failed it, where the runner has not yet: one
+        that passes on replay is a flaky failure (harness.core.verdicts)."""
+        outcome.failures[:] = [runner.replayed(f, self.kernel, **self._options) for f in outcome.failures]
+
+    def name_known(self, outcome: SearchOutcome) -> dict[int, known.Known]:
+        """The failures (by index) that are a finding already written up (harness.running.known)."""
+        found = known.candidates(self.kernel) if outcome.failures else []
+        named = {}
+        for i, failure in enumerate(outcome.failures if found else []):
+            got = known.match(failure, self.kernel, found, expected=self.known, **self._options)
+            if got is not None:
+                named[i] = got
+        return named
+
+    def expected_that_pass(self) -> list[str]:
+        """For each finding the run expects, what to report where its own case passes now (strict)."""
+        lines = (known.still_fails(name, self.kernel, time_limit=self.time_limit) for name in self.known)
+        return [line for line in lines if line]
+
+    def write_failures(self, outcome: SearchOutcome, named: dict[int, known.Known]) -> list[Failure]:
+        """Every distinct failure of the search, each with its own failure file and replay line."""
+        kernel, out = self.kernel, []
+        for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
+            sig = signatures.signature(failure, kernel)
+            search_info: dict[str, Any] = {
+                "profile": self.profile,
+                "cases": len(outcome.results),
+                "failure": f"{n} of {len(outcome.failures)}",
+                "signature": str(sig),
+                # For the parent of a `run --jobs`, which finds the shards' failures of one bug (shards.same_bugs).
+                "signature_parts": sig.to_json(),
+                "shrunk": shrink.shrunk,
+                "shrink_runs": shrink.runs,
+                "shrink_exhausted": shrink.exhausted,
+            }
+            words = None if shrink.trigger is None else signatures.trigger_words(shrink.trigger, shrink.needs)
+            if words is not None:
+                search_info |= {"trigger": list(shrink.trigger), "needs": list(shrink.needs), "trigger_words": words}
+            finding = named.get(n - 1)
+            if finding is not None:
+                search_info |= {"finding": finding.name, "expected": finding.expected}
+            path = write_failure(
+                self.out,
+                failure,
+                kernel=kernel,
+                oracles=self.oracles,
+                grads=self.grads,
+                time_limit=self.time_limit,
+                interpret=self.interpret,
+                search=search_info,
+            )
+            self.sink.write_case(failure, shrunk=True, failure_file=str(path))
+            out.append(Failure(kernel=kernel.name, result=failure, path=path, trigger=words, known=finding))
+        return out
