@@ -20,7 +20,10 @@ def test_every_fix_module_imports(name):
     importlib.import_module(f"docs.findings.fixes.{name}")
 
 
-@pytest.mark.parametrize("finding", [f for f in findings.catalogue() if f.fix is not None and f.fix.fixed], ids=lambda f: f.name)
+PROVEN = [f for f in findings.catalogue() if f.fix is not None and f.fix.fixed]
+
+
+@pytest.mark.parametrize("finding", PROVEN, ids=lambda f: f.name)
 def test_every_proven_fix_builds_its_kernels(finding):
     for spec in (finding.fix.fixed, finding.fix.unfixed):
         assert contract.resolve(spec).role == "kernel", spec
