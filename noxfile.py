@@ -135,7 +135,7 @@ def flaky(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def faults(session: nox.Session) -> None:
-    """The whole fault table: drop-ins of the real kernels that crash, exit, hang or answer wrong on some calls (slow)."""
+    """The whole fault table: drop-ins of real kernels that crash, exit, hang or answer wrong on some calls (slow)."""
     install(session, "test")
     session.run(
         "pytest",
