@@ -301,7 +301,7 @@ XLA_ABOUT = About(
     source=SOURCE,
     cases=12,  # 11 smoke with the extreme regimes; 0.5-3.0 CPU s a case (benchmarks/results/matrix_budget.json)
     blocks="mask_arg (the boolean `mask` path instead of the parameters)",
-    notes="float64 only where jax computes it in float64 (not jax 0.10.2); padded query rows are zeros",
+    notes="float64 where the API takes it (jax 0.10.2 gets it wrong: a known finding); padded query rows are zeros",
     restrictions=XLA_RESTRICTIONS,
 )
 XLA = DotProductAttention("xla", "jax_xla", XLA_CAPABILITIES, XLA_CONVENTIONS, XLA_ABOUT)
