@@ -133,31 +133,23 @@ def flaky(session: nox.Session) -> None:
     session.run("pytest", "-m", "not slow", "-p", "tests._repeat", "--repeat", str(FLAKY_RUNS), *targets, env=env)
 
 
+def _pytest(session: nox.Session, *args: str) -> None:
+    """pytest on the CPU under the ci profile, the session's arguments after `args`."""
+    session.run("pytest", *args, *session.posargs, env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"})
+
+
 @nox.session(python=PYTHON)
 def faults(session: nox.Session) -> None:
     """The whole fault table: drop-ins of real kernels that crash, exit, hang or answer wrong on some calls (slow)."""
     install(session, "test")
-    session.run(
-        "pytest",
-        "tests/test_fault_table.py",
-        "tests/test_faults.py",
-        *session.posargs,
-        env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"},
-    )
+    _pytest(session, "tests/test_fault_table.py", "tests/test_faults.py")
 
 
 @nox.session(python=PYTHON)
 def planted(session: nox.Session) -> None:
     """Detection power: every planted bug caught under ci, shrunk, and replayed (slow)."""
     install(session, "test")
-    session.run(
-        "pytest",
-        "-m",
-        "slow",
-        "tests/test_planted.py",
-        *session.posargs,
-        env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"},
-    )
+    _pytest(session, "-m", "slow", "tests/test_planted.py")
 
 
 @nox.session(python=PYTHON)

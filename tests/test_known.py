@@ -63,3 +63,16 @@ def test_the_findings_with_a_proven_fix_are_the_candidates_of_their_kernel():
     names = {f.name for f in known.candidates(contract.resolve("pallas_splash"))}
     assert "pallas_splash_backward_nan_larger_dkv_tile" in names
     assert not any(n.startswith("jax_xla") for n in names)
+
+
+def test_an_expected_finding_whose_own_case_passes_now_is_reported(monkeypatch, tmp_path):
+    from harness.running.failures import write_failure
+
+    case = _fakes.small_case(head_dim=64, kv_len=32)
+    result = run_case(case, [_fakes.BROKEN], grads=False)
+    path = write_failure(tmp_path, result, kernel=_fakes.BROKEN, oracles=[], grads=False)
+    finding = dataclasses.replace(_finding(), fix=dataclasses.replace(_finding().fix, case=path))
+    monkeypatch.setattr(findings, "catalogue", lambda: [finding])
+    assert known.still_fails("fake_bug", _fakes.BROKEN, time_limit=None) is None  # still fails: nothing to say
+    line = known.still_fails("fake_bug", _fakes.CORRECT, time_limit=None)
+    assert line is not None and "expected to fail, but tests._fakes:CORRECT passes its case" in line

@@ -101,8 +101,16 @@ def test_a_trigger_reads_as_the_features_it_needs(trigger, needs, said):
 
 
 def test_a_failure_without_options_explains_one_with_them():
-    # option:none is the plainest: a bug shrunk to a case without options is the same bug with residuals.
-    assert "option:none" in plain(_fakes.CORRECT)
+    # option:none is the plainest: a bug shrunk to a case without options is the same bug with residuals
+    # (the planted causal bug came out as two files, its causal case and one with residuals).
+    from harness.core import contract
+    from harness.core.case import Case
+
+    xla = contract.resolve("jax_xla")  # declares the residuals option
+    causal = Case(batch=1, q_heads=1, kv_heads=1, q_len=16, kv_len=16, head_dim=64, mask=Mask(causal="top_left"))
+    known = signature(_result(causal), xla)
+    assert known.features == {"mask:causal_top_left"}
+    assert explains(known, _result(causal.replace(residuals=True)), xla)
 
 
 def test_a_feature_is_taken_away_alone_and_nothing_else_changes():

@@ -81,6 +81,10 @@ class InterpretOptions:
             # The HLO interpreter runs the grid in order and has no race detector.
             raise ValueError("race detection and the grid-order check need interpreter='faithful', not 'fast'")
 
+    def under(self, interpreter: str | None) -> InterpretOptions:
+        """These options under `interpreter` (the one a verdict ran on); unchanged for None (none ran)."""
+        return self if interpreter is None else dataclasses.replace(self, interpreter=interpreter)
+
     @property
     def checks(self) -> bool:
         """Whether these options ask for a check only the faithful interpreter makes."""

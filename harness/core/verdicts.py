@@ -71,3 +71,18 @@ def replay_line(interpreter: str | None, replays: tuple[Replay, ...]) -> str:
     for r in others:
         line += f"; {'passed' if r.passed else 'failed'} under the {r.interpreter} interpreter"
     return line
+
+
+def replays_from_json(doc: Any) -> tuple[Replay, ...]:
+    """A record's "replays" list; ValueError naming what is wrong with it."""
+    if not isinstance(doc, list):
+        raise ValueError(f"replays={doc!r:.80}; expected a list")
+    return tuple(Replay.from_json(r) for r in doc)
+
+
+def flaky_suffix(passed: bool, interpreter: str | None, replays: tuple[Replay, ...]) -> str:
+    """' (flaky failure: ...)' after a failure's line where it is flaky, else '': one wording for the failure
+    file, the console and the report."""
+    if not flaky(passed, interpreter, replays):
+        return ""
+    return f" ({Verdict.FLAKY_FAILURE}: {replay_line(interpreter, replays)})"

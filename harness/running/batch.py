@@ -104,8 +104,7 @@ def checked(
     alone_case, one = batch_row(case, inputs, b)
     if impl.violations(alone_case):
         return subject
-    if subject.interpreter is not None:  # the interpreter the verdict ran on
-        interpret = dataclasses.replace(interpret, interpreter=subject.interpreter)
+    interpret = interpret.under(subject.interpreter)  # the interpreter the verdict ran on
     if time_limit is None:
         ex = execute(impl, alone_case, one, grads=grads, interpret=interpret)
     else:

@@ -63,12 +63,11 @@ def failure_id(case: Case, kernel: str) -> str:
 
 
 def failure_line(result: CaseResult) -> str:
-    return " | ".join(f"{s.implementation}: {s.failure}{_flaky(s)}" for s in result.subjects if not s.passed)
-
-
-def _flaky(s: SubjectResult) -> str:
-    """' (flaky failure: ...)' for a flaky failure (harness.core.verdicts), else ''."""
-    return f" ({verdicts.Verdict.FLAKY_FAILURE}: {verdicts.replay_line(s.interpreter, s.replays)})" if s.flaky else ""
+    return " | ".join(
+        f"{s.implementation}: {s.failure}{verdicts.flaky_suffix(s.passed, s.interpreter, s.replays)}"
+        for s in result.subjects
+        if not s.passed
+    )
 
 
 def divergence_line(subject: SubjectResult) -> str:
@@ -85,7 +84,7 @@ def divergence_line(subject: SubjectResult) -> str:
 def _verdict_options(result: CaseResult, interpret: compat.InterpretOptions) -> compat.InterpretOptions:
     """The options a replay needs to see the kernel's verdict: those of the interpreter that gave it."""
     ran = [s.interpreter for s in result.subjects if s.role == "kernel" and s.interpreter is not None]
-    return dataclasses.replace(interpret, interpreter=ran[0]) if ran else interpret
+    return interpret.under(ran[0] if ran else None)
 
 
 def failure_document(
@@ -187,7 +186,7 @@ def write_divergence(
         interpret=interpret,
         time_limit=time_limit,
     )
-    doc["interpret"] = dataclasses.replace(interpret, interpreter=shadow.interpreter).to_json()
+    doc["interpret"] = interpret.under(shadow.interpreter).to_json()
     doc["failure"] = divergence_line(subject)
     path = Path(out_dir) / "divergences" / f"{doc['id']}.json"
     atomic_write_json(path, doc)

@@ -40,6 +40,8 @@ class Known:
 
 def check_names(names: tuple[str, ...]) -> None:
     """InputError naming a --known that is no finding's name, and the names there are."""
+    if not names:
+        return  # every run checks this: read no note when none is named
     known = {f.name for f in findings.catalogue()}
     bad = [n for n in names if n not in known]
     if bad:
@@ -83,10 +85,7 @@ def match(
     verdict = mine.subjects[0] if mine.subjects else None
     if verdict is None or verdict.passed:
         return None
-    options = interpret
-    if verdict.interpreter is not None:
-        options = dataclasses.replace(interpret, interpreter=verdict.interpreter)
-    kw = {"grads": grads, "time_limit": time_limit, "interpret": options}
+    kw = {"grads": grads, "time_limit": time_limit, "interpret": interpret.under(verdict.interpreter)}
     for f in found:
         assert f.fix is not None
         fixed, unfixed = contract.resolve(f.fix.fixed), contract.resolve(f.fix.unfixed)

@@ -416,7 +416,7 @@ def run_interpreted(
     order = list(interpreters)
     while order:
         name = order.pop(0)
-        options = dataclasses.replace(interpret, interpreter=name)
+        options = interpret.under(name)
         # A fast-only failure's confirmation reruns too: it may be the fast run's reproducibility that failed.
         every = rerun_every or (name == "faithful" and "fast" in runs)
         rerun = determinism.wanted(impl, case, name, every=every)
@@ -437,7 +437,7 @@ def run_interpreted(
     # Failed under the fast interpreter alone: replayed there, so that only a deterministic numeric
     # disagreement is an interpreter divergence (harness.core.verdicts); a crash, exit, hang or error, or
     # numbers that change on replay, are the kernel's failure (flaky where the replay passed).
-    options = dataclasses.replace(interpret, interpreter="fast")
+    options = interpret.under("fast")
     again_ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=options)
     again = judge(impl, case, inputs, again_ex, ref, interpreter="fast")
     replayed = Replay(interpreter="fast", passed=again.passed, digest=again.digest)
@@ -460,9 +460,7 @@ def replayed(
     index, subject = next((i, s) for i, s in enumerate(result.subjects) if s.implementation == impl.name)
     if subject.passed or any(r.interpreter == subject.interpreter for r in subject.replays):
         return result
-    options = interpret
-    if subject.interpreter is not None:
-        options = dataclasses.replace(interpret, interpreter=subject.interpreter)
+    options = interpret.under(subject.interpreter)
     again = run_case(result.case, [impl], grads=grads, time_limit=time_limit, interpret=options).subjects[0]
     replay = Replay(interpreter=subject.interpreter, passed=again.passed, digest=again.digest)
     subjects = list(result.subjects)

@@ -483,8 +483,8 @@ def _run_kernels(run: _Run) -> bool:
         if outcome.error:
             run.sink.say(f"   {outcome.error}")
         run.failures.extend(after.write_failures(outcome, named))
-        if outcome.passed:
-            run.unexpected_passes.extend(after.expected_that_pass())
+        if not outcome.interrupted:
+            run.unexpected_passes.extend(after.expected_that_pass(named))
         if outcome.interrupted:
             return True
     return False

@@ -77,7 +77,7 @@ class Settle:
         if refusal is None or getattr(kernel, "fast_gap", None) is not None or "faithful" not in kernel.interpreters():
             return
         self.sink.say(f"   the fast interpreter refused it on its probe case ({refusal}): checked as a case")
-        options = {**self._options, "interpret": dataclasses.replace(self.interpret, interpreter="fast")}
+        options = {**self._options, "interpret": self.interpret.under("fast")}
         result = runner.run_case(kernel.probe_case, [kernel], **options)
         outcome.results.append(result)
         self.sink.write_case(result)
@@ -100,9 +100,16 @@ class Settle:
                 named[i] = got
         return named
 
-    def expected_that_pass(self) -> list[str]:
-        """For each finding the run expects, what to report where its own case passes now (strict)."""
-        lines = (known.still_fails(name, self.kernel, time_limit=self.time_limit) for name in self.known)
+    def expected_that_pass(self, named: dict[int, known.Known]) -> list[str]:
+        """For each finding the run expects that is this kind of kernel's and that no failure of this search was
+        named as: what to report where its own case passes now (strict)."""
+        seen = {k.name for k in named.values()}
+        mine = {f.name for f in known.candidates(self.kernel)} if self.known else set()
+        lines = (
+            known.still_fails(name, self.kernel, time_limit=self.time_limit)
+            for name in self.known
+            if name in mine and name not in seen
+        )
         return [line for line in lines if line]
 
     def write_failures(self, outcome: SearchOutcome, named: dict[int, known.Known]) -> list[Failure]:

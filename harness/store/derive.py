@@ -80,10 +80,7 @@ def failure_line(rec: CaseRecord | CompileRecord) -> str:
     if isinstance(rec, CompileRecord):
         return reason(rec.error, [])
     line = reason(rec.error, [(c.quantity, c.max_abs, c.bound, c.note) for c in rec.failing])
-    if rec.flaky:
-        said = verdicts.replay_line(rec.interpreted_by, tuple(rec.replays or ()))
-        line += f" ({verdicts.Verdict.FLAKY_FAILURE}: {said})"
-    return line
+    return line + verdicts.flaky_suffix(rec.passed, rec.interpreted_by, tuple(rec.replays or ()))
 
 
 def interpreters_line(rec: CaseRecord) -> str:

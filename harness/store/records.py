@@ -152,10 +152,8 @@ class Shadow:
 
 
 def _replays(doc: Any, where: str) -> list[Replay]:
-    if not isinstance(doc, list):
-        raise RecordError(f"{where}: replays={doc!r:.80}; expected a list")
     try:
-        return [Replay.from_json(r) for r in doc]
+        return list(verdicts.replays_from_json(doc))
     except ValueError as e:
         raise RecordError(f"{where}: {e}") from None
 

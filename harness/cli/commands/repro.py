@@ -37,10 +37,10 @@ FLAKY_REPLAYS = 3
 def recorded_flaky(results: dict, kernel: str) -> str | None:
     """How the kernel's recorded failure was flaky (harness.core.verdicts.replay_line), or None where it was not."""
     entry = results.get(kernel)
-    if not isinstance(entry, dict) or not isinstance(entry.get("replays"), list):
+    if not isinstance(entry, dict) or "replays" not in entry:
         return None
     try:
-        replays = tuple(verdicts.Replay.from_json(r) for r in entry["replays"])
+        replays = verdicts.replays_from_json(entry["replays"])
     except ValueError:
         return None
     interpreter = entry.get("interpreter")
