@@ -2,16 +2,16 @@
 behind it (tokamax/_src/ops/attention/pallas_mosaic_tpu.py), forward and backward.
 
 Native on a TPU; elsewhere the same kernel code (tokamax's own copy of splash attention) under the Pallas
-HLO interpreter ("fast"), with tokamax's device gate opened around the call and nowhere else (under the
-CLI, in the worker process that calls the kernel). The gate, `supported_on` of the op and of its VJP op,
-asks for a TPU v5 or later and raises NotImplementedError("Not supported on cpu.") otherwise: a device
-check, not a numeric restriction. The conventions say so, so every run.json records it.
+interpreters, with tokamax's device gate opened around the call and nowhere else (under the CLI, in the
+worker process that calls the kernel). The gate, `supported_on` of the op and of its VJP op, asks for a TPU
+v5 or later and raises NotImplementedError("Not supported on cpu.") otherwise: a device check, not a
+numeric restriction. The conventions say so, so every run.json records it.
 
-The faithful interpreter (the TPU interpret mode) is probed and, on jax 0.10.2, refuses the kernel: the
-op's custom_vjp asks for jax's remat optimization, which refuses forward functions with the interpreter's
-IO callbacks, and the interpreter mis-sizes the grid of a vmapped kernel (tokamax vmaps over the batch):
-docs/findings/tokamax_mosaic_faithful_interpreter.md. The kernel then runs on the fast interpreter alone,
-which has no host callbacks and numbers the vmapped grid as Mosaic does.
+The fast interpreter (HLO) runs tokamax's call as it is. The faithful one (the TPU interpret mode) meets two
+gaps of jax's (docs/findings/tokamax_mosaic_faithful_interpreter.md): the op's custom_vjp asks for jax's
+remat optimization, which refuses forward functions with the interpreter's IO callbacks, and the interpreter
+mis-sizes the grid of a vmapped kernel (tokamax vmaps over the batch). Around a faithful call the adapter
+allows the callbacks (`remat_takes_callbacks`) and calls tokamax one batch row at a time.
 
 What mosaic takes, read from tokamax's source (pallas_mosaic_tpu_common.py): float32 and bfloat16; no
 bias, no query_seq_lengths or key_value_seq_lengths (mask q_end, k_end), no local_window_size (k_start,
@@ -299,7 +299,7 @@ class TokamaxMosaic(TpuKernel):
         source="tokamax/_src/ops/attention/pallas_mosaic_tpu.py: PallasMosaicTpuFlashAttention",
         cases=8,
         blocks="none (heuristics), or every Config field of the op and its VJP; precision_highest",
-        notes="off a TPU on the fast interpreter alone, its device gate opened around the call",
+        notes="off a TPU under both Pallas interpreters, its device gate (supported_on) opened around the call",
         restrictions=RESTRICTIONS,
     )
     capabilities = Capabilities(
@@ -324,10 +324,10 @@ class TokamaxMosaic(TpuKernel):
         notes=(
             "layout [batch, seq, heads, head_dim] (the adapter transposes). Off a TPU tokamax's device gate "
             "(supported_on of the op and its VJP op: a TPU v5 or later) is opened around the kernel call, in "
-            "the process that calls it: a device check, not a numeric restriction; the kernel runs under the "
-            "Pallas HLO interpreter, the faithful one refusing it where its probe fails "
-            "(docs/findings/tokamax_mosaic_faithful_interpreter.md). Masked logits get float32's min, so a "
-            "row with no visible key averages the keys of the tiles it visits"
+            "the process that calls it: a device check, not a numeric restriction. Under the faithful "
+            "interpreter the call allows the interpreter's IO callbacks in custom_vjp's remat optimization and "
+            "takes one batch row at a time (docs/findings/tokamax_mosaic_faithful_interpreter.md). Masked "
+            "logits get float32's min, so a row with no visible key averages the keys of the tiles it visits"
         ),
     )
     api = API
