@@ -79,6 +79,11 @@ RESTRICTIONS = (
         check='raise NotImplementedError("Only bfloat16 and float32 inputs are supported.")',
     ),
     Restriction(
+        on="head_dims",
+        rule="32, 64, 128, 256",
+        choice="the values drawn (each measured to run); tokamax's mosaic source checks no head_dim",
+    ),
+    Restriction(
         on="mask_components",
         rule="no bias",
         upstream=_COMMON,
@@ -110,6 +115,16 @@ RESTRICTIONS = (
     ),
     Restriction(
         on="violations", rule="block_kv a multiple of block_kv_compute", upstream=_KERNEL, check="bkv % bkv_compute"
+    ),
+    Restriction(
+        on="violations",
+        rule="precision_highest and the Config flags present as 1, or absent",
+        choice="the adapter's encoding of booleans as block sizes",
+    ),
+    Restriction(
+        on="violations",
+        rule="q_layout, k_layout, v_layout a QKVLayout value",
+        choice="the adapter's encoding of splash.QKVLayout as its value",
     ),
     Restriction(
         on="violations",
