@@ -88,6 +88,9 @@ def test_every_drawn_case_is_inside_the_contract(case):
             id="compute-tile",
         ),
         pytest.param({"blocks": {"precision_highest": 2}}, "precision_highest=2 must be 1", id="precision"),
+        pytest.param(
+            {"q_heads": 2, "mask": Mask(window=Window(3, 2))}, "dkv pass visits one key tile", id="gqa-one-kv-tile"
+        ),
     ],
 )
 def test_cases_outside_the_contract_say_why(changes, message):
@@ -126,7 +129,9 @@ def test_the_fast_interpreter_loses_the_gqa_boolean_mask_dkv_accumulation():
     # tokamax's dkv kernel accumulates dk and dv over the query heads of a group through an output aliased
     # to an input (a dynamic mask's grid); the HLO interpreter reads the input as it was, the faithful
     # interpreter (and a TPU) as written: docs/findings/pallas_hlo_interpreter_aliased_revisit.md.
-    case = _case(q_heads=2, kv_heads=1, kv_len=128, mask=Mask(window=Window(3, 2)))
+    # Two 128-key dkv tiles: over one, the faithful interpreter loses the shares too, as a TPU would
+    # (docs/findings/tokamax_mosaic_gqa_mask_one_kv_tile.md; outside the contract).
+    case = _case(q_heads=2, kv_heads=1, q_len=256, kv_len=256, mask=Mask(window=Window(3, 2)))
     inputs, kernel = make_inputs(case), contract.resolve("tokamax_mosaic")
     want, ruler = truth(case, inputs, grads=True), run_reference(case, inputs, grads=True, dtype=inputs.q.dtype)
     errors = {}
