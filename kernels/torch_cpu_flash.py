@@ -269,7 +269,7 @@ class TorchCPUFlash(Implementation):
         if bad:
             out.append(f"blocks {bad} are not options of this adapter (name: number of values): {OPTIONS}")
         elif not _consistent(case):
-            out.append(f"blocks {blocks}: mask_form exactly when a mask is passed, a full additive one with a bias")
+            out.append(f"blocks {blocks}: a form or shape only with an attn_mask, drawn for its dtype and bias")
         return out
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
@@ -380,9 +380,9 @@ CONVENTIONS = Conventions(
 ABOUT = About(
     summary="torch SDPA forced onto its fused CPU backend (FLASH_ATTENTION), forward and backward",
     source="torch/nn/functional.py: scaled_dot_product_attention (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp)",
-    cases=20,  # measured: see the report of issue 45; milliseconds to ~1 s a case on the CPU
+    cases=20,  # 17 smoke cases and 3 drawn; 0.1 to 1 CPU s a case (not yet in benchmarks/results/matrix_budget.json)
     blocks="API options: mask_form, mask_shape, layout, gqa, causal_mask (the module's docstring)",
-    notes="the only fused torch backend with a CPU kernel (others refuse: probed); float64 included",
+    notes=f"the only fused torch backend with a CPU kernel (others refuse: probed); empty rows per mask form: {_EMPTY}",
     restrictions=(
         Restriction(on="dbias", rule="no gradient for attn_mask: a mask that requires grad", probe="MASK_GRAD_REFUSED"),
         Restriction(on="head_dims", rule="the values drawn", choice="the kernel takes any head_dim"),
@@ -402,4 +402,3 @@ def dropin(fn: Callable[..., torch.Tensor], *, name: str) -> TorchCPUFlash:
     """Test `fn`, a function with the signature of F.scaled_dot_product_attention, as torch_cpu_flash
     (called without the backend forced: `fn` chooses)."""
     return TorchCPUFlash(name, fn=fn)
-
