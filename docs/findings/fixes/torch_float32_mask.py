@@ -21,18 +21,14 @@ import torch
 from hypothesis import strategies as st
 
 from harness.core.case import Case
-from harness.core.masks import SHAPE_COMPONENTS, SHAPE_REQUIRED
+from harness.core.masks import SHAPE_REQUIRED
 from kernels import torch_cpu_flash as tcf
 
 FLOAT32 = tcf.MASK_FORMS.index("float32")
-# float64, and a shape component in every mask other than top-left causal (which would go in as is_causal):
-# every case passes an attn_mask, so every case meets the finding.
-CAPABILITIES = dataclasses.replace(
-    tcf.CAPABILITIES,
-    dtypes=("float64",),
-    mask_components=frozenset(SHAPE_COMPONENTS) - {"causal_top_left"},
-    restrictions=frozenset({SHAPE_REQUIRED}),
-)
+# float64, every mask component torch_cpu_flash takes (so that its failing cases are inside this contract and
+# named by the note), and a shape component in every mask drawn (SHAPE_REQUIRED): every drawn case passes an
+# attn_mask, top-left causal alone included (causal_mask), so every case meets the finding.
+CAPABILITIES = dataclasses.replace(tcf.CAPABILITIES, dtypes=("float64",), restrictions=frozenset({SHAPE_REQUIRED}))
 
 
 class Float32Masks(tcf.TorchCPUFlash):
@@ -43,7 +39,8 @@ class Float32Masks(tcf.TorchCPUFlash):
         self.capabilities = CAPABILITIES
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
-        return super().block_strategy(case).map(lambda blocks: blocks | {"mask_form": FLOAT32})
+        alone = {"causal_mask": 1} if case.mask.components == {"causal_top_left"} and not case.bias else {}
+        return super().block_strategy(case).map(lambda blocks: blocks | alone | {"mask_form": FLOAT32})
 
 
 def _cast_mask(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> torch.Tensor:
