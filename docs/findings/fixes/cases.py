@@ -101,6 +101,21 @@ CASES = {
             mask=Mask(window=Window(left=3, right=2)),
         ),
     ),
+    "torch_float32_mask": (
+        "docs.findings.fixes.torch_float32_mask:unfixed",
+        # The note's script, as a case: 4 queries, 16 keys (one float32 vector's worth), bottom-right causal.
+        lambda: Case(
+            batch=1,
+            q_heads=1,
+            kv_heads=1,
+            q_len=4,
+            kv_len=16,
+            head_dim=8,
+            dtype="float64",
+            mask=Mask(causal="bottom_right"),
+            blocks=(("mask_form", 3),),
+        ),
+    ),
 }
 
 
