@@ -7,7 +7,9 @@ Generated, in docs/kernels.md: the kernel table, between the markers `<!-- kerne
 `<!-- kernels:end -->`: one row per implementation the code defines (harness.core.contract.defined():
 those registered only on a GPU or TPU included), every cell read from its declarations (Capabilities,
 Conventions, About); and between `<!-- restrictions:begin -->` and `<!-- restrictions:end -->`, every
-restriction each kernel applies with its source (About.restrictions). Exits 2 when a file lacks its markers,
+restriction each kernel applies with its source (About.restrictions). In docs/cli.md, between
+`<!-- cli:begin -->` and `<!-- cli:end -->`: every `harness` subcommand and every argument of each, read from
+the argument parser (harness.cli.build_parser). Exits 2 when a file lacks its markers,
 and 4 ("cannot run here") where a kernel module cannot be imported (an optional framework is
 missing): the table would lack its rows.
 """
@@ -23,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS_PAGE = ROOT / "docs" / "kernels.md"
 BEGIN, END = "<!-- kernels:begin -->", "<!-- kernels:end -->"
 RESTRICTIONS_BEGIN, RESTRICTIONS_END = "<!-- restrictions:begin -->", "<!-- restrictions:end -->"
+CLI_PAGE = ROOT / "docs" / "cli.md"
+CLI_BEGIN, CLI_END = "<!-- cli:begin -->", "<!-- cli:end -->"
 COLUMNS = (
     "implementation",
     "role",
@@ -98,6 +102,44 @@ def restriction_table(impls: Iterable) -> str:
     return "\n".join(lines)
 
 
+def _default(value: object) -> str:
+    """An option's default as the page shows it: "" where there is none to show (None, off, empty); a path
+    relative to the checkout or the home directory, so that the page reads the same on every machine."""
+    if value is None or value is False or value == [] or value == argparse.SUPPRESS:
+        return ""
+    text = str(value)
+    if isinstance(value, Path) and value.is_absolute():
+        text = str(value.relative_to(ROOT)) if value.is_relative_to(ROOT) else text
+    return f"`{text.replace(str(Path.home()), '~')}`"
+
+
+def cli_reference(parser: argparse.ArgumentParser) -> str:
+    """Every subcommand of `parser` (harness.cli.build_parser): its purpose, its usage, and a table of every
+    argument with its value, default and help, each read from the parser."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out = []
+    for name, command in sorted(sub.choices.items()):
+        fmt = argparse.HelpFormatter(command.prog, width=100)
+        fmt.add_usage(command.usage, command._actions, command._mutually_exclusive_groups, prefix="")
+        usage = fmt.format_help().strip().replace(str(Path.home()), "~")
+        out += [f"### {name}", "", _cell(command.description or ""), "", "```text", usage, "```", ""]
+        out += ["| argument | value | default | what it does |", "|---|---|---|---|"]
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.metavar or action.dest}`"
+            takes = action.nargs != 0 and not isinstance(action, argparse._CountAction)
+            value = f"`{action.metavar or action.dest.upper()}`" if takes and action.option_strings else ""
+            if action.choices is not None:
+                value = " \\| ".join(f"`{c}`" for c in action.choices)
+            value += " (repeatable)" if isinstance(action, (argparse._AppendAction, argparse._CountAction)) else ""
+            value += " (required)" if action.required and action.option_strings else ""
+            said = _cell(fmt._expand_help(action) if action.help else "").replace(str(Path.home()), "~")
+            out.append(f"| {names} | {value} | {_default(action.default)} | {said} |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 class MarkersMissing(ValueError):
     """A page without the markers its generated part goes between."""
 
@@ -113,12 +155,26 @@ def replace_between(text: str, body: str, *, begin: str = BEGIN, end: str = END)
 
 def parts() -> dict[Path, str]:
     """Every generated page as it should read now: path -> text."""
+    from harness.cli import build_parser
     from harness.core import contract
 
     impls = contract.defined().values()
-    text = replace_between(KERNELS_PAGE.read_text(), kernel_table(impls))
-    text = replace_between(text, restriction_table(impls), begin=RESTRICTIONS_BEGIN, end=RESTRICTIONS_END)
-    return {KERNELS_PAGE: text}
+    kernels = [(kernel_table(impls), BEGIN, END), (restriction_table(impls), RESTRICTIONS_BEGIN, RESTRICTIONS_END)]
+    return {
+        KERNELS_PAGE: _filled(KERNELS_PAGE, kernels),
+        CLI_PAGE: _filled(CLI_PAGE, [(cli_reference(build_parser()), CLI_BEGIN, CLI_END)]),
+    }
+
+
+def _filled(page: Path, bodies: list[tuple[str, str, str]]) -> str:
+    """`page` with each (body, begin, end) put between its markers; MarkersMissing naming the page."""
+    text = page.read_text()
+    try:
+        for body, begin, end in bodies:
+            text = replace_between(text, body, begin=begin, end=end)
+    except MarkersMissing as e:
+        raise MarkersMissing(f"{page.relative_to(ROOT)}: {e}") from None
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wanted = parts()
     except MarkersMissing as e:
-        print(f"{KERNELS_PAGE.relative_to(ROOT)}: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)
         return EXIT_USAGE
     stale = [path for path, text in wanted.items() if path.read_text() != text]
     for path in stale:

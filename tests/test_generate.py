@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import re
+
 import pytest
 
 from docs import generate
+from harness.cli import build_parser
 from harness.core import contract
 
 
@@ -25,12 +29,48 @@ def test_the_table_has_one_row_per_implementation_with_every_column() -> None:
     assert all(r.count("|") - r.count("\\|") == len(generate.COLUMNS) + 1 for r in rows)
 
 
+def test_the_cli_reference_is_current() -> None:
+    page = generate.CLI_PAGE
+    want = generate._filled(page, [(generate.cli_reference(build_parser()), generate.CLI_BEGIN, generate.CLI_END)])
+    assert want == page.read_text(), "docs/cli.md is stale: run `python -m docs.generate`"
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_every_option_of_every_subcommand_is_in_its_section_of_the_reference() -> None:
+    text = generate.CLI_PAGE.read_text()
+    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^### |<!-- cli:end -->)", text, flags=re.S | re.M))
+    assert set(sections) == set(_commands()), "docs/cli.md: a subcommand without its section (or one too many)"
+    missing = [
+        f"{name} {option}"
+        for name, command in _commands().items()
+        for action in command._actions
+        if not isinstance(action, argparse._HelpAction)
+        for option in action.option_strings or [action.metavar or action.dest]
+        if f"`{option}`" not in sections[name]
+    ]
+    assert not missing, f"docs/cli.md lacks these arguments: {missing}"
+
+
+def test_the_reference_reads_the_same_on_every_machine() -> None:
+    # Defaults under the home directory or the checkout are written as ~ and relative paths.
+    text = generate.cli_reference(build_parser())
+    assert str(generate.ROOT) not in text and str(generate.Path.home()) not in text
+    assert "`--constraints` | `FILE` | `constraints/default.txt` |" in text
+
+
 @pytest.fixture
 def page(tmp_path, monkeypatch):
     path = tmp_path / "docs" / "kernels.md"
     path.parent.mkdir()
+    cli = tmp_path / "docs" / "cli.md"
+    cli.write_text(f"# CLI\n{generate.CLI_BEGIN}\n{generate.CLI_END}\n")
     monkeypatch.setattr(generate, "ROOT", tmp_path)
     monkeypatch.setattr(generate, "KERNELS_PAGE", path)
+    monkeypatch.setattr(generate, "CLI_PAGE", cli)
     return path
 
 
@@ -40,7 +80,8 @@ def test_check_names_a_stale_page_and_writing_makes_it_current(page, capsys) -> 
     tail = f"{generate.RESTRICTIONS_BEGIN}\n{generate.RESTRICTIONS_END}\n"
     page.write_text(f"# Kernels\n\n{generate.BEGIN}\n| old |\n{generate.END}\n\nafter\n{tail}")
     assert generate.main(["--check"]) == 1
-    assert "docs/kernels.md: its generated tables are stale" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "docs/kernels.md: its generated tables are stale" in err and "docs/cli.md: its generated" in err
     assert "| old |" in page.read_text()  # --check writes nothing
     assert generate.main([]) == 0
     text = page.read_text()
@@ -54,4 +95,5 @@ def test_a_page_without_its_markers_is_a_usage_error(page, capsys) -> None:
         pytest.skip(f"modules cannot be imported here: {contract.unavailable()}")
     page.write_text(f"# Kernels\n{generate.END}\n{generate.BEGIN}\n")
     assert generate.main(["--check"]) == 2
-    assert "expected one '<!-- kernels:begin -->' before one '<!-- kernels:end -->'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "docs/kernels.md: expected one '<!-- kernels:begin -->' before one '<!-- kernels:end -->'" in err
