@@ -9,7 +9,10 @@ those registered only on a GPU or TPU included), every cell read from its declar
 Conventions, About); and between `<!-- restrictions:begin -->` and `<!-- restrictions:end -->`, every
 restriction each kernel applies with its source (About.restrictions). In docs/cli.md, between
 `<!-- cli:begin -->` and `<!-- cli:end -->`: every `harness` subcommand and every argument of each, read from
-the argument parser (harness.cli.build_parser). Exits 2 when a file lacks its markers,
+the argument parser (harness.cli.build_parser). In docs/history.md, between `<!-- bugs:begin -->` and
+`<!-- bugs:end -->` and between `<!-- commits:begin -->` and `<!-- commits:end -->`: the list of bugs and the
+commits that are not bugs, from their recorded files (docs/data/history_*.json). Exits 2 when a file lacks
+its markers,
 and 4 ("cannot run here") where a kernel module cannot be imported (an optional framework is
 missing): the table would lack its rows.
 """
@@ -17,6 +20,7 @@ missing): the table would lack its rows.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +31,12 @@ BEGIN, END = "<!-- kernels:begin -->", "<!-- kernels:end -->"
 RESTRICTIONS_BEGIN, RESTRICTIONS_END = "<!-- restrictions:begin -->", "<!-- restrictions:end -->"
 CLI_PAGE = ROOT / "docs" / "cli.md"
 CLI_BEGIN, CLI_END = "<!-- cli:begin -->", "<!-- cli:end -->"
+# The bug history's list and its walk of the commits that are not bugs: recorded data, rendered.
+HISTORY_PAGE = ROOT / "docs" / "history.md"
+HISTORY_BUGS = ROOT / "docs" / "data" / "history_bugs.json"
+HISTORY_COMMITS = ROOT / "docs" / "data" / "history_commits.json"
+BUGS_BEGIN, BUGS_END = "<!-- bugs:begin -->", "<!-- bugs:end -->"
+COMMITS_BEGIN, COMMITS_END = "<!-- commits:begin -->", "<!-- commits:end -->"
 COLUMNS = (
     "implementation",
     "role",
@@ -140,6 +150,31 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
     return "\n".join(out).rstrip()
 
 
+def history_bugs(doc: dict) -> str:
+    """The bug list of docs/data/history_bugs.json: a count per kernel, then one table row per bug."""
+    rows, columns = doc["rows"], doc["columns"]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["kernel"]] = counts.get(r["kernel"], 0) + 1
+    said = ", ".join(f"{kernel} {n}" for kernel, n in counts.items())
+    lines = [f"{len(rows)} bugs: {said}.", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(r[c] for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def history_commits(doc: dict) -> str:
+    """The commits of docs/data/history_commits.json that are not bugs: a list per path, with its counts."""
+    out = []
+    for group in doc["groups"]:
+        listed = len(group["commits"])
+        touching = group["commits_touching"]
+        counts = f": {touching} commits, {listed} listed here" if touching is not None else ""
+        out += [f"### {group['title']}{counts}", ""]
+        out += [f"- `{c['sha']}` ({c['release']}) {c['subject']}" for c in group["commits"]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 class MarkersMissing(ValueError):
     """A page without the markers its generated part goes between."""
 
@@ -163,7 +198,16 @@ def parts() -> dict[Path, str]:
     return {
         KERNELS_PAGE: _filled(KERNELS_PAGE, kernels),
         CLI_PAGE: _filled(CLI_PAGE, [(cli_reference(build_parser()), CLI_BEGIN, CLI_END)]),
+        HISTORY_PAGE: history_page(),
     }
+
+
+def history_page() -> str:
+    """docs/history.md with its list and its commits rendered from their recorded files."""
+    bugs = json.loads(HISTORY_BUGS.read_text())
+    commits = json.loads(HISTORY_COMMITS.read_text())
+    bodies = [(history_bugs(bugs), BUGS_BEGIN, BUGS_END), (history_commits(commits), COMMITS_BEGIN, COMMITS_END)]
+    return _filled(HISTORY_PAGE, bodies)
 
 
 def _filled(page: Path, bodies: list[tuple[str, str, str]]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 
 import pytest
@@ -33,6 +34,14 @@ def test_the_cli_reference_is_current() -> None:
     page = generate.CLI_PAGE
     want = generate._filled(page, [(generate.cli_reference(build_parser()), generate.CLI_BEGIN, generate.CLI_END)])
     assert want == page.read_text(), "docs/cli.md is stale: run `python -m docs.generate`"
+
+
+def test_the_bug_history_is_rendered_from_its_records() -> None:
+    page = generate.HISTORY_PAGE
+    assert generate.history_page() == page.read_text(), "docs/history.md is stale: run `python -m docs.generate`"
+    bugs = json.loads(generate.HISTORY_BUGS.read_text())["rows"]
+    # The count the page opens its list with is the records' own.
+    assert f"{len(bugs)} bugs: " in page.read_text() and len({b["id"] for b in bugs}) == len(bugs)
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -71,6 +80,9 @@ def page(tmp_path, monkeypatch):
     monkeypatch.setattr(generate, "ROOT", tmp_path)
     monkeypatch.setattr(generate, "KERNELS_PAGE", path)
     monkeypatch.setattr(generate, "CLI_PAGE", cli)
+    history = tmp_path / "docs" / "history.md"
+    history.write_text(generate.HISTORY_PAGE.read_text())
+    monkeypatch.setattr(generate, "HISTORY_PAGE", history)
     return path
 
 
