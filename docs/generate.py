@@ -11,8 +11,9 @@ restriction each kernel applies with its source (About.restrictions). In docs/cl
 `<!-- cli:begin -->` and `<!-- cli:end -->`: every `harness` subcommand and every argument of each, read from
 the argument parser (harness.cli.build_parser). In docs/history.md, between `<!-- bugs:begin -->` and
 `<!-- bugs:end -->` and between `<!-- commits:begin -->` and `<!-- commits:end -->`: the list of bugs and the
-commits that are not bugs, from their recorded files (docs/data/history_*.json). Exits 2 when a file lacks
-its markers,
+commits that are not bugs, from their recorded files (docs/data/history_*.json); in docs/performance.md,
+between `<!-- results:begin -->` and `<!-- results:end -->`, every benchmark run recorded under
+benchmarks/results/ that compares sides, with its command. Exits 2 when a file lacks its markers,
 and 4 ("cannot run here") where a kernel module cannot be imported (an optional framework is
 missing): the table would lack its rows.
 """
@@ -31,6 +32,16 @@ BEGIN, END = "<!-- kernels:begin -->", "<!-- kernels:end -->"
 RESTRICTIONS_BEGIN, RESTRICTIONS_END = "<!-- restrictions:begin -->", "<!-- restrictions:end -->"
 CLI_PAGE = ROOT / "docs" / "cli.md"
 CLI_BEGIN, CLI_END = "<!-- cli:begin -->", "<!-- cli:end -->"
+# Benchmark runs as recorded (benchmarks/results/*.json with a "sides" table): rendered in docs/performance.md.
+PERFORMANCE_PAGE = ROOT / "docs" / "performance.md"
+RESULTS = ROOT / "benchmarks" / "results"
+RESULTS_BEGIN, RESULTS_END = "<!-- results:begin -->", "<!-- results:end -->"
+RESULT_COLUMNS = {
+    "cases": "cases",
+    "cpu_s": "CPU s",
+    "wall_s": "wall s",
+    "cases_per_cpu_minute": "cases per CPU-minute",
+}
 # The bug history's list and its walk of the commits that are not bugs: recorded data, rendered.
 HISTORY_PAGE = ROOT / "docs" / "history.md"
 HISTORY_BUGS = ROOT / "docs" / "data" / "history_bugs.json"
@@ -175,6 +186,31 @@ def history_commits(doc: dict) -> str:
     return "\n".join(out).rstrip()
 
 
+def benchmark_results(folder: Path) -> str:
+    """Every recorded benchmark run of `folder` that compares sides: its command, then a row per side with
+    the figures it recorded (cases, CPU and wall seconds, cases per CPU-minute, exit status)."""
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or not isinstance(doc.get("sides"), dict) or "command" not in doc:
+            continue
+        cpus = f" on {doc['cpus']} CPUs" if doc.get("cpus") else ""
+        out += [f"`benchmarks/results/{path.name}`{cpus}: `{doc['command']}`", ""]
+        out += ["| side | " + " | ".join(RESULT_COLUMNS.values()) + " | exit |"]
+        out += ["|---|" + "---|" * len(RESULT_COLUMNS) + "---|"]
+        for side, figures in doc["sides"].items():
+            cells = [_figure(figures.get(key)) for key in RESULT_COLUMNS]
+            out.append(f"| {side} | " + " | ".join(cells) + f" | {figures.get('exit_code', '')} |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def _figure(x: object) -> str:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return ""
+    return str(x) if isinstance(x, int) else f"{x:.1f}"
+
+
 class MarkersMissing(ValueError):
     """A page without the markers its generated part goes between."""
 
@@ -199,6 +235,7 @@ def parts() -> dict[Path, str]:
         KERNELS_PAGE: _filled(KERNELS_PAGE, kernels),
         CLI_PAGE: _filled(CLI_PAGE, [(cli_reference(build_parser()), CLI_BEGIN, CLI_END)]),
         HISTORY_PAGE: history_page(),
+        PERFORMANCE_PAGE: _filled(PERFORMANCE_PAGE, [(benchmark_results(RESULTS), RESULTS_BEGIN, RESULTS_END)]),
     }
 
 

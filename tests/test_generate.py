@@ -44,6 +44,15 @@ def test_the_bug_history_is_rendered_from_its_records() -> None:
     assert f"{len(bugs)} bugs: " in page.read_text() and len({b["id"] for b in bugs}) == len(bugs)
 
 
+def test_the_recorded_benchmark_runs_are_rendered_from_their_files() -> None:
+    page = generate.PERFORMANCE_PAGE
+    body = generate.benchmark_results(generate.RESULTS)
+    want = generate._filled(page, [(body, generate.RESULTS_BEGIN, generate.RESULTS_END)])
+    assert want == page.read_text(), "docs/performance.md is stale: run `python -m docs.generate`"
+    throughput = json.loads((generate.RESULTS / "throughput.json").read_text())
+    assert f"`{throughput['command']}`" in body and "| warm_cache | 20 | 28.9 | 21.9 | 41.5 | 0 |" in body
+
+
 def _commands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
@@ -83,6 +92,9 @@ def page(tmp_path, monkeypatch):
     history = tmp_path / "docs" / "history.md"
     history.write_text(generate.HISTORY_PAGE.read_text())
     monkeypatch.setattr(generate, "HISTORY_PAGE", history)
+    performance = tmp_path / "docs" / "performance.md"
+    performance.write_text(generate.PERFORMANCE_PAGE.read_text())
+    monkeypatch.setattr(generate, "PERFORMANCE_PAGE", performance)
     return path
 
 
