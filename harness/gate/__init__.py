@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from harness.core.numbers import multiple
 from harness.gate import drift, stats
 from harness.gate.thresholds import FIELDS, Thresholds, fmt_value
 from harness.store.derive import (
@@ -582,7 +583,7 @@ def _judge(  # pragma: no mutate block
             f"need at least {th.min_samples} each (and enough for p < {th.alpha:g}{family})"
         )
         return SpeedComparison(status=Status.INSUFFICIENT, ratio=ratio, p=None, text=text)
-    slower = f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
+    slower = f"{multiple(ratio)}x slower" if ratio >= 1 else f"{multiple(1 / ratio)}x faster"
     holm = f", Holm-adjusted over {m}: p={p:.2g}" if m > 1 else ""
     figures = f"median {fmt_seconds(bm)} -> {fmt_seconds(cm)} ({slower}), Mann-Whitney p={test.p:.2g}{holm}"
     if p < th.alpha and ratio > th.factor:
@@ -611,7 +612,7 @@ def _timing_row(
     category: str, subject: str, b: list[float], c: list[float], th: Thresholds, cmp: SpeedComparison, unit: str
 ) -> Row:
     fails = cmp.status == Status.WORSE or (cmp.status == Status.INSUFFICIENT and th.fail_on_insufficient)
-    change = f"{cmp.ratio:.2f}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")  # pragma: no mutate
+    change = f"{multiple(cmp.ratio)}x" + (f" (p={cmp.p:.2g})" if cmp.p is not None else "")  # pragma: no mutate
     fig = lambda xs: f"{fmt_seconds(stats.median(xs))} (n={len(xs)}{unit})" if xs else "no samples"  # noqa: E731  # pragma: no mutate
     return Row(
         category=category,

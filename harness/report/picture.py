@@ -16,6 +16,7 @@ from markupsafe import Markup, escape
 from harness.core.case import Case
 from harness.core.locate import Located, Strip, tiling, where
 from harness.core.masks import dense_mask
+from harness.core.numbers import multiple
 
 FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"'
 MASK_PX = 300  # the longer side of a mask panel
@@ -220,7 +221,7 @@ def _label(strip: Strip, head: int, first: int, last: int, bad: dict[int, int]) 
     vals = [v for v in strip.values[head][first : last + 1] if v is not None]
     if not vals:
         return where + "not judged"
-    return where + ("up to " if last > first else "") + f"{max(vals):.3g}x the bound"
+    return where + ("up to " if last > first else "") + f"{multiple(max(vals))}x the bound"
 
 
 def _legend(x: float, y: float) -> list[str]:
@@ -345,7 +346,8 @@ def _grid_cells(g: _Panel, strip: Strip, head: int, case: Case) -> list[str]:
         for c, v in enumerate(row):
             a, b = r * t.q, min((r + 1) * t.q, case.q_len)
             ka, kb = c * t.k, min((c + 1) * t.k, case.kv_len)
-            label = f"{strip.quantity} q tile {r}, k tile {c}: {v:.3g}x the bound" if v is not None else "not judged"
+            judged = f"{multiple(v)}x the bound" if v is not None else None
+            label = f"{strip.quantity} q tile {r}, k tile {c}: {judged}" if judged else "not judged"
             out.append(_rect(g.col(ka), g.row(a), g.col(kb) - g.col(ka), g.row(b) - g.row(a), colour(v), label))
     out.append(_rect(g.x, g.y, g.w, g.h, "none", extra=f' stroke="{MUTED}" stroke-width="0.8"'))
     return out

@@ -12,6 +12,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from harness.core.numbers import multiple
 from harness.gate import SpeedComparison, compare_samples, fmt_seconds, process_samples, stats
 from harness.gate.thresholds import Thresholds, fmt_bytes
 from harness.store.derive import Uses, failure_line
@@ -130,7 +131,7 @@ def correctness_by_version(
             elif math.isclose(worst, prev[1], rel_tol=0.01) or (math.isnan(worst) and math.isnan(prev[1])):
                 mv = Movement("no change", "same")
             else:
-                mv = Movement(f"worst {prev[1]:.2f} -> {worst:.2f}", "same")
+                mv = Movement(f"worst {multiple(prev[1])} -> {multiple(worst)}", "same")
             rows.append(
                 CorrectnessRow(
                     implementation=impl,

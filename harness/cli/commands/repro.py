@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     while flaky and result.passed and tries < FLAKY_REPLAYS:
         result, tries = replay(ff, time_limit=args.case_timeout), tries + 1
     for s in result.subjects:
-        print(console.comparison_table(s) + strips.appendix(s.located))
+        print(console.comparison_table(s, ff.case.dtype) + strips.appendix(s.located))
     if result.passed and flaky:
         print(
             f"PASSES NOW, on {tries} of {tries} replays; recorded as a {verdicts.Verdict.FLAKY_FAILURE} ({flaky}): "
