@@ -22,7 +22,9 @@ blocks: page_size, num_kv_pages_per_block, num_queries_per_block (both block siz
   spare_pages, and optionally k_scale_exp / v_scale_exp = e: the pages hold K (V) times 2**-e and
   the kernel gets k_scale (v_scale) = 2**e, which it multiplies back in float32 before its matmuls.
   A power of two scales exactly, so the mathematics is unchanged and a scale applied wrongly (or
-  not at all) is off by 2**e.
+  not at all) is off by 2**e. Optionally spare_tokens = n: the packed queries end in n NaN rows past
+  cu_q_lens[num_seqs] (q is [max_num_batched_tokens, ...], padded as serving stacks pad it), which the
+  kernel must ignore; a case with no queries at all gets one such row (an empty q is no call serving makes).
 sliding window: the case's window in the SLIDING_WINDOW form (harness.core.masks), the last w keys up
   to each query's position, goes in as sliding_window=w.
 soft cap (Case.soft_cap): soft_cap, where this release's signature has it.
@@ -57,6 +59,8 @@ from kernels._pallas import TpuKernel, block_names
 LAYOUT = ("page_size", "num_kv_pages_per_block", "num_queries_per_block", "spare_pages")
 # Optional: the exponent e of a power-of-two k_scale / v_scale (module docstring).
 SCALES = {"k_scale_exp": "k_scale", "v_scale_exp": "v_scale"}
+# Optional: NaN query rows past the last sequence's (module docstring).
+SPARE_TOKENS = "spare_tokens"
 PAGE_SIZES = (8, 16, 32)
 # Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
 _R = "jax/experimental/pallas/ops/tpu/ragged_paged_attention/kernel.py"
@@ -95,6 +99,9 @@ def _layout(draw: Any, case: Case) -> dict[str, int]:
     for name in SCALES:
         if draw(st.booleans()):
             layout[name] = draw(st.integers(1, 4))
+    if draw(st.booleans()):
+        # Up to a whole query block of padding: the last block may hold nothing else.
+        layout[SPARE_TOKENS] = draw(st.integers(1, layout["num_queries_per_block"]))
     return layout
 
 
@@ -103,7 +110,11 @@ API = (
         name="ragged_paged_attention.ragged_paged_attention",
         locate=lambda: upstream.ragged_paged_attention,
         params=(
-            cov.Param(name="q", drawn="[tokens, N, H]: the real queries of every row, packed", exercised=cov.always),
+            cov.Param(
+                name="q",
+                drawn="[tokens, N, H]: the real queries of every row, packed, then spare_tokens NaN rows",
+                exercised=cov.always,
+            ),
             cov.Param(name="kv_pages", drawn="[pool, page_size, 2K, H], k and v interleaved", exercised=cov.always),
             cov.Param(name="kv_lens", drawn="per-row key lengths (0, 1, page-aligned, any)", exercised=cov.always),
             cov.Param(name="page_indices", drawn="a seeded non-identity page table", exercised=cov.always),
@@ -151,7 +162,10 @@ class PallasRaggedPaged(TpuKernel):
         summary="the Pallas TPU ragged paged-attention kernel: packed queries of several lengths over paged K/V",
         source="jax/experimental/pallas/ops/tpu/ragged_paged_attention/kernel.py: ragged_paged_attention",
         cases=6,  # cannot run under the jax 0.10.2 interpreter: its probe only (benchmarks/results/matrix_budget.json)
-        blocks="page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages, k_scale_exp / v_scale_exp",
+        blocks=(
+            "page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages, k_scale_exp / v_scale_exp, "
+            "spare_tokens"
+        ),
         notes="causal at each sequence's diagonal always; padding query rows are not in the ragged layout (NaN)",
         restrictions=RESTRICTIONS,
     )
@@ -222,7 +236,7 @@ class PallasRaggedPaged(TpuKernel):
         if any(q > kv for q, kv in zip(q_lens, kv_lens, strict=True)):
             out.append(f"query lengths {q_lens} must not exceed key lengths {kv_lens} row by row")
         blocks = case.block_dict
-        names = block_names(blocks, need=LAYOUT, may=SCALES) if blocks else None
+        names = block_names(blocks, need=LAYOUT, may=(*SCALES, SPARE_TOKENS)) if blocks else None
         if names:
             out.append(names)
         if case.mask.window is not None and _sliding_window(case) is None:
@@ -266,6 +280,8 @@ class PallasRaggedPaged(TpuKernel):
             "num_queries_per_block": blocks["num_queries_per_block"],
         }
         kw |= {parameter: 2.0 ** blocks[name] for name, parameter in SCALES.items() if name in blocks}
+        # At least one row: with no queries at all, q would be empty, a zero-size pallas_call.
+        spare = max(blocks.get(SPARE_TOKENS, 0), 1 if cu[-1] == 0 else 0)
         if case.mask.window is not None:
             kw["sliding_window"] = _sliding_window(case)
         if case.soft_cap is not None:
@@ -273,7 +289,9 @@ class PallasRaggedPaged(TpuKernel):
 
         def f(q, k, v):
             # Pack the real queries: [batch, q_heads, q_len, d] -> [tokens, q_heads, d].
-            packed = jnp.concatenate([jnp.swapaxes(q[b, :, :n], 0, 1) for b, n in enumerate(q_lens)])
+            real = [jnp.swapaxes(q[b, :, :n], 0, 1) for b, n in enumerate(q_lens)]
+            padding = jnp.full((spare, case.q_heads, case.head_dim), jnp.nan, q.dtype)
+            packed = jnp.concatenate([*real, padding])
             out = self.fn(packed, kv_pages, *args, **kw)
             rows = []
             for b, n in enumerate(q_lens):
