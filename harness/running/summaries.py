@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.core import contract, features, summary
 from harness.core.summary import DIVERGENCE_SUFFIX, ORACLE_SUFFIX, KernelSummary
-from harness.running.runner import CaseResult, SubjectResult
+from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome
 from harness.store.schema import KernelStatus
 
