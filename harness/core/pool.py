@@ -257,7 +257,7 @@ def _planned(
         return len(offers[i][r] - covered), -uses[r]
 
     # The smoke cases' entries last: their programs have had a case each already, so the pool's turns
-    # (harness.running.search._spent) come back to them after every other entry's.
+    # (harness.running.search.Search.spent) come back to them after every other entry's.
     smoked = {program_key(c) for c in checked}
     while offers:
         fresh = [i for i in offers if program_key(entries[i]) not in smoked] or list(offers)

@@ -20,7 +20,7 @@ class ShrinkStats:
     runs: int = 0  # cases run while shrinking it
     exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
     # False: reported as found (past the search's cap, harness.running.search.MAX_SHRUNK, or met while
-    # shrinking another). Every shrunk failure is then reduced over its features (search._reduce_features).
+    # shrinking another). Every shrunk failure is then reduced over its features (search.Search.reduce_features).
     shrunk: bool = True
     trigger: tuple[str, ...] | None = None  # Shrink.trigger: the features the failure cannot fail without
     needs: tuple[str, ...] = ()  # of those, the ones shown needed: the case without it was run and passed
@@ -43,7 +43,7 @@ class Shrink:
     since: float
     runs: int = 0
     exhausted: bool = False
-    # The features the best cannot fail without (search._reduce_features), once no feature can be left out;
+    # The features the best cannot fail without (search.Search.reduce_features), once no feature can be left out;
     # None where the budget ran out first. `needs`: the features whose leaving out was tried and passed.
     trigger: tuple[str, ...] | None = None
     needs: set[str] = dataclasses.field(default_factory=set)
