@@ -27,7 +27,7 @@ from harness.core.summary import KernelSummary
 from harness.running import known, runner, settle, shards, summaries, worker
 from harness.running.failures import divergence_line, write_divergence
 from harness.running.runner import CaseResult
-from harness.running.search import SearchOutcome, search
+from harness.running.search import Search, SearchOptions, SearchOutcome
 from harness.running.settle import Failure
 from harness.store.derive import repro_command
 from harness.store.files import RunStore
@@ -534,9 +534,7 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
             raise KeyboardInterrupt(f"signal {run.stop.signals[0]}")
 
     shard = plan.shard
-    return search(
-        kernel,
-        [*run.oracles, *(crosscheck.twins([kernel]) if plan.cross_interpret else [])],
+    options = SearchOptions(
         examples=n,
         seed=plan.seed,
         profile=plan.profile,
@@ -550,8 +548,9 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
         reuse=plan.pool,
         owns=shard.owns if shard is not None and shard.count > 1 else None,
         first_failure=plan.first_failure,
-        on_result=on_result,
     )
+    twins = crosscheck.twins([kernel]) if plan.cross_interpret else []
+    return Search(kernel, [*run.oracles, *twins], options, on_result=on_result).run()
 
 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
@@ -565,7 +564,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
     done = shards.run_workers(lambda shard: plan.worker(shard).to_argv(), plan.jobs)
     shards.mark_unfinished(plan.out, done.token, list(done.codes), interrupted=done.interrupted)
     runs = shards.worker_runs(plan.out, done.token)
-    ids = tuple(m["run_id"] for m in runs)
+    ids = tuple(run.run_id for run in runs)
     same_bug = tuple(b.line() for b in shards.same_bugs(plan.out, runs))
     coverage = tuple(
         f"{k.name}: {features.coverage(k, shards.worker_cases(plan.out, set(ids), k.name)).line()}" for k in kernels
@@ -577,7 +576,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
         if code < 0
     )
     # A shard that ended without finishing its records, whatever its exit status said: never exit 0.
-    finished = {shards.Shard.parse(m.get("shard", "0/1")).index for m in runs if m.get("status") in _SETTLED}
+    finished = {shards.Shard.parse(run.shard or "0/1").index for run in runs if run.status in _SETTLED}
     unsettled = tuple(
         f"shard {i}/{plan.jobs}: ended (exit status {code}) without finishing its records"
         for i, code in enumerate(done.codes)

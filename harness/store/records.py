@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Self
 
 from harness.core import verdicts
 from harness.core.compare import Comparison
+from harness.core.summary import KernelSummary
 from harness.core.verdicts import Replay
 from harness.store.schema import RECORD_SCHEMA, Kind, RecordError, RunStatus, check_schema
 
@@ -372,6 +373,23 @@ class RunRecord(_Record):
     @property
     def finished(self) -> bool:
         return self.status == RunStatus.FINISHED
+
+    @property
+    def shard(self) -> str | None:
+        """`run --shard I/N` (or a worker of `run --jobs`): "I/N"; None for a whole run."""
+        value = self.more.get("shard")
+        return value if isinstance(value, str) else None
+
+    @property
+    def jobs_parent(self) -> str | None:
+        """The token of the `run --jobs` whose worker wrote this run; None for a run of its own."""
+        value = self.more.get("jobs_parent")
+        return value if isinstance(value, str) else None
+
+    @property
+    def summary(self) -> list[KernelSummary]:
+        """`run`'s summary rows (harness.core.summary.KernelSummary); none for other commands."""
+        return KernelSummary.rows_of(self.more.get("summary"))
 
     def field(self, key: str) -> Any:
         """A run.json field by name, named or not (run selectors match any of them)."""
