@@ -16,7 +16,6 @@ from typing import Any
 
 from harness.core.case import DTYPES
 from harness.core.compare import Comparison, oracle_multiple
-from harness.core.coverage import CellRow, cell_rows
 from harness.core.locate import Located, where
 from harness.core.numbers import multiple
 from harness.core.summary import KernelSummary
@@ -34,6 +33,7 @@ from harness.report.versions import (
     memory_by_version,
     speed_by_version,
 )
+from harness.store.cells import CellRow, cell_rows
 from harness.store.derive import (
     Uses,
     case_text,
@@ -471,7 +471,7 @@ class Report:
     # Trace, lowering and compile seconds, and the Mosaic kernels lowered to, per version.
     compile_times: list[SeriesRow] = dataclasses.field(default_factory=list)
     kernels: list[SeriesRow] = dataclasses.field(default_factory=list)
-    # Per matrix cell and implementation: the verdict and the API coverage (harness.core.coverage.cell_rows).
+    # Per matrix cell and implementation: the verdict and the API coverage (harness.store.cells.cell_rows).
     cells: list[CellRow] = dataclasses.field(default_factory=list)
     divergences: list[FailureView] = dataclasses.field(default_factory=list)  # between the two interpreters
 

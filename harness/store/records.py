@@ -195,7 +195,7 @@ class CaseRecord(_Record):
     interpreter: str | None = None
     # The same kernel under the other interpreter, where both ran; None where one ran.
     shadow: Shadow | None = None
-    # The checks besides the comparison with the truth that ran (harness.running.checks.CHECKS); None in
+    # The checks besides the comparison with the truth that ran (harness.core.coverage.CHECKS); None in
     # records written before it existed.
     checks: list[str] | None = None
     # Runs of the same case after it failed (harness.core.verdicts.Replay); None where none was made.
