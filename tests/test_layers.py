@@ -83,6 +83,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.failures",
                 "harness.running.leak",
                 "harness.running.session",
+                "harness.running.plan",
                 "harness.running.shards",
                 "harness.running.summaries",
                 "harness.running.distinct",
