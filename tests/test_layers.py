@@ -284,3 +284,28 @@ def test_type_checking_imports_are_dependencies(tmp_path: Path) -> None:
     assert imports(source, known, type_only=False) == {"harness.core.case"}
     (found,) = violations({"harness.store.files": imports(source, known) - {"harness.core.case"}})
     assert "upward" in found
+
+
+# The shape the next engineer reads quickly: short functions, modules of one subject.
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 600
+# A module over MAX_MODULE_LINES says why near its top, on a line of its own: "# Long module: <why>".
+LONG_MODULE = "# Long module:"
+
+
+def test_no_function_over_60_lines_and_no_long_module_without_its_reason() -> None:
+    long_functions, long_modules = [], []
+    for name, path in modules().items():
+        if not name.startswith("harness"):
+            continue
+        text = path.read_text()
+        lines = text.splitlines()
+        if len(lines) > MAX_MODULE_LINES and not any(ln.startswith(LONG_MODULE) for ln in lines[:40]):
+            long_modules.append(f"{path}: {len(lines)} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path}:{node.lineno} {node.name}: {size} lines")
+    assert long_functions == [], f"functions over {MAX_FUNCTION_LINES} lines: split them"
+    assert long_modules == [], f"modules over {MAX_MODULE_LINES} lines with no '{LONG_MODULE} <why>' line"

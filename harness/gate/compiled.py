@@ -25,79 +25,85 @@ def _figure(recs: list[CompileRecord], field: str) -> float | None:
 
 
 def compile_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
+    """Per compile check (kernel, pass, shape, topology): whether it compiles on each side, and where both
+    compile, each compiled-memory figure the thresholds limit."""
     rows = []
     b_all, c_all = grouped(base.compiles, compile_key), grouped(cand.compiles, compile_key)
     for key in sorted(set(b_all) | set(c_all)):
         impl, topology, shape, pass_ = key
         subject = f"{impl} {pass_} {shape} on {topology}"
-        row = functools.partial(Row, category="compile", subject=subject)
         b, c = b_all.get(key, []), c_all.get(key, [])
-        b_ok, c_ok = all(r.ok for r in b), all(r.ok for r in c)
-        ok = {True: "compiles", False: "fails"}  # pragma: no mutate
-        if not c:
-            rows.append(
-                row(
-                    status=Status.MISSING,
-                    baseline=ok[b_ok],  # pragma: no mutate
-                    candidate="not run",  # pragma: no mutate
-                    change="not compiled by the candidate",  # pragma: no mutate
-                    detail="",  # pragma: no mutate
-                    fails=th.fail_on_missing,
-                )
-            )
+        verdict = _compiles_row(subject, b, c, th)
+        if verdict is not None:
+            rows.append(verdict)
+        else:
+            rows += _memory_rows(subject, b, c, th)
+    return rows
+
+
+def _compiles_row(subject: str, b: list[CompileRecord], c: list[CompileRecord], th: Thresholds) -> Row | None:
+    """The row of whether it compiles, where a side is missing or fails; None where both compile."""
+    row = functools.partial(Row, category="compile", subject=subject)
+    b_ok, c_ok = all(r.ok for r in b), all(r.ok for r in c)
+    ok = {True: "compiles", False: "fails"}  # pragma: no mutate
+    if not c:
+        return row(
+            status=Status.MISSING,
+            baseline=ok[b_ok],  # pragma: no mutate
+            candidate="not run",  # pragma: no mutate
+            change="not compiled by the candidate",  # pragma: no mutate
+            detail="",  # pragma: no mutate
+            fails=th.fail_on_missing,
+        )
+    if not c_ok and (b_ok or not b):
+        bad = next(r for r in c if not r.ok)
+        detail = f"new compile failure: {failure_line(bad)}; repro: {compile_replay(bad)}"  # pragma: no mutate
+        return row(
+            status=Status.WORSE,
+            baseline=ok[b_ok] if b else "not run",  # pragma: no mutate
+            candidate="fails",  # pragma: no mutate
+            change="new failure",  # pragma: no mutate
+            detail=detail,  # pragma: no mutate
+            fails=True,
+        )
+    if not b:
+        return row(
+            status=Status.NEW,
+            baseline="not run",  # pragma: no mutate
+            candidate=ok[c_ok],  # pragma: no mutate
+            change="not compiled by the baseline",  # pragma: no mutate
+        )
+    if not b_ok:
+        return row(
+            status=Status.BETTER if c_ok else Status.UNCHANGED,
+            baseline="fails",  # pragma: no mutate
+            candidate=ok[c_ok],  # pragma: no mutate
+            change="fixed" if c_ok else "fails in both",  # pragma: no mutate
+        )
+    return None
+
+
+def _memory_rows(subject: str, b: list[CompileRecord], c: list[CompileRecord], th: Thresholds) -> list[Row]:
+    """One row per compiled-memory figure the thresholds limit, of a check both sides compile."""
+    rows = []
+    for limit in th.limits:
+        bv, cv = _figure(b, limit.field), _figure(c, limit.field)
+        if bv is None or cv is None:
             continue
-        if not c_ok and (b_ok or not b):
-            bad = next(r for r in c if not r.ok)
-            detail = f"new compile failure: {failure_line(bad)}; repro: {compile_replay(bad)}"  # pragma: no mutate
-            rows.append(
-                row(
-                    status=Status.WORSE,
-                    baseline=ok[b_ok] if b else "not run",  # pragma: no mutate
-                    candidate="fails",  # pragma: no mutate
-                    change="new failure",  # pragma: no mutate
-                    detail=detail,  # pragma: no mutate
-                    fails=True,
-                )
+        out = limit.check(bv, cv)
+        change = f"{out.change:+.1%}" if out.change != float("inf") else "from 0"  # pragma: no mutate
+        rows.append(
+            Row(
+                category="memory",
+                subject=f"{subject} {limit.field}",
+                status=out.status,
+                baseline=fmt_value(limit.field, bv),  # pragma: no mutate
+                candidate=fmt_value(limit.field, cv),  # pragma: no mutate
+                change=change,  # pragma: no mutate
+                detail=out.message,  # pragma: no mutate
+                fails=out.status == Status.WORSE,
             )
-            continue
-        if not b:
-            rows.append(
-                row(
-                    status=Status.NEW,
-                    baseline="not run",  # pragma: no mutate
-                    candidate=ok[c_ok],  # pragma: no mutate
-                    change="not compiled by the baseline",  # pragma: no mutate
-                )
-            )
-            continue
-        if not b_ok:
-            rows.append(
-                row(
-                    status=Status.BETTER if c_ok else Status.UNCHANGED,
-                    baseline="fails",  # pragma: no mutate
-                    candidate=ok[c_ok],  # pragma: no mutate
-                    change="fixed" if c_ok else "fails in both",  # pragma: no mutate
-                )
-            )
-            continue
-        for limit in th.limits:
-            bv, cv = _figure(b, limit.field), _figure(c, limit.field)
-            if bv is None or cv is None:
-                continue
-            out = limit.check(bv, cv)
-            change = f"{out.change:+.1%}" if out.change != float("inf") else "from 0"  # pragma: no mutate
-            rows.append(
-                Row(
-                    category="memory",
-                    subject=f"{subject} {limit.field}",
-                    status=out.status,
-                    baseline=fmt_value(limit.field, bv),  # pragma: no mutate
-                    candidate=fmt_value(limit.field, cv),  # pragma: no mutate
-                    change=change,  # pragma: no mutate
-                    detail=out.message,  # pragma: no mutate
-                    fails=out.status == Status.WORSE,
-                )
-            )
+        )
     return rows
 
 

@@ -70,6 +70,7 @@ def cannot_run_row(impl: str, b_ran: bool, c_ran: bool, b_why: str | None, c_why
 
 
 def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
+    """Per implementation: a kernel that can run on one side only, else its cases on both sides compared."""
     rows = []
     b_all, c_all = _by_subject(base.cases), _by_subject(cand.cases)
     b_cannot, c_cannot = base.cannot_run(), cand.cannot_run()
@@ -81,61 +82,57 @@ def correctness_rows(base: Records, cand: Records, th: Thresholds) -> list[Row]:
             continue
         if special is not None:
             b = {}  # runnable only in the candidate, and failing there: judged below as new failures
-        b_fail = sum(not _passed(v) for v in b.values())
-        c_fail = sum(not _passed(v) for v in c.values())
-        b_fig = f"{len(b)} cases, {b_fail} failing" if b else "not run"  # pragma: no mutate
-        c_fig = f"{len(c)} cases, {c_fail} failing" if c else "not run"  # pragma: no mutate
-        row = functools.partial(
-            Row,
-            category="correctness",
-            subject=impl,
-            baseline=b_fig,  # pragma: no mutate
-            candidate=c_fig,  # pragma: no mutate
-        )
-        if not c:
-            rows.append(
-                row(
-                    status=Status.MISSING,
-                    change="not run by the candidate",  # pragma: no mutate
-                    detail="the baseline ran it; the candidate has no case records",  # pragma: no mutate
-                    fails=th.fail_on_missing,
-                )
-            )
-            continue
-        # New: failing in the candidate, and passing in the baseline or never run there
-        # (a shrunk failure is a new, smaller case, so it has no baseline counterpart).
-        new = [cid for cid, recs in c.items() if not _passed(recs) and _passed(b.get(cid, []))]
-        fixed = [cid for cid, recs in b.items() if not _passed(recs) and cid in c and _passed(c[cid])]
-        if new:
-            failing = [r for cid in new for r in c[cid] if not r.passed]
-            # A run reports each distinct failure with a failure file of its own: all are listed.
-            distinct = list({r.failure_file: r for r in failing if r.failure_file}.values())
-            example = _example(failing, cand.roots)
-            change, detail = f"+{len(new)} new failing", f"new failure: {example}"  # pragma: no mutate
-            if len(distinct) > 1:
-                change += f" ({len(distinct)} distinct failures)"  # pragma: no mutate
-                detail = "new failures: " + " | ".join(_example([r], cand.roots) for r in distinct)  # pragma: no mutate
-            rows.append(row(status=Status.WORSE, change=change, detail=detail, fails=True))
-        elif fixed:
-            rows.append(
-                row(
-                    status=Status.BETTER,
-                    change=f"{len(fixed)} fixed",  # pragma: no mutate
-                )
-            )
-        elif not b:
-            rows.append(
-                row(
-                    status=Status.NEW,
-                    change="not run by the baseline",  # pragma: no mutate
-                )
-            )
-        else:
-            still = f"; {c_fail} failing in both" if c_fail else ""  # pragma: no mutate
-            rows.append(
-                row(
-                    status=Status.UNCHANGED,
-                    change="no new failure" + still,  # pragma: no mutate
-                )
-            )
+        rows.append(_cases_row(impl, b, c, cand.roots, th))
     return rows
+
+
+def _cases_row(
+    impl: str, b: dict[str, list[CaseRecord]], c: dict[str, list[CaseRecord]], roots: list[Path], th: Thresholds
+) -> Row:
+    """One implementation's cases on both sides (case id -> its records): new failures, fixed ones, or neither."""
+    b_fail = sum(not _passed(v) for v in b.values())
+    c_fail = sum(not _passed(v) for v in c.values())
+    b_fig = f"{len(b)} cases, {b_fail} failing" if b else "not run"  # pragma: no mutate
+    c_fig = f"{len(c)} cases, {c_fail} failing" if c else "not run"  # pragma: no mutate
+    row = functools.partial(
+        Row,
+        category="correctness",
+        subject=impl,
+        baseline=b_fig,  # pragma: no mutate
+        candidate=c_fig,  # pragma: no mutate
+    )
+    if not c:
+        return row(
+            status=Status.MISSING,
+            change="not run by the candidate",  # pragma: no mutate
+            detail="the baseline ran it; the candidate has no case records",  # pragma: no mutate
+            fails=th.fail_on_missing,
+        )
+    # New: failing in the candidate, and passing in the baseline or never run there
+    # (a shrunk failure is a new, smaller case, so it has no baseline counterpart).
+    new = [cid for cid, recs in c.items() if not _passed(recs) and _passed(b.get(cid, []))]
+    fixed = [cid for cid, recs in b.items() if not _passed(recs) and cid in c and _passed(c[cid])]
+    if new:
+        failing = [r for cid in new for r in c[cid] if not r.passed]
+        # A run reports each distinct failure with a failure file of its own: all are listed.
+        distinct = list({r.failure_file: r for r in failing if r.failure_file}.values())
+        change, detail = f"+{len(new)} new failing", f"new failure: {_example(failing, roots)}"  # pragma: no mutate
+        if len(distinct) > 1:
+            change += f" ({len(distinct)} distinct failures)"  # pragma: no mutate
+            detail = "new failures: " + " | ".join(_example([r], roots) for r in distinct)  # pragma: no mutate
+        return row(status=Status.WORSE, change=change, detail=detail, fails=True)
+    if fixed:
+        return row(
+            status=Status.BETTER,
+            change=f"{len(fixed)} fixed",  # pragma: no mutate
+        )
+    if not b:
+        return row(
+            status=Status.NEW,
+            change="not run by the baseline",  # pragma: no mutate
+        )
+    still = f"; {c_fail} failing in both" if c_fail else ""  # pragma: no mutate
+    return row(
+        status=Status.UNCHANGED,
+        change="no new failure" + still,  # pragma: no mutate
+    )
