@@ -120,6 +120,10 @@ def _findings(outcome: RunOutcome) -> list[str]:
     """Each failure shrunk, with its tables and replay line; then interpreter divergences and oracle findings."""
     lines = []
     for failure in outcome.failures:
+        if failure.same_bug_as is not None:  # one finding met twice: its first failure's file is the report
+            name = failure.known.name if failure.known is not None else "the same bug"
+            lines.append(f"\n{name} again, kept as {failure.path}: one bug, its file {failure.same_bug_as}")
+            continue
         flaky = [s for s in failure.result.subjects if s.flaky]
         word = "FLAKY FAILURE" if flaky else "FAIL"
         word = f"KNOWN FINDING {failure.known.name}" if failure.known is not None else word

@@ -374,23 +374,31 @@ def same_bugs(store: Path, runs: list[RunRecord]) -> list[SameBug]:
     return out
 
 
+def file_as_same_bug(dup: Path, kept: Path, also: dict[str, Any]) -> Path:
+    """Move failure file `dup` to failures/same-bug/ beside `kept`, the file of the bug it is one of: the
+    moved file's search.same_bug_as names the kept one, whose search.also_found lists `also` (where the
+    other file is now, and why it is the same bug). Nothing is deleted. The moved file's path."""
+    moved = kept.parent / SAME_BUG_DIR / dup.name
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    doc = FailureRecord.from_json(json.loads(dup.read_text()), str(dup))
+    said = {**(doc.search or {}), "same_bug_as": kept.name}
+    atomic_write_json(moved, dataclasses.replace(doc, search=said).to_json())
+    dup.unlink()
+    bug = FailureRecord.from_json(json.loads(kept.read_text()), str(kept))
+    search = bug.search or {}
+    search = {**search, "also_found": [*search.get("also_found", []), also]}
+    atomic_write_json(kept, dataclasses.replace(bug, search=search).to_json())
+    return moved
+
+
 def _merge(dup: _Reported, bug: _Reported) -> SameBug:
     """Move `dup`'s file beside `bug`'s, noted in both, and point `dup`'s records at `bug`'s file."""
     if dup.path == bug.path:  # both shards shrank to the same case: one file already
         return SameBug(kernel=bug.kernel, kept=bug.path, moved=None, signature=str(bug.signature))
     moved = bug.path.parent / SAME_BUG_DIR / dup.path.name
     if dup.path.exists():  # else another shard's records named it too, and it moved with theirs
-        moved.parent.mkdir(parents=True, exist_ok=True)
-        doc = FailureRecord.from_json(json.loads(dup.path.read_text()), str(dup.path))
-        atomic_write_json(
-            moved, dataclasses.replace(doc, search={**(doc.search or {}), "same_bug_as": bug.path.name}).to_json()
-        )
-        dup.path.unlink()
-        kept = FailureRecord.from_json(json.loads(bug.path.read_text()), str(bug.path))
         also = {"file": f"{SAME_BUG_DIR}/{dup.path.name}", "shard": dup.shard, "signature": str(dup.signature)}
-        search = kept.search or {}
-        search = {**search, "also_found": [*search.get("also_found", []), also]}
-        atomic_write_json(bug.path, dataclasses.replace(kept, search=search).to_json())
+        file_as_same_bug(dup.path, bug.path, also)
     for path in dup.records:
         rec = CaseRecord.from_json(json.loads(path.read_text()), str(path))
         atomic_write_json(path, dataclasses.replace(rec, failure_file=str(bug.path)).to_json())
