@@ -57,7 +57,8 @@ if "--fixed" in sys.argv[1:]:
         print("cannot run here: --fixed: the kernel's kv-loop condition is not where the fix expects it")
         sys.exit(EXIT_CANNOT_RUN)
     namespace = {"__name__": "ragged_paged_attention_fixed"}
-    exec(compile(source.replace(old, old.replace("< kv_len", "< jnp.maximum(kv_len, 1)")), "<fixed>", "exec"), namespace)
+    fixed_source = source.replace(old, old.replace("< kv_len", "< jnp.maximum(kv_len, 1)"))
+    exec(compile(fixed_source, "<fixed>", "exec"), namespace)
     kernel = namespace["ragged_paged_attention"]
 
 rng = np.random.default_rng(0)
@@ -69,14 +70,15 @@ page_indices = rng.permutation(3 * PAGES_PER_SEQ).astype(np.int32).reshape(3, PA
 
 def arguments(q_lens, kv_lens, table):
     cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
-    return (q, kv_pages, jnp.asarray(kv_lens, jnp.int32), jnp.asarray(table), jnp.asarray(cu), jnp.asarray([3], jnp.int32))
+    lengths = jnp.asarray(kv_lens, jnp.int32)
+    return (q, kv_pages, lengths, jnp.asarray(table), jnp.asarray(cu), jnp.asarray([3], jnp.int32))
 
 
 def per_sequence_error(out, want, q_lens):
     cu = np.concatenate([[0], np.cumsum(q_lens)])
     # The reference returns the real queries only; the kernel, every row of q.
     diff = np.abs(np.asarray(out)[: cu[-1]] - np.asarray(want))
-    return [float(diff[a:b].max()) if b > a else None for a, b in zip(cu[:-1], cu[1:])]
+    return [float(diff[a:b].max()) if b > a else None for a, b in zip(cu[:-1], cu[1:], strict=True)]
 
 
 def shown(errors):
@@ -98,7 +100,10 @@ for what, q_lens, kv_lens, after in CALLS:
         print(f"cannot run here: {type(e).__name__}: {str(e).strip().splitlines()[-1]}")
         sys.exit(EXIT_CANNOT_RUN)
     errors = per_sequence_error(out, rpa.ref_ragged_paged_attention(*args, sm_scale=kw["sm_scale"]), q_lens)
-    print(f"{what}: q_lens {list(q_lens)}, kv_lens {list(kv_lens)}: max |kernel - reference| per sequence: {shown(errors)}")
+    print(
+        f"{what}: q_lens {list(q_lens)}, kv_lens {list(kv_lens)}: "
+        f"max |kernel - reference| per sequence: {shown(errors)}"
+    )
     wrong |= any(e is not None and e > TOLERANCE for e in errors)
     if after is not None:
         # The empty sequence's fetch reads its page-table row's first page (its page range is empty, so the
@@ -107,7 +112,9 @@ for what, q_lens, kv_lens, after in CALLS:
         stale[after, 0] = page_indices[after - 1, 0]
         stale_args = arguments(q_lens, kv_lens, stale)
         against = per_sequence_error(out, rpa.ref_ragged_paged_attention(*stale_args, sm_scale=kw["sm_scale"]), q_lens)
-        print(f"  sequence {after} against the reference given page {stale[after, 0]} (sequence {after - 1}'s) "
-              f"as its first page: {against[after]:.1e}")
+        print(
+            f"  sequence {after} against the reference given page {stale[after, 0]} (sequence {after - 1}'s) "
+            f"as its first page: {against[after]:.1e}"
+        )
 print("shows" if wrong else "fixed: every sequence agrees with the reference")
 sys.exit(1 if wrong else 0)
