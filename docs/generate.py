@@ -21,6 +21,7 @@ missing): the table would lack its rows.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import sys
 from collections.abc import Iterable
@@ -34,6 +35,7 @@ CLI_PAGE = ROOT / "docs" / "cli.md"
 CLI_BEGIN, CLI_END = "<!-- cli:begin -->", "<!-- cli:end -->"
 # Benchmark runs as recorded (benchmarks/results/*.json with a "sides" table): rendered in docs/performance.md.
 PERFORMANCE_PAGE = ROOT / "docs" / "performance.md"
+FOUND_PAGE = ROOT / "docs" / "found.md"
 RESULTS = ROOT / "benchmarks" / "results"
 RESULTS_BEGIN, RESULTS_END = "<!-- results:begin -->", "<!-- results:end -->"
 RESULT_COLUMNS = {
@@ -47,6 +49,7 @@ HISTORY_PAGE = ROOT / "docs" / "history.md"
 HISTORY_BUGS = ROOT / "docs" / "data" / "history_bugs.json"
 HISTORY_COMMITS = ROOT / "docs" / "data" / "history_commits.json"
 BUGS_BEGIN, BUGS_END = "<!-- bugs:begin -->", "<!-- bugs:end -->"
+COUNTS_BEGIN, COUNTS_END = "<!-- counts:begin -->", "<!-- counts:end -->"
 COMMITS_BEGIN, COMMITS_END = "<!-- commits:begin -->", "<!-- commits:end -->"
 COLUMNS = (
     "implementation",
@@ -236,7 +239,33 @@ def parts() -> dict[Path, str]:
         CLI_PAGE: _filled(CLI_PAGE, [(cli_reference(build_parser()), CLI_BEGIN, CLI_END)]),
         HISTORY_PAGE: history_page(),
         PERFORMANCE_PAGE: _filled(PERFORMANCE_PAGE, [(benchmark_results(RESULTS), RESULTS_BEGIN, RESULTS_END)]),
+        FOUND_PAGE: _filled(FOUND_PAGE, [(finding_counts(), COUNTS_BEGIN, COUNTS_END)]),
     }
+
+
+def finding_counts() -> str:
+    """The catalogue in numbers (docs/found.md): notes by kind, the bugs with a fix the harness proves, and the
+    releases each note records as measured, so that no count in the docs is typed by hand."""
+    from harness import findings
+
+    notes = findings.catalogue()
+    kinds = collections.Counter(f.kind for f in notes)
+    proved = [f for f in notes if f.fix is not None and f.fix.fixed]
+    upstream = [f for f in notes if f.fix is not None and f.fix.upstream]
+    by_kind = ", ".join(f"{kinds[k]} {k}{'s' if kinds[k] != 1 else ''}" for k in findings.KINDS if kinds[k])
+    lines = [
+        f"{len(notes)} notes ({by_kind}); {len(proved)} bugs with a fix the harness proves "
+        f"(`nox -s findings`), {len(upstream)} fixed upstream.",
+        "",
+        "| finding | kind | releases measured | fix |",
+        "| --- | --- | --- | --- |",
+    ]
+    for f in notes:
+        where = f"{f.note.parent.name}/{f.note.name}"  # docs/findings/ or docs/divergences/, from found.md
+        measured = ", ".join(f"{r}: {state}" for r, state in f.releases.items()) or "none"
+        fix = "proved" if f in proved else ("upstream" if f in upstream else "")
+        lines.append(f"| [{f.name}]({where}) | {f.kind} | {measured} | {fix} |")
+    return "\n".join(lines)
 
 
 def history_page() -> str:

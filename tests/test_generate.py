@@ -95,6 +95,9 @@ def page(tmp_path, monkeypatch):
     performance = tmp_path / "docs" / "performance.md"
     performance.write_text(generate.PERFORMANCE_PAGE.read_text())
     monkeypatch.setattr(generate, "PERFORMANCE_PAGE", performance)
+    found = tmp_path / "docs" / "found.md"
+    found.write_text(generate.FOUND_PAGE.read_text())
+    monkeypatch.setattr(generate, "FOUND_PAGE", found)
     return path
 
 
@@ -121,3 +124,12 @@ def test_a_page_without_its_markers_is_a_usage_error(page, capsys) -> None:
     assert generate.main(["--check"]) == 2
     err = capsys.readouterr().err
     assert "docs/kernels.md: expected one '<!-- kernels:begin -->' before one '<!-- kernels:end -->'" in err
+
+
+def test_the_findings_counts_are_the_catalogue_s() -> None:
+    from harness import findings
+
+    body = generate.finding_counts()
+    notes = findings.catalogue()
+    assert body.startswith(f"{len(notes)} notes (")
+    assert all(f"[{f.name}](" in body for f in notes)
