@@ -34,6 +34,7 @@ from harness.core.case import Case
 from harness.core.compat import InterpretOptions
 from harness.core.contract import Implementation
 from harness.core.errors import InputError
+from harness.core.masks import Mask
 from harness.running import probes as worker_probes
 from harness.running import runner, worker
 from harness.running.failures import write_failure
@@ -46,6 +47,7 @@ __all__ = [
     "CaseFailure",
     "CaseResult",
     "Implementation",
+    "Mask",
     "cases",
     "check",
     "failure_report",

@@ -148,14 +148,15 @@ def _options(config: pytest.Config) -> Options | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    options = _options(config)
-    if options is None:
-        return
-    # A process start (harness/__init__.py): JAX must see its platforms before anything imports it.
-    from harness.core.devices import default_platforms_env
+    if config.getoption("attention_kernel"):
+        # A process start (harness/__init__.py): JAX reads its platforms when imported, and checking the
+        # options imports it (harness.running.runner).
+        from harness.core.devices import default_platforms_env
 
-    default_platforms_env()
-    config.stash[_OPTIONS] = options
+        default_platforms_env()
+    options = _options(config)
+    if options is not None:
+        config.stash[_OPTIONS] = options
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
