@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from harness.cli import console
+from harness.cli import console, results
 from harness.cli.commands._shared import add_kernel, add_out, interrupt_signals
 from harness.core import compat, profiles
 from harness.running import runner, session, shards, worker
@@ -21,6 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _add_search_options(p)
     _add_process_options(p)
     _add_interpreter_options(p.add_argument_group("interpreter checks (Pallas TPU interpreter only)"))
+    # Not the plan's: what is written of its outcome (a --jobs run's parent writes them, never its workers).
+    results.add_arguments(p.add_argument_group("results for CI"))
 
 
 def _add_search_options(p: argparse.ArgumentParser) -> None:
@@ -152,9 +154,12 @@ class _TerminalSink(session.StoreSink):
 def main(args: argparse.Namespace) -> int:
     """The options as a plan, the plan run (harness.running.session), and its outcome printed."""
     plan = session.plan_from_options(vars(args))
+    results.check_writable(args.junitxml, "--junitxml")
+    results.check_writable(args.json, "--json")
     stop = session.StopToken()
     # A --jobs run's parent forwards a stop to its workers itself (harness.running.shards.run_workers).
     with interrupt_signals(stop) if plan.jobs == 1 else contextlib.nullcontext():
         outcome = session.run_session(plan, _TerminalSink(plan), stop)
     print(console.outcome_text(outcome))
+    results.write(outcome, junitxml=args.junitxml, json_path=args.json)
     return outcome.code
