@@ -134,6 +134,7 @@ def check(
     time_limit: seconds per kernel call before its worker is killed (default: as `run`'s).
     smoke: the case is a smoke case (run on the faithful interpreter, as `run` does).
     """
+    __tracebackhide__ = True  # pytest shows the test's own line and this message, not the harness's frames
     impl = kernel(of)
     impl.check(case)  # a ContractError (ValueError) naming each value outside the contract
     if interpreter not in INTERPRETERS:
