@@ -46,14 +46,24 @@ RUN_VERDICTS = {
 }
 
 
-def add_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, what: str = "run") -> None:
-    """--junitxml FILE and --json FILE, as `run` and `upgrade` take them."""
-    p.add_argument("--junitxml", type=Path, metavar="FILE", help=f"also write the {what} as JUnit XML, for CI")
+def add_arguments(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup, *, what: str = "run", defaults: tuple[str, str] | None = None
+) -> None:
+    """--junitxml FILE and --json FILE, as `run` and `upgrade` take them; defaults: where each is written
+    when not given (None: not written)."""
+    junit, summary = defaults or (None, None)
+    p.add_argument(
+        "--junitxml",
+        type=Path,
+        metavar="FILE",
+        help=f"write the {what} as JUnit XML, for CI" + (f" (default {junit})" if junit else ""),
+    )
     p.add_argument(
         "--json",
         type=Path,
         metavar="FILE",
-        help=f"also write the {what}'s verdict, kernels, failures and findings as JSON",
+        help=f"write the {what}'s verdict, kernels, failures and findings as JSON"
+        + (f" (default {summary})" if summary else ""),
     )
 
 

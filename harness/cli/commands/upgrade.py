@@ -72,8 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"(default: ${shards.JOBS_ENV} or the number of cores)",
     )
     add_out(p, default=DEFAULT_OUT, what="stores, logs and report")
-    g = p.add_argument_group(f"results for CI (written in any case: --out's {JUNIT_NAME} and {SUMMARY_NAME})")
-    results.add_arguments(g, what="gate")
+    results.add_arguments(
+        p.add_argument_group("results for CI"), what="gate", defaults=(f"OUT/{JUNIT_NAME}", f"OUT/{SUMMARY_NAME}")
+    )
     p.add_argument("--thresholds", type=Path, metavar="FILE", help="gate thresholds TOML (default: the built-in file)")
     add_index_arguments(p)
 
