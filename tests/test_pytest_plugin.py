@@ -136,20 +136,19 @@ def test_the_kernels_cases_are_collected_with_readable_ids_and_k_selects_them(te
     assert [line for line in chosen.stdout.lines if line.startswith("attention:")] == ids[:2]
 
 
-def test_x_stops_at_the_first_failure_and_lf_reruns_the_failures_of_an_xdist_run(team: pytest.Pytester) -> None:
+def test_an_xdist_run_then_lf_reruns_its_failures_and_x_stops_at_the_first(team: pytest.Pytester) -> None:
     needs_xdist()
     team.makepyfile(test_small=SMALL_TESTS)
-    first = run(team, *BROKEN, "--attention-examples", "4", "-x")
-    first.assert_outcomes(failed=1)
-    assert "FAILURE tests._fakes:BROKEN on B=1 H=1 Lq=16/Lk=32 D=64" in first.stdout.str()
     xml = team.path / "results.xml"
     everything = run(team, *BROKEN, "--attention-examples", "4", "-n", "2", "--junitxml", str(xml))
     everything.assert_outcomes(failed=2, passed=4)  # the first test and drawn; the second test, 3 smoke cases
+    assert "FAILURE tests._fakes:BROKEN on B=1 H=1 Lq=16/Lk=32 D=64" in everything.stdout.str()
     failing = {name for name, case in junit_cases(xml).items() if case.find("failure") is not None}
     assert failing == {"test_a_case_it_gets_wrong", "drawn"}
-    again = run(team, *BROKEN, "--attention-examples", "4", "--lf", "-v")
-    again.assert_outcomes(failed=2)  # nothing that passed runs again
-    again.stdout.fnmatch_lines(["*test_a_case_it_gets_wrong FAILED*", "*attention:tests._fakes:BROKEN::drawn FAILED*"])
+    again = run(team, *BROKEN, "--attention-examples", "4", "--lf", "-x", "-v")
+    again.assert_outcomes(failed=1)  # nothing that passed runs again, and -x stops before drawn
+    again.stdout.fnmatch_lines(["*rerun previous 2 failures*", "*test_a_case_it_gets_wrong FAILED*"])
+    assert "stopping after 1 failures" in again.stdout.str() and "::drawn" not in again.stdout.str()
 
 
 def test_the_fixtures_without_a_kernel_say_what_to_give(team: pytest.Pytester) -> None:
