@@ -103,7 +103,21 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
     ),
     ("gate", {"gate": ("harness.gate", "harness.gate.drift")}),
     ("report", {"report": ("harness.report",)}),
-    ("cli", {"cli": ("harness.cli", "harness.__main__", "harness.cli.commands", "harness.cli.console")}),
+    (
+        "cli",
+        {
+            "cli": (
+                "harness.cli",
+                "harness.__main__",
+                "harness.cli.commands",
+                "harness.cli.console",
+                "harness.cli.results",
+                "harness.cli.progress",
+            )
+        },
+    ),
+    # The library a team's own tests import, and the pytest plugin built on it (docs/pytest.md).
+    ("api", {"api": ("harness.api", "harness.pytest_plugin")}),
 ]
 
 

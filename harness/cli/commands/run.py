@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from harness.cli import console
+from harness.cli import console, results
 from harness.cli.commands._shared import add_kernel, add_out, interrupt_signals
 from harness.running import session
 from harness.running.plan import RunPlan, options_of, plan_from_options
@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser, plan: type[RunPlan] = RunPlan) -> 
             kw |= {"metavar": opt.metavar} if opt.metavar else {}
             kw |= {"choices": opt.choices} if opt.choices else {}
         groups[opt.group].add_argument(*flags, **kw)
+    # Not the plan's: what is written of its outcome (a --jobs run's parent writes them, never its workers).
+    results.add_arguments(p.add_argument_group("results for CI"))
 
 
 class _TerminalSink(session.StoreSink):
@@ -53,9 +55,12 @@ class _TerminalSink(session.StoreSink):
 def main(args: argparse.Namespace) -> int:
     """The options as a plan, the plan run (harness.running.session), and its outcome printed."""
     plan = plan_from_options(vars(args))
+    results.check_writable(args.junitxml, "--junitxml")
+    results.check_writable(args.json, "--json")
     stop = session.StopToken()
     # A --jobs run's parent forwards a stop to its workers itself (harness.running.shards.run_workers).
     with interrupt_signals(stop) if plan.jobs == 1 else contextlib.nullcontext():
         outcome = session.run_session(plan, _TerminalSink(plan), stop)
     print(console.outcome_text(outcome))
+    results.write(outcome, junitxml=args.junitxml, json_path=args.json)
     return outcome.code
