@@ -69,6 +69,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.tpu.crosscheck",
                 "harness.tpu.mosaic",
                 "harness.tpu.outline",
+                "harness.tpu.profile",
             )
         },
     ),
