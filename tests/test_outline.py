@@ -113,3 +113,16 @@ def test_the_compile_records_the_outline_of_the_real_program() -> None:
         "_flash_attention_dq_kernel",
     ]
     assert not any(k.anonymous for k in o.kernels) and 0 < o.outside_share < 1
+
+
+def test_an_async_slice_counts_the_part_it_moves_once() -> None:
+    # As XLA writes it for the GQA flash forward on v5e: the start's result holds its operand.
+    hlo = """ENTRY %main (k.1: bf16[2,8,2048,128]) -> bf16[1,8,2048,128] {
+  %k.1 = bf16[2,8,2048,128]{3,2,1,0:T(8,128)(2,1)} parameter(0)
+  %slice-start = ((bf16[2,8,2048,128]{3,2,1,0:T(8,128)(2,1)}), bf16[1,8,2048,128]{3,2,1,0:T(8,128)(2,1)S(1)}, s32[]{:S(2)}) slice-start(%k.1), slice={[0:1], [0:8], [0:2048], [0:128]}
+  ROOT %slice-done = bf16[1,8,2048,128]{3,2,1,0:T(8,128)(2,1)S(1)} slice-done(%slice-start)
+}
+"""  # noqa: E501 - as XLA writes it
+    (op,) = outline.from_hlo_text(hlo).ops
+    half = 8 * 2048 * 128 * 2
+    assert (op.kind, op.bytes_read, op.bytes_written, op.relayout) == ("slice-start", half, half, False)

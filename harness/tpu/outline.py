@@ -25,9 +25,11 @@ _DTYPE_BYTES = {
     "pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8,
     "bf16": 2, "f16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16,
 }  # fmt: skip
+# ... and every async "-done", which completes what its "-start" moved.
 _MOVES_NOTHING = frozenset(
-    {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy-done", "opt-barrier", "after-all"}
+    {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "opt-barrier", "after-all"}
 )
+_SLICES = frozenset({"slice", "dynamic-slice", "slice-start"})
 _ARRAY = re.compile(r"(\w+)\[([\d,]*)\](?:\{([^}]*)\})?")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%(?P<name>[^\s=]+)\s*=\s*(?P<rest>.*)$", re.DOTALL)
 
@@ -42,21 +44,21 @@ def _balanced(text: str, start: int) -> int:
     raise ValueError(f"unbalanced parentheses in {text[start : start + 80]!r}")
 
 
-def _arrays(shape: str) -> list[tuple[str, int, str]]:
-    """(dtype, bytes, layout without memory space) of each array in a shape (a tuple has several)."""
+def _arrays(shape: str) -> list[tuple[str, int, str, int]]:
+    """(dtype, bytes, layout without memory space, rank) of each array in a shape (a tuple has several)."""
     out = []
     for dtype, dims, layout in _ARRAY.findall(shape):
         if dtype not in _DTYPE_BYTES:
             continue  # a token (u32[] context of an async copy is an array, token[] is not)
-        n = 1
-        for d in filter(None, dims.split(",")):
-            n *= int(d)
-        out.append((dtype, n * _DTYPE_BYTES[dtype], re.sub(r"S\(\d+\)", "", layout or "")))
+        n, sizes = 1, [int(d) for d in dims.split(",") if d]
+        for d in sizes:
+            n *= d
+        out.append((dtype, n * _DTYPE_BYTES[dtype], re.sub(r"S\(\d+\)", "", layout or ""), len(sizes)))
     return out
 
 
 def _nbytes(shape: str) -> int:
-    return sum(b for _, b, _ in _arrays(shape))
+    return sum(b for _, b, _, _ in _arrays(shape))
 
 
 def _parse(line: str) -> dict[str, Any] | None:
@@ -129,10 +131,14 @@ def from_hlo_text(hlo_text: str, kernel_names: dict[str, str] | None = None) -> 
                 )
             )
             continue
-        if ins["opcode"] in _MOVES_NOTHING:
+        if ins["opcode"] in _MOVES_NOTHING or ins["opcode"].endswith("-done"):
             continue
-        if ins["opcode"] == "copy-start":  # (destination, source, context): the copy writes its operand's size
-            written = read
+        if ins["opcode"].endswith("-start"):
+            # An async op's result holds its operands and scalar context beside what it writes
+            # (copy-start: (destination, source, u32[])); what it writes is the rest.
+            written = max(0, sum(b for _, b, _, rank in _arrays(ins["shape"]) if rank) - read)
+        if ins["opcode"] in _SLICES:  # reads only the part it writes
+            read = written
         kind = ins["opcode"]
         if kind == "fusion":
             kind = f"fusion:{ins['fusion_kind']}"
