@@ -22,7 +22,7 @@ pytest.importorskip("libtpu", reason="compile checks need libtpu (pip install .[
 from harness.tpu import compile as aot  # noqa: E402 - after the libtpu check
 
 SHAPE, TOPOLOGY = "mha_f32_256", "v5e:1x1"
-SUBJECT = f"pallas_flash fwd {SHAPE} on {TOPOLOGY}"
+SUBJECT = f"pallas_flash fwd {SHAPE} on {TOPOLOGY} outline"
 TH = thresholds.load(None)
 
 

@@ -83,7 +83,7 @@ def outline_rows(base: Records, cand: Records) -> list[Row]:
         row = functools.partial(
             Row,
             category=CATEGORY,
-            subject=f"{impl} {pass_} {shape} on {topology}",
+            subject=f"{impl} {pass_} {shape} on {topology} outline",
             baseline=_figure(b),
             candidate=_figure(c),
         )
