@@ -68,9 +68,7 @@ def traces(records: Records) -> list[TraceLink]:
     """Every trace the runs' run.json list (`profile` writes them under "traces")."""
     out = []
     for run_id, run in sorted(records.runs.items()):
-        for t in run.more.get("traces") or []:
-            if not isinstance(t, dict):
-                continue
+        for t in run.traces:
             files = [f for f in t.get("files") or [] if str(f).endswith(".trace.json.gz")]
             out.append(
                 TraceLink(

@@ -395,6 +395,12 @@ class RunRecord(_Record):
         """`run`'s summary rows (harness.core.summary.KernelSummary); none for other commands."""
         return KernelSummary.rows_of(self.more.get("summary"))
 
+    @property
+    def traces(self) -> list[JSON]:
+        """`profile`'s traces (harness.tpu.profile.ProfileResult JSON, one per trace); [] for other commands."""
+        value = self.more.get("traces")
+        return [t for t in value if isinstance(t, dict)] if isinstance(value, list) else []
+
     def field(self, key: str) -> Any:
         """A run.json field by name, named or not (run selectors match any of them)."""
         return self.to_json().get(key)
