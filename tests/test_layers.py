@@ -68,6 +68,8 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.tpu.compile",
                 "harness.tpu.crosscheck",
                 "harness.tpu.mosaic",
+                "harness.tpu.outline",
+                "harness.tpu.profile",
             )
         },
     ),

@@ -22,6 +22,7 @@ from harness.gate.compiled import compile_rows, compile_time_rows
 from harness.gate.correctness import cannot_run_row, correctness_rows
 from harness.gate.leaks import incomplete_rows, leak_rows
 from harness.gate.numerics import drift_rows
+from harness.gate.outline import outline_rows
 from harness.gate.result import GateResult
 from harness.gate.rows import CATEGORIES, GROUPS, STATUSES, Group, Row, Status, fmt_seconds
 from harness.gate.speed import SpeedComparison, compare_family, compare_samples, process_samples, speed_rows
@@ -52,6 +53,7 @@ __all__ = [
     "format_table",
     "incomplete_rows",
     "leak_rows",
+    "outline_rows",
     "process_samples",
     "speed_rows",
 ]
@@ -67,6 +69,7 @@ def compare(
     rows += codegen_rows(changes, base, cand, rows)
     rows += drift_rows(pairs, th)
     rows += leak_rows(base, cand)
+    rows += outline_rows(base, cand)
     if rows:  # with nothing compared the gate is "NOTHING COMPARED" (bad input), never PASS either way
         rows += incomplete_rows(base, cand)
     order = {s: i for i, s in enumerate(STATUSES)}

@@ -37,7 +37,18 @@ class Group(enum.StrEnum):
 
 
 GROUPS = tuple(Group)
-CATEGORIES = ("correctness", "drift", "compile", "codegen", "compile time", "memory", "speed", "leak", "records")
+CATEGORIES = (
+    "correctness",
+    "drift",
+    "compile",
+    "codegen",
+    "outline",
+    "compile time",
+    "memory",
+    "speed",
+    "leak",
+    "records",
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

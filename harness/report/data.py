@@ -22,6 +22,7 @@ from harness.core.summary import KernelSummary
 from harness.gate import GateResult
 from harness.gate.thresholds import Thresholds
 from harness.report.conventions import ConventionRow
+from harness.report.outline import TraceLink, outline_by_version, traces
 from harness.report.versions import (
     CorrectnessRow,
     Env,
@@ -471,6 +472,9 @@ class Report:
     # Trace, lowering and compile seconds, and the Mosaic kernels lowered to, per version.
     compile_times: list[SeriesRow] = dataclasses.field(default_factory=list)
     kernels: list[SeriesRow] = dataclasses.field(default_factory=list)
+    # The program around the kernels per version (harness.store.outline), and the traces `profile` wrote.
+    outlines: list[SeriesRow] = dataclasses.field(default_factory=list)
+    traces: list[TraceLink] = dataclasses.field(default_factory=list)
     # Per matrix cell and implementation: the verdict and the API coverage (harness.store.cells.cell_rows).
     cells: list[CellRow] = dataclasses.field(default_factory=list)
     divergences: list[FailureView] = dataclasses.field(default_factory=list)  # between the two interpreters
@@ -568,6 +572,8 @@ def build(
         memory=memory_by_version(records.compiles, envs, run_env, thresholds),
         compile_times=compile_time_by_version(records.compiles, envs, run_env, thresholds),
         kernels=kernels_by_version(records.compiles, envs, run_env),
+        outlines=outline_by_version(records.compiles, envs, run_env),
+        traces=traces(records),
         failures=main,
         other_failures=other,
         other_failures_total=sum(not r.passed for r in records.cases) - sum(f.kind == "case" for f in main),

@@ -27,6 +27,7 @@ from harness.core import verdicts
 from harness.core.compare import Comparison
 from harness.core.summary import KernelSummary
 from harness.core.verdicts import Replay
+from harness.store.outline import Outline
 from harness.store.schema import RECORD_SCHEMA, Kind, RecordError, RunStatus, check_schema
 
 JSON = dict[str, Any]
@@ -273,7 +274,8 @@ class CompileRecord(_Shaped, _Record):
     """One ahead-of-time TPU compile (harness.tpu.compile): memory and cost, or the error."""
 
     KIND = Kind.COMPILE
-    SPARSE = frozenset({"times", "samples", "kernels", "deterministic", "kernels_error"})
+    SPARSE = frozenset({"times", "samples", "kernels", "deterministic", "kernels_error", "outline", "outline_error"})
+    NESTED = {"outline": Outline.from_json}
 
     implementation: str | None = None
     backend: str = "tpu_compile_only"
@@ -294,6 +296,8 @@ class CompileRecord(_Shaped, _Record):
     kernels: list[JSON] | None = None  # the Mosaic kernels, harness.tpu.mosaic.KernelBody.to_json()
     deterministic: bool | None = None  # False: fresh processes lowered different kernel bodies
     kernels_error: str | None = None  # why the kernels could not be read from the lowering
+    outline: Outline | None = None  # the optimized program around the kernels (harness.store.outline)
+    outline_error: str | None = None  # why the optimized program could not be outlined
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -390,6 +394,12 @@ class RunRecord(_Record):
     def summary(self) -> list[KernelSummary]:
         """`run`'s summary rows (harness.core.summary.KernelSummary); none for other commands."""
         return KernelSummary.rows_of(self.more.get("summary"))
+
+    @property
+    def traces(self) -> list[JSON]:
+        """`profile`'s traces (harness.tpu.profile.ProfileResult JSON, one per trace); [] for other commands."""
+        value = self.more.get("traces")
+        return [t for t in value if isinstance(t, dict)] if isinstance(value, list) else []
 
     def field(self, key: str) -> Any:
         """A run.json field by name, named or not (run selectors match any of them)."""
