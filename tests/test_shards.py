@@ -109,7 +109,7 @@ def test_the_ci_workflow_runs_every_shard_then_merges_reports_and_gates() -> Non
     command = command.replace("${{ matrix.index }}", str(count - 1)).replace("$SHARDS", str(count))
     argv = shlex.split(command.replace("$EXAMPLES", "200").split(" -- ", 1)[1])
     args = cli.build_parser().parse_args(["run", *argv])
-    assert Shard.parse(args.shard) == Shard(count - 1, count)
+    assert args.shard == Shard(count - 1, count)
     merge_steps = [s["run"] for s in wf["jobs"]["merge"]["steps"] if "run" in s]
     assert any(r.startswith("python -m harness merge stores/store-* --out reports/store") for r in merge_steps)
     assert any(r.startswith("python -m harness report --store reports/store") for r in merge_steps)

@@ -159,3 +159,24 @@ def test_equal_lengths_keep_the_key_tiling_a_bug_may_need():
     got = without(case, "lengths:unequal", flash)
     assert (got.q_len, got.kv_len) == (256, 256)
     assert "tiling:several_major" in features.of(got, flash) and "lengths:unequal" not in features.of(got, flash)
+
+
+def test_one_trigger_one_bug_whatever_quantities_a_dtype_keeps_within_its_bound():
+    # fwd_v_offset_minor_blocks: reduced to "several minor tiles", failing out, dq and dk in float32; a bfloat16
+    # case of the same bug kept its gradients inside their looser bound and failed in out alone (a third file).
+    from harness.running.signatures import Signature, subsumes
+
+    k = "tests.planted.fwd_v_offset_minor_blocks:flash_attention"
+    reduced = Signature(
+        how=((k, "wrong values", frozenset({"dk", "dq", "out"})),), features=frozenset({"tiling:several_minor"})
+    )
+    out_only = Signature(
+        how=((k, "wrong values", frozenset({"out"})),), features=frozenset({"dtype:bfloat16", "tiling:several_minor"})
+    )
+    assert subsumes(reduced, out_only, trigger=True)
+    assert not subsumes(reduced, out_only)  # a failure not reduced to its trigger needs all its quantities
+    # Still the same kind of failure, in at least one shared quantity, in a case with the trigger's features.
+    raised = Signature(how=((k, "raised", frozenset({"out"})),), features=frozenset({"tiling:several_minor"}))
+    elsewhere = Signature(how=((k, "wrong values", frozenset({"dv"})),), features=frozenset({"tiling:several_minor"}))
+    untiled = Signature(how=((k, "wrong values", frozenset({"out"})),), features=frozenset({"dtype:bfloat16"}))
+    assert not any(subsumes(reduced, s, trigger=True) for s in (raised, elsewhere, untiled))

@@ -63,7 +63,10 @@ class Failures:
         if result.case in self.explained:
             return True
         known = zip(self.known, self.outcome.shrinks, strict=True)
-        return any(signatures.explains(sig, result, self.impl, anywhere=not s.shrunk) for sig, s in known)
+        return any(
+            signatures.explains(sig, result, self.impl, anywhere=not s.shrunk, trigger=s.trigger is not None)
+            for sig, s in known
+        )
 
     def is_target(self, result: CaseResult, shrink: Shrink | None) -> bool:
         """Whether failing `result` is shrunk: a new failure (generating), or one like the target (shrinking)."""
@@ -93,7 +96,8 @@ class Failures:
             # Shrunk to fewer features than a failure reported before, of the same kind: the same
             # bug, more generally (long keys fail at every query length, not only at unequal ones).
             # It takes the place of the first it replaces, so failures stay in the order found.
-            gone = [i for i, f in enumerate(out.failures) if signatures.explains(sig, f, self.impl)]
+            reduced = stats.trigger is not None
+            gone = [i for i, f in enumerate(out.failures) if signatures.explains(sig, f, self.impl, trigger=reduced)]
             for i in reversed(gone[1:]):
                 del out.failures[i], out.shrinks[i], self.known[i]
             if gone:

@@ -288,6 +288,7 @@ class _Reported:
     path: Path
     signature: signatures.Signature
     shrunk: bool
+    reduced: bool  # its features are its trigger (search info "trigger"): one trigger, one bug
     records: tuple[Path, ...]
 
 
@@ -331,6 +332,7 @@ def _reported(store: Path, runs: list[RunRecord]) -> list[_Reported]:
                     path=file,
                     signature=sig,
                     shrunk=bool(search.get("shrunk", True)),
+                    reduced=search.get("trigger") is not None,
                     records=tuple(paths),
                 )
             )
@@ -344,7 +346,7 @@ def _located(store: Path, recorded: str) -> Path:
 
 def _explains(known: _Reported, other: _Reported) -> bool:
     return known.kernel == other.kernel and signatures.subsumes(
-        known.signature, other.signature, anywhere=not known.shrunk
+        known.signature, other.signature, anywhere=not known.shrunk, trigger=known.reduced
     )
 
 

@@ -86,18 +86,29 @@ def same_kind(a: CaseResult, b: CaseResult) -> bool:
     return [(impl, kind) for impl, kind, _ in how(a)] == [(impl, kind) for impl, kind, _ in how(b)]
 
 
-def explains(known: Signature, result: CaseResult, impl: Implementation, *, anywhere: bool = False) -> bool:
+def explains(
+    known: Signature, result: CaseResult, impl: Implementation, *, anywhere: bool = False, trigger: bool = False
+) -> bool:
     """Whether the failure `known` explains the failing `result`: the same kinds of failure, in at least its
     quantities (a case with a bias fails in dbias too), in a case with its features (anywhere: in any case,
-    for a failure reported unshrunk, whose features are its draw's)."""
-    return subsumes(known, Signature(how=how(result), features=features.of(result.case, impl)), anywhere=anywhere)
+    for a failure reported unshrunk, whose features are its draw's). trigger: `known`'s features are its
+    trigger (harness.running.search reduced it to the features it cannot fail without): then a case with
+    them that fails the same way in any of its quantities is the same bug, one trigger one bug (a bfloat16
+    case of a forward bug may keep its gradients inside their looser bound, failing in `out` alone)."""
+    other = Signature(how=how(result), features=features.of(result.case, impl))
+    return subsumes(known, other, anywhere=anywhere, trigger=trigger)
 
 
-def subsumes(known: Signature, other: Signature, *, anywhere: bool = False) -> bool:
+def subsumes(known: Signature, other: Signature, *, anywhere: bool = False, trigger: bool = False) -> bool:
     """Whether the failure `known` explains a failure whose signature is `other` (as `explains`): how two
     reported failures are compared, such as two shards' of one `run --jobs` (harness.running.shards)."""
     same = [(i, k) for i, k, _ in known.how] == [(i, k) for i, k, _ in other.how]
-    if not same or not all(q <= got for (_, _, q), (_, _, got) in zip(known.how, other.how, strict=True)):
+    pairs = list(zip(known.how, other.how, strict=same))
+    if trigger:
+        quantities = all(q & got for (_, _, q), (_, _, got) in pairs)
+    else:
+        quantities = all(q <= got for (_, _, q), (_, _, got) in pairs)
+    if not same or not quantities:
         return False
     return anywhere or known.features <= other.features
 
