@@ -1,0 +1,61 @@
+"""harness.core.isa: the level XLA's CPU compiler targets, from /proc/cpuinfo and XLA_FLAGS."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core import isa
+
+# Real flag sets, trimmed to what decides the level.
+NEHALEM = {"fpu", "sse2", "ssse3", "sse4_1", "sse4_2", "popcnt"}
+SANDY_BRIDGE = NEHALEM | {"avx"}
+HASWELL = SANDY_BRIDGE | {"avx2", "fma", "f16c"}
+ZEN4 = HASWELL | {"avx512f", "avx512bw", "avx512vl", "avx512_bf16"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "levels"),
+    [
+        pytest.param(set(), ("SSE4_2",), id="no-cpuinfo"),
+        pytest.param(NEHALEM, ("SSE4_2",), id="nehalem"),
+        pytest.param(SANDY_BRIDGE, ("SSE4_2", "AVX"), id="sandy-bridge"),
+        pytest.param(HASWELL, ("SSE4_2", "AVX", "AVX2"), id="haswell"),
+        pytest.param(ZEN4, ("SSE4_2", "AVX", "AVX2", "AVX512"), id="zen4"),
+        pytest.param(ZEN4 - {"avx512f"}, ("SSE4_2", "AVX", "AVX2"), id="avx512-subsets-without-avx512f"),
+    ],
+)
+def test_host_levels_follow_the_cpuinfo_flags(flags, levels) -> None:
+    assert isa.host_levels(flags) == levels
+
+
+@pytest.mark.parametrize(
+    ("xla_flags", "cap", "level"),
+    [
+        pytest.param("", None, "AVX512", id="unset"),
+        pytest.param("--xla_cpu_max_isa=AVX2", "AVX2", "AVX2", id="below-the-host"),
+        pytest.param("--xla_dump_to=/tmp/x --xla_cpu_max_isa=sse4_2", "SSE4_2", "SSE4_2", id="lower-case"),
+        pytest.param("--xla_cpu_max_isa=AVX --xla_cpu_max_isa=AVX2", "AVX2", "AVX2", id="the-last-wins"),
+        pytest.param("--xla_cpu_max_isa=AMX", "AMX", "AVX512", id="above-avx512"),
+    ],
+)
+def test_the_level_is_the_hosts_capped_by_xla_flags(xla_flags, cap, level) -> None:
+    assert isa.max_isa(xla_flags) == cap
+    assert isa.level(ZEN4, xla_flags) == level
+
+
+def test_a_cap_above_the_host_changes_nothing() -> None:
+    assert isa.level(HASWELL, "--xla_cpu_max_isa=AVX512") == "AVX2"
+
+
+def test_cpuinfo_is_read_from_the_first_processor(tmp_path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert isa.cpu_flags(str(cpuinfo)) == {"fpu", "sse4_2", "avx", "avx2"}
+    assert isa.cpu_flags(str(tmp_path / "missing")) == frozenset()
+
+
+def test_differences_name_each_changed_field(monkeypatch) -> None:
+    monkeypatch.setattr(isa, "describe", lambda: {"isa": "AVX2", "host": "AVX512", "xla_cpu_max_isa": "AVX2"})
+    recorded = {"isa": "AVX512", "host": "AVX512", "xla_cpu_max_isa": None}
+    assert isa.differences(recorded) == ["isa AVX512 -> AVX2", "xla_cpu_max_isa None -> AVX2"]
+    assert isa.differences(None) == []
