@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shlex
 from collections.abc import Iterable
 
