@@ -54,8 +54,19 @@ def test_cpuinfo_is_read_from_the_first_processor(tmp_path) -> None:
     assert isa.cpu_flags(str(tmp_path / "missing")) == frozenset()
 
 
-def test_differences_name_each_changed_field(monkeypatch) -> None:
-    monkeypatch.setattr(isa, "describe", lambda: {"isa": "AVX2", "host": "AVX512", "xla_cpu_max_isa": "AVX2"})
-    recorded = {"isa": "AVX512", "host": "AVX512", "xla_cpu_max_isa": None}
-    assert isa.differences(recorded) == ["isa AVX512 -> AVX2", "xla_cpu_max_isa None -> AVX2"]
-    assert isa.differences(None) == []
+@pytest.mark.parametrize(
+    ("recorded", "here", "said"),
+    [
+        pytest.param(
+            {"isa": "AVX512"}, ("AVX2", "AVX512", "AVX2"), "AVX512 -> AVX2 (--xla_cpu_max_isa=AVX2)", id="capped"
+        ),
+        pytest.param(
+            {"isa": "AVX512"}, ("AVX2", "AVX2", None), "AVX512 -> AVX2 (this host's highest, AVX2)", id="host"
+        ),
+        pytest.param({"isa": "AVX2", "xla_cpu_max_isa": "AVX2"}, ("AVX2", "AVX2", None), None, id="same-level"),
+        pytest.param(None, ("AVX2", "AVX2", None), None, id="not-recorded"),
+    ],
+)
+def test_a_replay_at_another_level_is_named(monkeypatch, recorded, here, said) -> None:
+    monkeypatch.setattr(isa, "describe", lambda: dict(zip(("isa", "host", "xla_cpu_max_isa"), here, strict=True)))
+    assert isa.difference(recorded) == said

@@ -77,13 +77,17 @@ def describe() -> dict[str, str | None]:
     return {"isa": level(), "host": host_levels()[-1], "xla_cpu_max_isa": max_isa()}
 
 
-def differences(recorded: dict[str, str | None] | None) -> list[str]:
-    """'name recorded -> here' for each field of describe() that differs from `recorded` (none for a
-    record written before the host was recorded)."""
-    if not recorded:
-        return []
+def difference(recorded: dict[str, str | None] | None) -> str | None:
+    """'recorded -> here' when the level XLA compiles for differs from `recorded`'s (describe()), with
+    where this one comes from; None when the same, or for a record written before the level was kept."""
+    if not recorded or recorded.get("isa") is None:
+        return None
     here = describe()
-    return [f"{k} {recorded.get(k)} -> {here[k]}" for k in here if k in recorded and recorded[k] != here[k]]
+    if recorded["isa"] == here["isa"]:
+        return None
+    cap = here["xla_cpu_max_isa"]
+    source = f"{MAX_ISA_FLAG}={cap}" if cap else f"this host's highest, {here['host']}"
+    return f"{recorded['isa']} -> {here['isa']} ({source})"
 
 
 @functools.cache
