@@ -21,9 +21,9 @@ _FLAG = {"SSE4_2": "sse4_2", "AVX": "avx", "AVX2": "avx2", "AVX512": "avx512f"}
 MAX_ISA_FLAG = "--xla_cpu_max_isa"
 CPUINFO = "/proc/cpuinfo"
 
-# What XLA's CPU JIT says when a program needs a symbol it does not link: jaxlib 0.10.2 at SSE4_2
-# (no F16C) lowers every float16 conversion to compiler-rt's __extendhfsf2 / __truncsfhf2, which it
-# does not provide, so no float16 program compiles (docs/findings/xla_cpu_float16_sse4_2.md).
+# What XLA's CPU JIT says when a program needs a symbol it does not link: without F16C (at SSE4_2)
+# LLVM lowers every float16 conversion to compiler-rt's __extendhfsf2 / __truncsfhf2, which jaxlib
+# 0.10.2 provides on macOS only (openxla/xla#6787, #21903), so no float16 program compiles.
 _UNLINKED = "Failed to materialize symbols"
 
 
