@@ -65,7 +65,8 @@ COMPILED_KEEP = 64
 # --xla_cpu_max_isa=AVX512, 51% of a float16 ruler's `out` differed from the operations one by one
 # (max 2.9e-3; issue 42): rounding s * scale + bias once instead of twice gives exactly those figures
 # (computed, on a host without AVX512-FP16). tests/test_jaxvjp.py checks no program keeps such a pair.
-# Compiling costs about a third more; a run costs the same (the references are small).
+# The price is in compiling: CPU s for tests/test_jaxvjp.py's case (fwd+bwd, bias) went from 0.45 to
+# 0.89 in float16 and 0.28 to 0.62 in float32; a compiled program's call stayed about 1 ms (AVX2).
 COMPILER_OPTIONS = {"xla_allow_excess_precision": False, "xla_disable_hlo_passes": "fusion"}
 
 
