@@ -183,7 +183,6 @@ class CompileFailureRecord(_FailureFile):
         return [(k, isinstance(doc.get(k), str), "a string") for k in strings] + [
             ("case", isinstance(doc.get("case"), dict), "a case (a JSON object)"),
             ("versions", _versions(doc.get("versions")), "an object of library name to version string"),
-            ("host", _versions(doc.get("host")), "an object of strings or nulls (isa, host, xla_cpu_max_isa)"),
         ]
 
 
