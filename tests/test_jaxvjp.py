@@ -50,8 +50,9 @@ def test_half_precision_rulers_round_as_the_operations_one_by_one(dtype: str, si
 
 # An HLO instruction: its name, element type, opcode and operands.
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\w+)\[[^\]]*\]\S* ([\w-]+)\(([^)]*)\)")
-# Opcodes through which a value reaches its consumer unchanged, in the same loop.
-_UNCHANGED = {"bitcast", "broadcast", "copy", "reshape", "transpose"}
+# Opcodes through which a value reaches its consumer in the same loop without a rounding (a negated
+# product is contracted too: into a negated FMA).
+_UNCHANGED = {"bitcast", "broadcast", "copy", "reshape", "transpose", "negate"}
 
 
 def _contractible(hlo: str) -> list[str]:
