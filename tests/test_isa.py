@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness.core import isa
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Real flag sets, trimmed to what decides the level.
 NEHALEM = {"fpu", "sse2", "ssse3", "sse4_1", "sse4_2", "popcnt"}
@@ -70,3 +77,34 @@ def test_cpuinfo_is_read_from_the_first_processor(tmp_path) -> None:
 def test_a_replay_at_another_level_is_named(monkeypatch, recorded, here, said) -> None:
     monkeypatch.setattr(isa, "describe", lambda: dict(zip(("isa", "host", "xla_cpu_max_isa"), here, strict=True)))
     assert isa.difference(recorded) == said
+
+
+_RULER = """
+from harness.core import compat
+compat.default_platforms_env()
+from harness.core import isa, reference
+from harness.core.case import Case
+from harness.core.errors import InputError
+from harness.core.inputs import make_inputs
+case = Case(batch=1, q_heads=1, kv_heads=1, q_len=16, kv_len=16, head_dim=16, dtype="float16", seed=0)
+inputs = make_inputs(case)
+try:
+    reference.run_reference(case, inputs, grads=False, dtype=inputs.q.dtype)
+    print("ruler")
+except InputError as e:
+    print(e)
+"""
+
+
+@pytest.mark.parametrize("level", [pytest.param(level, id=level) for level in isa.host_levels()])
+def test_a_float16_ruler_is_computed_or_refused_by_name(level) -> None:
+    # jaxlib 0.10.2 compiles no float16 program without F16C: at SSE4_2 the ruler names the setting to
+    # change instead of crashing the run (an InputError: exit 2).
+    env = {**os.environ, "XLA_FLAGS": f"{isa.MAX_ISA_FLAG}={level}", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _RULER], env=env, capture_output=True, text=True, timeout=300)
+    said = done.stdout.strip().splitlines()[-1]
+    if level == "SSE4_2":
+        assert said.startswith("a float16 case has no ruler here: XLA's CPU compiler"), said
+        assert said.endswith("set --xla_cpu_max_isa to AVX or higher"), said
+    else:
+        assert said == "ruler", done.stderr[-2000:]
