@@ -41,6 +41,7 @@ def _load(name: str):  # noqa: ANN202 - a module object
 
 MATRIX = _load("environments/matrix")
 DEVICES = _load("core/devices")
+ISA = _load("core/isa")
 # `python -c HARNESS ...`: the CLI, with a crash (even while importing) exiting 3, never 1.
 HARNESS = _load("core/exit_codes").ENTRY
 
@@ -136,6 +137,31 @@ def flaky(session: nox.Session) -> None:
 def _pytest(session: nox.Session, *args: str) -> None:
     """pytest on the CPU under the ci profile, the session's arguments after `args`."""
     session.run("pytest", *args, *session.posargs, env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"})
+
+
+# The tests whose results depend on the instruction set XLA's CPU compiler targets: the references
+# and rulers, the comparison and the tolerance, and the level detection itself (issue 42).
+ISA_TESTS = (
+    "tests/test_isa.py",
+    "tests/test_jaxvjp.py",
+    "tests/test_reference.py",
+    "tests/test_extended.py",
+    "tests/test_magnitudes.py",
+    "tests/test_compare.py",
+    "tests/test_oracle_tolerance.py",
+)
+
+
+@nox.session(python=PYTHON)
+def isa(session: nox.Session) -> None:
+    """The ISA-sensitive tests (or those given) under each --xla_cpu_max_isa this host has, its own first."""
+    install(session, "test")
+    flags = os.environ.get("XLA_FLAGS", "")
+    targets = session.posargs or list(ISA_TESTS)
+    for level in reversed(ISA.host_levels()):
+        session.log(f"{ISA.MAX_ISA_FLAG}={level}")
+        env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci", "XLA_FLAGS": f"{flags} {ISA.MAX_ISA_FLAG}={level}"}
+        session.run("pytest", "-m", "not slow", *targets, env=env)
 
 
 @nox.session(python=PYTHON)

@@ -7,7 +7,13 @@ Generated, in docs/kernels.md: the kernel table, between the markers `<!-- kerne
 `<!-- kernels:end -->`: one row per implementation the code defines (harness.core.contract.defined():
 those registered only on a GPU or TPU included), every cell read from its declarations (Capabilities,
 Conventions, About); and between `<!-- restrictions:begin -->` and `<!-- restrictions:end -->`, every
-restriction each kernel applies with its source (About.restrictions). Exits 2 when a file lacks its markers,
+restriction each kernel applies with its source (About.restrictions). In docs/cli.md, between
+`<!-- cli:begin -->` and `<!-- cli:end -->`: every `harness` subcommand and every argument of each, read from
+the argument parser (harness.cli.build_parser). In docs/history.md, between `<!-- bugs:begin -->` and
+`<!-- bugs:end -->` and between `<!-- commits:begin -->` and `<!-- commits:end -->`: the list of bugs and the
+commits that are not bugs, from their recorded files (docs/data/history_*.json); in docs/performance.md,
+between `<!-- results:begin -->` and `<!-- results:end -->`, every benchmark run recorded under
+benchmarks/results/ that compares sides, with its command. Exits 2 when a file lacks its markers,
 and 4 ("cannot run here") where a kernel module cannot be imported (an optional framework is
 missing): the table would lack its rows.
 """
@@ -15,6 +21,8 @@ missing): the table would lack its rows.
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +31,26 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS_PAGE = ROOT / "docs" / "kernels.md"
 BEGIN, END = "<!-- kernels:begin -->", "<!-- kernels:end -->"
 RESTRICTIONS_BEGIN, RESTRICTIONS_END = "<!-- restrictions:begin -->", "<!-- restrictions:end -->"
+CLI_PAGE = ROOT / "docs" / "cli.md"
+CLI_BEGIN, CLI_END = "<!-- cli:begin -->", "<!-- cli:end -->"
+# Benchmark runs as recorded (benchmarks/results/*.json with a "sides" table): rendered in docs/performance.md.
+PERFORMANCE_PAGE = ROOT / "docs" / "performance.md"
+FOUND_PAGE = ROOT / "docs" / "found.md"
+RESULTS = ROOT / "benchmarks" / "results"
+RESULTS_BEGIN, RESULTS_END = "<!-- results:begin -->", "<!-- results:end -->"
+RESULT_COLUMNS = {
+    "cases": "cases",
+    "cpu_s": "CPU s",
+    "wall_s": "wall s",
+    "cases_per_cpu_minute": "cases per CPU-minute",
+}
+# The bug history's list and its walk of the commits that are not bugs: recorded data, rendered.
+HISTORY_PAGE = ROOT / "docs" / "history.md"
+HISTORY_BUGS = ROOT / "docs" / "data" / "history_bugs.json"
+HISTORY_COMMITS = ROOT / "docs" / "data" / "history_commits.json"
+BUGS_BEGIN, BUGS_END = "<!-- bugs:begin -->", "<!-- bugs:end -->"
+COUNTS_BEGIN, COUNTS_END = "<!-- counts:begin -->", "<!-- counts:end -->"
+COMMITS_BEGIN, COMMITS_END = "<!-- commits:begin -->", "<!-- commits:end -->"
 COLUMNS = (
     "implementation",
     "role",
@@ -98,6 +126,94 @@ def restriction_table(impls: Iterable) -> str:
     return "\n".join(lines)
 
 
+def _default(value: object) -> str:
+    """An option's default as the page shows it: "" where there is none to show (None, off, empty); a path
+    relative to the checkout or the home directory, so that the page reads the same on every machine."""
+    if value is None or value is False or value == [] or value == argparse.SUPPRESS:
+        return ""
+    text = str(value)
+    if isinstance(value, Path) and value.is_absolute():
+        text = str(value.relative_to(ROOT)) if value.is_relative_to(ROOT) else text
+    return f"`{text.replace(str(Path.home()), '~')}`"
+
+
+def cli_reference(parser: argparse.ArgumentParser) -> str:
+    """Every subcommand of `parser` (harness.cli.build_parser): its purpose, its usage, and a table of every
+    argument with its value, default and help, each read from the parser."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out = []
+    for name, command in sorted(sub.choices.items()):
+        fmt = argparse.HelpFormatter(command.prog, width=100)
+        fmt.add_usage(command.usage, command._actions, command._mutually_exclusive_groups, prefix="")
+        usage = fmt.format_help().strip().replace(str(Path.home()), "~")
+        out += [f"### {name}", "", _cell(command.description or ""), "", "```text", usage, "```", ""]
+        out += ["| argument | value | default | what it does |", "|---|---|---|---|"]
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.metavar or action.dest}`"
+            takes = action.nargs != 0 and not isinstance(action, argparse._CountAction)
+            value = f"`{action.metavar or action.dest.upper()}`" if takes and action.option_strings else ""
+            if action.choices is not None:
+                value = " \\| ".join(f"`{c}`" for c in action.choices)
+            value += " (repeatable)" if isinstance(action, (argparse._AppendAction, argparse._CountAction)) else ""
+            value += " (required)" if action.required and action.option_strings else ""
+            said = _cell(fmt._expand_help(action) if action.help else "").replace(str(Path.home()), "~")
+            out.append(f"| {names} | {value} | {_default(action.default)} | {said} |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def history_bugs(doc: dict) -> str:
+    """The bug list of docs/data/history_bugs.json: a count per kernel, then one table row per bug."""
+    rows, columns = doc["rows"], doc["columns"]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["kernel"]] = counts.get(r["kernel"], 0) + 1
+    said = ", ".join(f"{kernel} {n}" for kernel, n in counts.items())
+    lines = [f"{len(rows)} bugs: {said}.", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(r[c] for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def history_commits(doc: dict) -> str:
+    """The commits of docs/data/history_commits.json that are not bugs: a list per path, with its counts."""
+    out = []
+    for group in doc["groups"]:
+        listed = len(group["commits"])
+        touching = group["commits_touching"]
+        counts = f": {touching} commits, {listed} listed here" if touching is not None else ""
+        out += [f"### {group['title']}{counts}", ""]
+        out += [f"- `{c['sha']}` ({c['release']}) {c['subject']}" for c in group["commits"]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def benchmark_results(folder: Path) -> str:
+    """Every recorded benchmark run of `folder` that compares sides: its command, then a row per side with
+    the figures it recorded (cases, CPU and wall seconds, cases per CPU-minute, exit status)."""
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or not isinstance(doc.get("sides"), dict) or "command" not in doc:
+            continue
+        cpus = f" on {doc['cpus']} CPUs" if doc.get("cpus") else ""
+        out += [f"`benchmarks/results/{path.name}`{cpus}: `{doc['command']}`", ""]
+        out += ["| side | " + " | ".join(RESULT_COLUMNS.values()) + " | exit |"]
+        out += ["|---|" + "---|" * len(RESULT_COLUMNS) + "---|"]
+        for side, figures in doc["sides"].items():
+            cells = [_figure(figures.get(key)) for key in RESULT_COLUMNS]
+            out.append(f"| {side} | " + " | ".join(cells) + f" | {figures.get('exit_code', '')} |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def _figure(x: object) -> str:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return ""
+    return str(x) if isinstance(x, int) else f"{x:.1f}"
+
+
 class MarkersMissing(ValueError):
     """A page without the markers its generated part goes between."""
 
@@ -113,12 +229,62 @@ def replace_between(text: str, body: str, *, begin: str = BEGIN, end: str = END)
 
 def parts() -> dict[Path, str]:
     """Every generated page as it should read now: path -> text."""
+    from harness.cli import build_parser
     from harness.core import contract
 
     impls = contract.defined().values()
-    text = replace_between(KERNELS_PAGE.read_text(), kernel_table(impls))
-    text = replace_between(text, restriction_table(impls), begin=RESTRICTIONS_BEGIN, end=RESTRICTIONS_END)
-    return {KERNELS_PAGE: text}
+    kernels = [(kernel_table(impls), BEGIN, END), (restriction_table(impls), RESTRICTIONS_BEGIN, RESTRICTIONS_END)]
+    return {
+        KERNELS_PAGE: _filled(KERNELS_PAGE, kernels),
+        CLI_PAGE: _filled(CLI_PAGE, [(cli_reference(build_parser()), CLI_BEGIN, CLI_END)]),
+        HISTORY_PAGE: history_page(),
+        PERFORMANCE_PAGE: _filled(PERFORMANCE_PAGE, [(benchmark_results(RESULTS), RESULTS_BEGIN, RESULTS_END)]),
+        FOUND_PAGE: _filled(FOUND_PAGE, [(finding_counts(), COUNTS_BEGIN, COUNTS_END)]),
+    }
+
+
+def finding_counts() -> str:
+    """The catalogue in numbers (docs/found.md): notes by kind, the bugs with a fix the harness proves, and the
+    releases each note records as measured, so that no count in the docs is typed by hand."""
+    from harness import findings
+
+    notes = findings.catalogue()
+    kinds = collections.Counter(f.kind for f in notes)
+    proved = [f for f in notes if f.fix is not None and f.fix.fixed]
+    upstream = [f for f in notes if f.fix is not None and f.fix.upstream]
+    by_kind = ", ".join(f"{kinds[k]} {k}{'s' if kinds[k] != 1 else ''}" for k in findings.KINDS if kinds[k])
+    lines = [
+        f"{len(notes)} notes ({by_kind}); {len(proved)} bugs with a fix the harness proves "
+        f"(`nox -s findings`), {len(upstream)} fixed upstream.",
+        "",
+        "| finding | kind | releases measured | fix |",
+        "| --- | --- | --- | --- |",
+    ]
+    for f in notes:
+        where = f"{f.note.parent.name}/{f.note.name}"  # docs/findings/ or docs/divergences/, from found.md
+        measured = ", ".join(f"{r}: {state}" for r, state in f.releases.items()) or "none"
+        fix = "proved" if f in proved else ("upstream" if f in upstream else "")
+        lines.append(f"| [{f.name}]({where}) | {f.kind} | {measured} | {fix} |")
+    return "\n".join(lines)
+
+
+def history_page() -> str:
+    """docs/history.md with its list and its commits rendered from their recorded files."""
+    bugs = json.loads(HISTORY_BUGS.read_text())
+    commits = json.loads(HISTORY_COMMITS.read_text())
+    bodies = [(history_bugs(bugs), BUGS_BEGIN, BUGS_END), (history_commits(commits), COMMITS_BEGIN, COMMITS_END)]
+    return _filled(HISTORY_PAGE, bodies)
+
+
+def _filled(page: Path, bodies: list[tuple[str, str, str]]) -> str:
+    """`page` with each (body, begin, end) put between its markers; MarkersMissing naming the page."""
+    text = page.read_text()
+    try:
+        for body, begin, end in bodies:
+            text = replace_between(text, body, begin=begin, end=end)
+    except MarkersMissing as e:
+        raise MarkersMissing(f"{page.relative_to(ROOT)}: {e}") from None
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wanted = parts()
     except MarkersMissing as e:
-        print(f"{KERNELS_PAGE.relative_to(ROOT)}: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)
         return EXIT_USAGE
     stale = [path for path, text in wanted.items() if path.read_text() != text]
     for path in stale:

@@ -10,15 +10,21 @@ non-identity page table (harness.core.paging; k at even, v at odd combined heads
 output. Padding query rows are not produced by the ragged layout: the adapter returns them
 as NaN and declares that (empty_rows "nan"); the dense mask gives them no visible key.
 
-Where the kernel cannot run under the CPU interpreter (jax 0.10.2: an internal error, see
-docs/findings/pallas_ragged_paged_interpreter.md), `cannot_run` returns the interpreter's own
-error from a one-sequence probe, and `run` records the kernel as "cannot run here".
+Off a TPU the kernel runs under the TPU interpret mode, which cannot read through its reshaped K/V
+buffer (nor make its masked stores into 3-D refs) on jax 0.10.2: kernels/_tpu_interpret_fix.py serves both,
+applied in the process that runs the kernel only where its probe shows the installed interpreter lacking
+them, and the conventions of every run under it say so (docs/findings/pallas_ragged_paged_interpreter.md).
+The HLO ("fast") interpreter refuses the kernel (fast_gap, the same finding). Where it still cannot run,
+`cannot_run` returns the interpreter's own error on a two-sequence probe, called as the harness calls probes
+(a worker under the CLI), and `run` records the kernel as "cannot run here".
 
 blocks: page_size, num_kv_pages_per_block, num_queries_per_block (both block sizes of the kernel),
   spare_pages, and optionally k_scale_exp / v_scale_exp = e: the pages hold K (V) times 2**-e and
   the kernel gets k_scale (v_scale) = 2**e, which it multiplies back in float32 before its matmuls.
   A power of two scales exactly, so the mathematics is unchanged and a scale applied wrongly (or
-  not at all) is off by 2**e.
+  not at all) is off by 2**e. Optionally spare_tokens = n: the packed queries end in n NaN rows past
+  cu_q_lens[num_seqs] (q is [max_num_batched_tokens, ...], padded as serving stacks pad it), which the
+  kernel must ignore; a case with no queries at all gets one such row (an empty q is no call serving makes).
 sliding window: the case's window in the SLIDING_WINDOW form (harness.core.masks), the last w keys up
   to each query's position, goes in as sliding_window=w.
 soft cap (Case.soft_cap): soft_cap, where this release's signature has it.
@@ -41,17 +47,20 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import ragged_paged_attention as upstream
 
-from harness.core import compat, paging
 from harness.core import coverage as cov
+from harness.core import interpret, paging, probes
 from harness.core.case import Case
 from harness.core.contract import About, Capabilities, Conventions, Outputs, Restriction, register
-from harness.core.inputs import Inputs, make_inputs
+from harness.core.inputs import Inputs
 from harness.core.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW, Lengths, Mask
+from kernels import _tpu_interpret_fix as interpret_fix
 from kernels._pallas import TpuKernel, block_names
 
 LAYOUT = ("page_size", "num_kv_pages_per_block", "num_queries_per_block", "spare_pages")
 # Optional: the exponent e of a power-of-two k_scale / v_scale (module docstring).
 SCALES = {"k_scale_exp": "k_scale", "v_scale_exp": "v_scale"}
+# Optional: NaN query rows past the last sequence's (module docstring).
+SPARE_TOKENS = "spare_tokens"
 PAGE_SIZES = (8, 16, 32)
 # Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
 _R = "jax/experimental/pallas/ops/tpu/ragged_paged_attention/kernel.py"
@@ -90,6 +99,9 @@ def _layout(draw: Any, case: Case) -> dict[str, int]:
     for name in SCALES:
         if draw(st.booleans()):
             layout[name] = draw(st.integers(1, 4))
+    if draw(st.booleans()):
+        # Up to a whole query block of padding: the last block may hold nothing else.
+        layout[SPARE_TOKENS] = draw(st.integers(1, layout["num_queries_per_block"]))
     return layout
 
 
@@ -98,7 +110,11 @@ API = (
         name="ragged_paged_attention.ragged_paged_attention",
         locate=lambda: upstream.ragged_paged_attention,
         params=(
-            cov.Param(name="q", drawn="[tokens, N, H]: the real queries of every row, packed", exercised=cov.always),
+            cov.Param(
+                name="q",
+                drawn="[tokens, N, H]: the real queries of every row, packed, then spare_tokens NaN rows",
+                exercised=cov.always,
+            ),
             cov.Param(name="kv_pages", drawn="[pool, page_size, 2K, H], k and v interleaved", exercised=cov.always),
             cov.Param(name="kv_lens", drawn="per-row key lengths (0, 1, page-aligned, any)", exercised=cov.always),
             cov.Param(name="page_indices", drawn="a seeded non-identity page table", exercised=cov.always),
@@ -139,11 +155,17 @@ API = (
 
 class PallasRaggedPaged(TpuKernel):
     title = "Pallas TPU ragged paged attention"
+    # The HLO interpreter's discharge rules take no Python-int index in a masked store
+    # ("'TypedInt' object has no attribute 'shape'") and no strided load (the K/V split): measured on 0.10.2.
+    fast_gap = "pallas_ragged_paged_interpreter"
     about = About(
         summary="the Pallas TPU ragged paged-attention kernel: packed queries of several lengths over paged K/V",
         source="jax/experimental/pallas/ops/tpu/ragged_paged_attention/kernel.py: ragged_paged_attention",
         cases=6,  # cannot run under the jax 0.10.2 interpreter: its probe only (benchmarks/results/matrix_budget.json)
-        blocks="page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages, k_scale_exp / v_scale_exp",
+        blocks=(
+            "page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages, k_scale_exp / v_scale_exp, "
+            "spare_tokens"
+        ),
         notes="causal at each sequence's diagonal always; padding query rows are not in the ragged layout (NaN)",
         restrictions=RESTRICTIONS,
     )
@@ -163,7 +185,7 @@ class PallasRaggedPaged(TpuKernel):
         grads=False,
         dbias=False,
     )
-    conventions = Conventions(
+    declared = Conventions(
         bias="none: the kernel takes no additive bias",
         causal="bottom-right per sequence: the q[b] queries are the last q[b] of its kv[b] keys",
         gqa="native: num_q_heads a multiple of num_kv_heads",
@@ -184,8 +206,22 @@ class PallasRaggedPaged(TpuKernel):
         # A soft cap is drawn where this release's (or the drop-in's) signature takes one.
         self.capabilities = dataclasses.replace(self.capabilities, soft_cap=cov.accepts(self.fn, "soft_cap"))
 
+    @property
+    def conventions(self) -> Conventions:  # type: ignore[override]
+        """The declared conventions, and where this process serves the kernel through the interpreter fix,
+        that fact (so run.json, written from these, names the patched interpreter)."""
+        note = _fix_note()
+        if note is None:
+            return self.declared
+        return dataclasses.replace(self.declared, notes=f"{self.declared.notes}; {note}")
+
     def cannot_run(self) -> str | None:
-        return _probe(self.fn)
+        if self.native():
+            return None
+        key = self.fn
+        if key not in _REFUSALS:
+            _REFUSALS[key] = probes.call(self, PROBE, grads=False, interpreter="faithful").refusal
+        return _REFUSALS[key]
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _layout(case)
@@ -200,7 +236,7 @@ class PallasRaggedPaged(TpuKernel):
         if any(q > kv for q, kv in zip(q_lens, kv_lens, strict=True)):
             out.append(f"query lengths {q_lens} must not exceed key lengths {kv_lens} row by row")
         blocks = case.block_dict
-        names = block_names(blocks, need=LAYOUT, may=SCALES) if blocks else None
+        names = block_names(blocks, need=LAYOUT, may=(*SCALES, SPARE_TOKENS)) if blocks else None
         if names:
             out.append(names)
         if case.mask.window is not None and _sliding_window(case) is None:
@@ -215,6 +251,10 @@ class PallasRaggedPaged(TpuKernel):
         return out
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
+        if not self.native() and interpret.interpret_options().interpreter == "faithful":
+            status = interpret_fix.ensure()
+            if status.error is not None:
+                raise interpret.InterpreterUnavailable(status.error)
         blocks = case.block_dict or {"page_size": 16, "num_kv_pages_per_block": 1, "num_queries_per_block": 16}
         blocks.setdefault("spare_pages", 1)
         q_lens, kv_lens = _lengths(case)
@@ -240,6 +280,8 @@ class PallasRaggedPaged(TpuKernel):
             "num_queries_per_block": blocks["num_queries_per_block"],
         }
         kw |= {parameter: 2.0 ** blocks[name] for name, parameter in SCALES.items() if name in blocks}
+        # At least one row: with no queries at all, q would be empty, a zero-size pallas_call.
+        spare = max(blocks.get(SPARE_TOKENS, 0), 1 if cu[-1] == 0 else 0)
         if case.mask.window is not None:
             kw["sliding_window"] = _sliding_window(case)
         if case.soft_cap is not None:
@@ -247,7 +289,9 @@ class PallasRaggedPaged(TpuKernel):
 
         def f(q, k, v):
             # Pack the real queries: [batch, q_heads, q_len, d] -> [tokens, q_heads, d].
-            packed = jnp.concatenate([jnp.swapaxes(q[b, :, :n], 0, 1) for b, n in enumerate(q_lens)])
+            real = [jnp.swapaxes(q[b, :, :n], 0, 1) for b, n in enumerate(q_lens)]
+            padding = jnp.full((spare, case.q_heads, case.head_dim), jnp.nan, q.dtype)
+            packed = jnp.concatenate([*real, padding])
             out = self.fn(packed, kv_pages, *args, **kw)
             rows = []
             for b, n in enumerate(q_lens):
@@ -290,19 +334,17 @@ PROBE = Case(
 )
 
 
-@functools.cache
-def _probe(fn: Callable[..., Any]) -> str | None:
-    """The interpreter's error on PROBE, or None when the kernel runs (once per function)."""
-    if compat.has_tpu():
-        return None
-    from harness.core.errors import one_line as _one_line
+# The faithful interpreter's refusal of each function under test (None: it runs), probed once per process.
+_REFUSALS: dict[Callable[..., Any], str | None] = {}
 
-    try:
-        PallasRaggedPaged(fn).run(PROBE, make_inputs(PROBE), grads=False)
-    except Exception as e:  # noqa: BLE001 - the interpreter's own error is the result
-        compat.reset_tpu_interpreter()
-        return _one_line(e)
-    return None
+
+@functools.cache
+def _fix_note() -> str | None:
+    """What the records of this process's runs say of the interpreter fix: its note where it is applied here
+    (off a TPU, the installed interpreter failing its probe), else None."""
+    if PallasRaggedPaged.native():
+        return None
+    return interpret_fix.ensure().note()
 
 
 # What interpreters() probes the HLO interpreter on: PROBE with a query length the contract draws.

@@ -27,6 +27,7 @@ from harness.core.case import Case
 from harness.core.compare import Comparison
 from harness.core.masks import Mask
 from harness.store.files import record_name
+from harness.store.outline import KernelCall, Outline
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord, RunRecord, Shadow, from_json
 from harness.tpu.mosaic import STAGES
 
@@ -45,6 +46,18 @@ MEMORY = {"argument": 1_048_576, "output": 524_288, "temp": 2_097_152, "generate
 COST = {"flops": 2.1e9, "bytes_accessed": 3.4e6, "transcendentals": 1.6e7, "optimal_seconds": 2.4e-5}
 QUANTITIES = ("out", "dq", "dk", "dv")
 # One Mosaic kernel as harness.tpu.mosaic.kernel_bodies reads it (no text: a body the report cannot show).
+# The outline of the flash forward at mha_f32_256, as `compile` records it (harness.store.outline).
+OUTLINE = Outline(
+    kernels=(
+        KernelCall(
+            name="flash_attention.1",
+            kernel_name="_flash_attention_kernel",
+            op_name="jit(f)/jit(flash_attention)/pallas_call",
+            bytes_read=786432,
+            bytes_written=262144,
+        ),
+    )
+)
 KERNEL = {
     "sha256": "ab" * 32,
     "size": 5810,
@@ -230,6 +243,7 @@ def compile_record(
     failure_file: str | None = None,
     samples: dict[str, list[float]] | None = None,
     kernels: list[dict[str, Any]] | None = None,
+    outline: Outline | None = OUTLINE,
 ) -> dict[str, Any]:
     c = case()
     samples = {stage: [0.1, 0.11, 0.105, 0.12, 0.095] for stage in STAGES} if samples is None else samples
@@ -253,6 +267,7 @@ def compile_record(
         samples=samples if ok else {},
         kernels=kernels if ok else [],
         deterministic=True if ok else None,
+        outline=outline if ok else None,
     ).to_json()
 
 

@@ -1,13 +1,15 @@
 """The report in a real browser: headless Chromium opens it from disk, with no network, and renders it.
 
 Needs Debian's `chromium` (`apt-get install -y chromium`; .ci/run installs it). Without it the
-test skips, except in CI (CI=true), where a missing browser is a failure. The screenshot is kept
-at reports/screenshots/report.png.
+test skips, except in CI (CI=true), where a missing browser is a failure. The screenshots are kept
+under reports/screenshots/. Layout is measured as the browser laid it out: no element wider than its
+container, no text of a plot over another, on a report of a fork named by its import path.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -164,6 +166,7 @@ SPLASH_BLOCKS = {
 }
 SCREEN = (1280, 900)  # a laptop's browser window
 UPGRADE_SHOT = ROOT / "reports" / "screenshots" / "upgrade-drift.png"
+FORK_SHOT = ROOT / "reports" / "screenshots" / "fork-failures.png"
 # Run in a copy of the report (its Content-Security-Policy, which forbids scripts, taken out): the
 # browser's own layout, measured. A drift row is one case: its height says whether its cells wrap.
 MEASURE = """<script>
@@ -230,3 +233,96 @@ def test_the_upgrade_report_says_the_verdict_in_groups_and_its_drift_table_fits_
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     UPGRADE_SHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, UPGRADE_SHOT)
+
+
+# --- layout as a person sees it: a fork's import path as the kernel's name, failures with non-finite values ---
+
+# A fork named by its import path (run --kernel MODULE:ATTR): the longest names a report shows.
+FORK = "acme_research.attention.forks.flash_attention_v3_experimental:flash_attention_with_sinks"
+NONFINITE = "64 non-finite values where the truth is finite"
+# Run in a copy of the report without its Content-Security-Policy: every element's box against its parent's,
+# and every text of each plot against the plot and every other text in it, as the browser laid them out.
+# Inside an element that scrolls on purpose (code, the failure's picture) only that element is measured.
+LAYOUT = """<script>
+const wide = [], overlaps = [];
+const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className && e.className.baseVal === undefined
+  ? '.' + String(e.className).trim().split(/\\s+/).join('.') : '');
+const scrolls = e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);
+for (const e of document.querySelectorAll('main *')) {
+  const p = e.parentElement;
+  if (!p || e.closest('svg') || (p !== document.querySelector('main') && p.closest('pre, code, svg')) ||
+      [...ancestors(p)].some(scrolls)) continue;
+  const r = e.getBoundingClientRect(), q = p.getBoundingClientRect();
+  if (r.width && r.right > q.right + 1)
+    wide.push(`${name(e)} ends at ${Math.round(r.right)}, past ${name(p)} at ${Math.round(q.right)}: ` +
+      e.textContent.trim().slice(0, 60));
+}
+function* ancestors(e) { for (; e && e.tagName !== 'MAIN'; e = e.parentElement) yield e; }
+for (const svg of document.querySelectorAll('main svg')) {
+  const texts = [...svg.querySelectorAll('text')].map(t => [t.textContent, t.getBoundingClientRect()]);
+  const box = svg.getBoundingClientRect();
+  for (const [a, r] of texts) if (r.left < box.left - 1 || r.right > box.right + 1)
+    wide.push(`${svg.querySelector('title')?.textContent}: "${a}" runs out of its plot`);
+  for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+    const [a, r] = texts[i], [b, s] = texts[j];
+    if (r.left < s.right - 1 && s.left < r.right - 1 && r.top < s.bottom - 1 && s.top < r.bottom - 1)
+      overlaps.push(`${svg.querySelector('title')?.textContent}: "${a}" over "${b}"`);
+  }
+}
+document.body.setAttribute('data-layout', JSON.stringify({page: document.documentElement.scrollWidth,
+  view: window.innerWidth, wide: wide.slice(0, 20), overlaps: overlaps.slice(0, 20)}));
+</script>"""
+
+
+@pytest.fixture
+def fork_report(tmp_path: Path) -> Path:
+    """A run of a fork named by its import path: passing cases in three dtypes and masks, shrunk failures whose
+    gradients are non-finite (as a planted off-by-one in the causal mask gives), and other failing examples."""
+    run_id = "20261129T100000Z-ci-aaaaaa"
+    recs = [rb.run_record(run_id)]
+    for seed, (dtype, causal) in enumerate([("float32", False), ("bfloat16", False), ("float16", True)] * 2):
+        c = rb.case(seed, dtype=dtype, causal=causal)
+        recs.append(rb.case_record(run_id, c, implementation=FORK, used=0.26))
+        recs.append(rb.case_record(run_id, c, implementation="torch_sdpa", role="oracle", backend="cpu"))
+    for seed in (10, 11):
+        c = rb.case(seed, causal=True, bias=True)
+        rec = rb.case_record(
+            run_id, c, implementation=FORK, fail_quantity="out", shrunk=True, failure_file=f"/x/{seed}.json"
+        )
+        nonfinite = {q: rb.comparison(q, math.inf, ratio=math.inf, note=NONFINITE) for q in ("dq", "dk")}
+        rec["comparisons"] = [nonfinite.get(x["quantity"], x) for x in rec["comparisons"]]
+        rec["comparisons"][0] |= {"max_abs": 2.92, "ratio": 2.38e38 / 5.6e-7, "bound": 3.06e-5}
+        recs.append(rec)
+        recs.append(rb.case_record(run_id, c, implementation="torch_sdpa", role="oracle", backend="cpu"))
+    # Failing examples met on the way down to the shrunk ones: the report's table of other failures.
+    for seed in range(20, 23):
+        c = rb.case(seed, causal=True, blocks=SPLASH_BLOCKS)  # the longest case text: every block size
+        recs.append(rb.case_record(run_id, c, implementation=FORK, fail_quantity="dq"))
+    store = rb.write_store(tmp_path / "store", recs)
+    report, _ = compose.make(load([store]), thresholds=thresholds.load())
+    return render.write(report, tmp_path / "index.html")
+
+
+def test_a_forks_report_with_non_finite_failures_fits_its_boxes_and_no_plot_text_overlaps(
+    fork_report: Path, tmp_path: Path
+) -> None:
+    browser = _chromium()
+    html = fork_report.read_text()
+    assert FORK in html and NONFINITE in html
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy"[^>]*>', html)
+    assert csp, "the report no longer sets its Content-Security-Policy"
+    measured = tmp_path / "measured.html"
+    measured.write_text(html.replace(csp.group(0), "").replace("</body>", LAYOUT + "</body>"))
+    proc = _run(browser, tmp_path, f"--window-size={SCREEN[0]},{SCREEN[1]}", "--dump-dom", measured.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'data-layout="([^"]*)"', proc.stdout)
+    assert found, "the layout script did not run"
+    m = json.loads(unescape(found.group(1)))
+    scroll = [f"the page is {m['page']} px wide in a {m['view']} px window"] if m["page"] > m["view"] else []
+    assert m["view"] == SCREEN[0]
+    assert not (scroll or m["wide"] or m["overlaps"]), "\n".join(scroll + m["wide"] + m["overlaps"])
+    shot = tmp_path / "fork.png"
+    proc = _run(browser, tmp_path, f"--screenshot={shot}", f"--window-size={SCREEN[0]},2400", fork_report.as_uri())
+    assert proc.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", proc.stderr[-2000:]
+    FORK_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, FORK_SHOT)

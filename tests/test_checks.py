@@ -1,10 +1,10 @@
-"""The checks beyond the truth, as records carry them and `coverage` counts them (coverage.check_counts)."""
+"""The checks beyond the truth, as records carry them and `coverage` counts them (cells.check_counts)."""
 
 from __future__ import annotations
 
 from harness.cli.commands.coverage import check_table
-from harness.core import coverage
 from harness.core.case import Case
+from harness.store import cells
 from harness.store.records import CaseRecord
 
 CASE = Case(batch=2, q_heads=1, kv_heads=1, q_len=1, kv_len=64, head_dim=64, dtype="bfloat16")
@@ -27,7 +27,7 @@ def test_each_kernel_counts_the_cases_each_check_ran_on_and_old_records_count_wh
         _record(extreme),  # written before CaseRecord.checks: its case shows the regime
         _record(CASE, name="torch_sdpa", role="oracle", checks=["reproducible"]),  # an oracle: not counted
     ]
-    counts = coverage.check_counts(records)
+    counts = cells.check_counts(records)
     assert counts == {
         "pallas_paged": {"cases": 3, "reproducible": 2, "batch_invariant": 1, "extreme_values": 1, "megacore": 1}
     }

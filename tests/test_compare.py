@@ -17,6 +17,8 @@ from harness.core.compare import (
     Tolerance,
     check_empty_rows,
     compare,
+    exact_zero,
+    oracle_multiple,
     tolerance,
 )
 from harness.core.contract import QUANTITIES
@@ -424,3 +426,27 @@ def test_unwritten_rows_are_recorded_and_never_judged():
                 note="1 rows, declared unwritten (not checked)",
             ),
         )
+
+
+def test_a_multiple_of_the_oracles_error_is_given_only_where_that_error_is_above_the_floor():
+    truth = np.linspace(-1.0, 1.0, 64).reshape(1, 1, 8, 8)
+    # float32: the oracle about exact (1e-12) and the kernel well inside the floor's 1e-5: a pass whose ratio
+    # (5e6) would read as an alarm. No multiple, only err/bound.
+    c = compare("out", truth + 5e-6, truth, truth + 1e-12, tolerance("float32", "out"))
+    assert c.passed and c.ratio > 1e6
+    assert oracle_multiple(c, "float32") is None
+    # bfloat16: the oracle's own rounding (4e-3) is above the floor term (1e-3 x 1): the multiple says something.
+    c = compare("out", truth + 6e-3, truth, truth + 4e-3, tolerance("bfloat16", "out"))
+    assert oracle_multiple(c, "bfloat16") == pytest.approx(1.5)
+    # torch_sdpa's float32 output is held to 32x: its own factor takes the oracle's share out of the bound.
+    tol = tolerance("float32", "out", "torch_sdpa")
+    c = compare("out", truth + 3e-4, truth, truth + 2e-5, tol)
+    assert oracle_multiple(c, "float32", "torch_sdpa") == pytest.approx(15.0)
+    # Read with the standard factor of 2, 30x of the oracle's error would pass for floor, and the multiple vanish.
+    assert oracle_multiple(c, "float32") is None
+
+
+def test_an_exact_check_or_a_result_that_never_reached_the_oracle_has_no_multiple():
+    assert oracle_multiple(exact_zero("races", 3.0, "races found"), "float32") is None
+    missing = compare("dq", None, TRUTH, TRUTH, tolerance("float32", "dq"))
+    assert oracle_multiple(missing, "float32") is None

@@ -20,6 +20,7 @@ from harness.core import contract, strategies
 from harness.core import coverage as cov
 from harness.core.case import Case
 from harness.core.masks import Lengths, Mask, Segments
+from harness.store import cells
 from harness.store.read import load as load_store
 from tests import record_builders as rb
 
@@ -281,7 +282,7 @@ def test_coverage_prints_each_parameter_and_each_cell(tmp_path: Path, capsys) ->
     assert "same cases as py3.11-jax0.9.2-torch2.13.0" in lines["py3.11-jax0.10.2-torch2.13.0"]
     assert list(lines) == [f"py3.11-jax{v}-torch2.13.0" for v in ("0.7.0", "0.9.2", "0.10.2")]
     recs = load_store([store])
-    assert {r.implementation for r in cov.cell_rows(recs.runs, recs.cases)} == {"pallas_flash"}
+    assert {r.implementation for r in cells.cell_rows(recs.runs, recs.cases)} == {"pallas_flash"}
     assert "absent here: flash_attention.flash_attention.debug" in lines["py3.11-jax0.7.0-torch2.13.0"]
     assert "same cases" not in lines["py3.11-jax0.7.0-torch2.13.0"]
     assert "flash_attention.flash_attention segment_ids" in out.split("exercised by no stored case:")[1]
@@ -336,8 +337,8 @@ def test_a_runs_cell_is_named_as_the_matrix_names_it() -> None:
     from harness.environments import matrix
 
     run = {"versions": {"python": "3.11.7", "jax": "0.10.2", "torch": "2.13.0+cpu"}}
-    assert cov.cell_name(run) in {c.name for c in matrix.CELLS}
-    assert cov.cell_name({"versions": {"python": "3.12.1", "jax": "0.11.2", "torch": None}}) in {
+    assert cells.cell_name(run) in {c.name for c in matrix.CELLS}
+    assert cells.cell_name({"versions": {"python": "3.12.1", "jax": "0.11.2", "torch": None}}) in {
         c.name for c in matrix.CELLS
     }
-    assert cov.cell_name(None) == "unknown"
+    assert cells.cell_name(None) == "unknown"

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import json
+import re
+
 import pytest
 
 from docs import generate
+from harness.cli import build_parser
 from harness.core import contract
 
 
@@ -25,12 +30,74 @@ def test_the_table_has_one_row_per_implementation_with_every_column() -> None:
     assert all(r.count("|") - r.count("\\|") == len(generate.COLUMNS) + 1 for r in rows)
 
 
+def test_the_cli_reference_is_current() -> None:
+    page = generate.CLI_PAGE
+    want = generate._filled(page, [(generate.cli_reference(build_parser()), generate.CLI_BEGIN, generate.CLI_END)])
+    assert want == page.read_text(), "docs/cli.md is stale: run `python -m docs.generate`"
+
+
+def test_the_bug_history_is_rendered_from_its_records() -> None:
+    page = generate.HISTORY_PAGE
+    assert generate.history_page() == page.read_text(), "docs/history.md is stale: run `python -m docs.generate`"
+    bugs = json.loads(generate.HISTORY_BUGS.read_text())["rows"]
+    # The count the page opens its list with is the records' own.
+    assert f"{len(bugs)} bugs: " in page.read_text() and len({b["id"] for b in bugs}) == len(bugs)
+
+
+def test_the_recorded_benchmark_runs_are_rendered_from_their_files() -> None:
+    page = generate.PERFORMANCE_PAGE
+    body = generate.benchmark_results(generate.RESULTS)
+    want = generate._filled(page, [(body, generate.RESULTS_BEGIN, generate.RESULTS_END)])
+    assert want == page.read_text(), "docs/performance.md is stale: run `python -m docs.generate`"
+    throughput = json.loads((generate.RESULTS / "throughput.json").read_text())
+    assert f"`{throughput['command']}`" in body and "| warm_cache | 20 | 28.9 | 21.9 | 41.5 | 0 |" in body
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_every_option_of_every_subcommand_is_in_its_section_of_the_reference() -> None:
+    text = generate.CLI_PAGE.read_text()
+    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^### |<!-- cli:end -->)", text, flags=re.S | re.M))
+    assert set(sections) == set(_commands()), "docs/cli.md: a subcommand without its section (or one too many)"
+    missing = [
+        f"{name} {option}"
+        for name, command in _commands().items()
+        for action in command._actions
+        if not isinstance(action, argparse._HelpAction)
+        for option in action.option_strings or [action.metavar or action.dest]
+        if f"`{option}`" not in sections[name]
+    ]
+    assert not missing, f"docs/cli.md lacks these arguments: {missing}"
+
+
+def test_the_reference_reads_the_same_on_every_machine() -> None:
+    # Defaults under the home directory or the checkout are written as ~ and relative paths.
+    text = generate.cli_reference(build_parser())
+    assert str(generate.ROOT) not in text and str(generate.Path.home()) not in text
+    assert "`--constraints` | `FILE` | `constraints/default.txt` |" in text
+
+
 @pytest.fixture
 def page(tmp_path, monkeypatch):
     path = tmp_path / "docs" / "kernels.md"
     path.parent.mkdir()
+    cli = tmp_path / "docs" / "cli.md"
+    cli.write_text(f"# CLI\n{generate.CLI_BEGIN}\n{generate.CLI_END}\n")
     monkeypatch.setattr(generate, "ROOT", tmp_path)
     monkeypatch.setattr(generate, "KERNELS_PAGE", path)
+    monkeypatch.setattr(generate, "CLI_PAGE", cli)
+    history = tmp_path / "docs" / "history.md"
+    history.write_text(generate.HISTORY_PAGE.read_text())
+    monkeypatch.setattr(generate, "HISTORY_PAGE", history)
+    performance = tmp_path / "docs" / "performance.md"
+    performance.write_text(generate.PERFORMANCE_PAGE.read_text())
+    monkeypatch.setattr(generate, "PERFORMANCE_PAGE", performance)
+    found = tmp_path / "docs" / "found.md"
+    found.write_text(generate.FOUND_PAGE.read_text())
+    monkeypatch.setattr(generate, "FOUND_PAGE", found)
     return path
 
 
@@ -40,7 +107,8 @@ def test_check_names_a_stale_page_and_writing_makes_it_current(page, capsys) -> 
     tail = f"{generate.RESTRICTIONS_BEGIN}\n{generate.RESTRICTIONS_END}\n"
     page.write_text(f"# Kernels\n\n{generate.BEGIN}\n| old |\n{generate.END}\n\nafter\n{tail}")
     assert generate.main(["--check"]) == 1
-    assert "docs/kernels.md: its generated tables are stale" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "docs/kernels.md: its generated tables are stale" in err and "docs/cli.md: its generated" in err
     assert "| old |" in page.read_text()  # --check writes nothing
     assert generate.main([]) == 0
     text = page.read_text()
@@ -54,4 +122,14 @@ def test_a_page_without_its_markers_is_a_usage_error(page, capsys) -> None:
         pytest.skip(f"modules cannot be imported here: {contract.unavailable()}")
     page.write_text(f"# Kernels\n{generate.END}\n{generate.BEGIN}\n")
     assert generate.main(["--check"]) == 2
-    assert "expected one '<!-- kernels:begin -->' before one '<!-- kernels:end -->'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "docs/kernels.md: expected one '<!-- kernels:begin -->' before one '<!-- kernels:end -->'" in err
+
+
+def test_the_findings_counts_are_the_catalogue_s() -> None:
+    from harness import findings
+
+    body = generate.finding_counts()
+    notes = findings.catalogue()
+    assert body.startswith(f"{len(notes)} notes (")
+    assert all(f"[{f.name}](" in body for f in notes)

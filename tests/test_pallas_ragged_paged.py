@@ -103,3 +103,23 @@ def test_windows_outside_the_sliding_form_are_violations():
     rows = Lengths(q=(3, 8), kv=(12, 16))  # the first sequence's queries one key off the window's diagonal
     shifted = WINDOWED.replace(mask=Mask(causal="bottom_right", window=WINDOWED.mask.window, lengths=rows))
     assert any("not a sliding window" in v for v in RAGGED.violations(shifted))
+
+
+def test_spare_tokens_reach_the_kernel_as_nan_rows():
+    padded = WINDOWED.replace(blocks={**WINDOWED.block_dict, "spare_tokens": 3})
+    assert RAGGED.violations(padded) == []
+
+    def leaky(q, *args, **kwargs):
+        # Mixes every row of q, padding included, into every output: fails only where padding is NaN.
+        return ragged_reference.ragged_paged_attention(q + 0 * q.sum(0, keepdims=True), *args, **kwargs)
+
+    assert run_case(WINDOWED, [dropin(leaky, name="leaky")], grads=False).passed
+    (subject,) = run_case(padded, [dropin(leaky, name="leaky")], grads=False).subjects
+    assert subject.error is None and not subject.comparisons[0].passed, subject
+
+
+def test_a_case_without_queries_calls_the_kernel_with_one_padding_row():
+    # Every sequence decoded already (q[b] = 0): an empty q would be a zero-size pallas_call.
+    empty = PROBE.replace(q_len=1, mask=Mask(causal="bottom_right", lengths=Lengths(q=(0, 0), kv=(9, 16))))
+    assert RAGGED.violations(empty) == []
+    assert run_case(empty, [RAGGED], grads=False).passed

@@ -58,7 +58,7 @@ def test_picture_draws_the_mask_the_tiles_and_each_rows_error_against_the_bound(
     assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" class="picture"') and svg.endswith("</svg>")
     titles = _titles(svg)
     # Rows of one shade are one rect; its tooltip gives the largest err/bound in it.
-    assert "out head 0, q rows 128-255: up to 5x the bound" in titles
+    assert "out head 0, q rows 128-255: up to 5.00x the bound" in titles
     assert "out head 0, q rows 0-127: up to 0x the bound" in titles
     assert "out head 1, q rows 3-3: 1 non-finite" in titles
     assert "out head 1, q rows 0-2: up to 0x the bound" in titles
@@ -151,5 +151,5 @@ def test_dbias_is_drawn_per_query_tile_and_key_tile():
     got[0, 0, 130, 10] = 2.0  # query tile 1, key tile 0
     loc = locate({"dbias": got}, {"dbias": truth}, {"dbias": 1.0}, blocks=case.block_dict)
     titles = _titles(str(picture.picture(case, loc)))
-    assert "dbias q tile 1, k tile 0: 2x the bound" in titles
+    assert "dbias q tile 1, k tile 0: 2.00x the bound" in titles
     assert "dbias q tile 0, k tile 0: 0x the bound" in titles

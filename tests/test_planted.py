@@ -17,7 +17,7 @@ from harness.running.failures import load_failure, write_divergence, write_failu
 from harness.running.runner import run_case
 from harness.running.search import search
 from kernels.pallas_flash import uniform_blocks
-from tests.planted import INTERPRET, PLANTED, SUBTLE, spec
+from tests.planted import INTERPRET, PLANTED, SUBTLE, TRIGGERS, spec
 
 # One forward case (a few CPU seconds under the interpreter). Its bound is float32's floor
 # times the output's term magnitude; fwd_p_bfloat16's error here is ~43x that bound (measured),
@@ -43,6 +43,21 @@ def test_planted_bug_is_caught_shrunk_and_replayed(tmp_path, capsys, name):
     assert cli.main(["repro", str(path)]) == cli.EXIT_FAIL, capsys.readouterr().out
     # The upstream kernel on the same file passes: the failure is the planted line, not the case.
     assert cli.main(["repro", str(path), "--kernel", "pallas_flash"]) == cli.EXIT_OK, capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(PLANTED))
+def test_a_run_keeps_one_file_per_planted_bug_and_its_trigger_names_what_the_edit_needs(tmp_path, name):
+    # As a user runs it: the CLI, default options (--jobs included) under the ci profile.
+    assert set(TRIGGERS) == set(PLANTED), "every planted bug says what its edit needs"
+    code = cli.main(["run", "--kernel", spec(name), "--profile", "ci", "--out", str(tmp_path)])
+    assert code == cli.EXIT_FAIL, f"{name}: exit {code}"
+    files = sorted((tmp_path / "failures").glob("*.json"))
+    assert len(files) == 1, f"{name}: {len(files)} failure files for one bug: {[f.name for f in files]}"
+    search_info = load_failure(files[0]).record.search or {}
+    trigger = tuple(search_info.get("trigger") or ())
+    needed, holds = TRIGGERS[name]
+    assert holds(trigger), f"{name} needs {needed}; its trigger: {search_info.get('trigger_words')} {trigger}"
 
 
 @pytest.mark.parametrize("name", list(SUBTLE))

@@ -68,6 +68,37 @@ def test_the_readme_is_one_page() -> None:
     )
 
 
+# A page says what the harness does and how to use it; how one machine was loaded when a figure was taken,
+# a tracker's issue numbers, throwaway scripts' paths and cache paths are a lab notebook's. The project's own
+# cache directory is documentation: where a user finds it.
+NOTEBOOK = re.compile(r"load average|issue [0-9]+|/tmp/|\.cache/", re.I)
+OWN_CACHE = "~/.cache/attention-harness"
+# A page a reader can take in at one sitting; the generated tables (between `<!-- X:begin -->` and
+# `<!-- X:end -->`) are reference data and do not count.
+MAX_WORDS = 3000
+GENERATED = re.compile(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", re.S)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_no_page_is_a_lab_notebook(page: Path) -> None:
+    lines = page.read_text().replace(OWN_CACHE, "").splitlines()
+    found = [f"{_rel(page)}:{n}: {ln.strip()[:100]}" for n, ln in enumerate(lines, 1) if NOTEBOOK.search(ln)]
+    assert not found, "machine load, issue numbers, temporary or cache paths:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_no_page_is_over_3000_words_outside_its_generated_tables(page: Path) -> None:
+    words = len(GENERATED.sub("", page.read_text()).split())
+    assert words <= MAX_WORDS, f"{_rel(page)}: {words} words outside its generated blocks, at most {MAX_WORDS}"
+
+
+def test_a_notebook_line_and_a_long_page_are_found() -> None:
+    assert NOTEBOOK.search("measured at load average 10 on 2 cores") and NOTEBOOK.search("as issue 24 asked")
+    assert not NOTEBOOK.search(f"cached under `{OWN_CACHE}/jax`".replace(OWN_CACHE, ""))
+    page = "word " * 10 + "<!-- t:begin -->\n" + "cell " * 5000 + "\n<!-- t:end -->"
+    assert len(GENERATED.sub("", page).split()) == 10
+
+
 def test_the_readme_keeps_the_two_commands_ci_runs() -> None:
     text = README.read_text()
     assert "nox -s tpu" in text and "nox -s tests" in text

@@ -18,5 +18,6 @@ CORPUS = Path(__file__).parent / "regressions"
 
 @pytest.mark.parametrize("path", list(iter_failure_files(CORPUS)), ids=lambda p: p.stem)
 def test_pinned_case_stays_fixed(path):
-    result = replay(load_failure(path))
-    assert result.passed, "\n".join(console.comparison_table(s) for s in result.subjects if not s.passed)
+    ff = load_failure(path)
+    result = replay(ff)
+    assert result.passed, "\n".join(console.comparison_table(s, ff.case.dtype) for s in result.subjects if not s.passed)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
+from harness.core import isa
 from harness.running.failures import failure_document, write_failure
 from harness.running.runner import run_case
 from kernels.pallas_flash import uniform_blocks
@@ -171,6 +172,19 @@ def test_changed_versions_are_named_before_the_result(tmp_path, capsys):
     assert "jax 0.0.1 -> " in lines[changed]
     assert "tolerance table changed" in out
     assert changed < next(i for i, line in enumerate(lines) if "quantity" in line)
+
+
+def test_a_replay_at_another_isa_is_named_before_the_result(tmp_path, capsys):
+    path = _failure_file(tmp_path)
+    doc = json.loads(path.read_text())
+    assert doc["host"] == isa.describe()
+    doc["host"]["isa"] = "AMX"  # a level isa.level() never reports: above those the harness tests under
+    path.write_text(json.dumps(doc))
+    cli.main(["repro", str(path)])
+    lines = capsys.readouterr().out.splitlines()
+    moved = next(i for i, line in enumerate(lines) if "XLA's CPU ISA differs" in line)
+    assert f"AMX -> {isa.level()}" in lines[moved]
+    assert moved < next(i for i, line in enumerate(lines) if "quantity" in line)
 
 
 def test_recorded_versions_that_match_are_not_mentioned(tmp_path, capsys):

@@ -256,7 +256,7 @@ def test_a_failure_is_saved_and_replayed_first_from_the_database(stand_in, tmp_p
     assert first.shrunk is not None and any(p.is_file() for p in db.rglob("*"))
     again = search(kernel, [], shrink_runs=0, **kw)
     # Replayed first: the failure Hypothesis shrank to (the report's case is then reduced over its features,
-    # outside Hypothesis: search._reduce_features), never the passing first case a fresh draw starts from.
+    # outside Hypothesis: search.Search.reduce_features), never the passing first case a fresh draw starts from.
     assert again.results[0].case != met["case"] and not again.results[0].passed
 
 
@@ -394,7 +394,7 @@ def test_a_failure_drawn_from_the_pool_is_shrunk_to_the_smallest_failing_entry_w
     assert pool.program_key(first.case) in {pool.program_key(c) for c in entries}
     minimal = next(c for c in entries if kernel.broken(c)).replace(seed=0, regime="normal")
     assert first.case != minimal  # so a shrinker that does nothing fails the next line
-    # Then reduced over its features (search._reduce_features): the mask the bug does not need goes too.
+    # Then reduced over its features (search.Search.reduce_features): the mask the bug does not need goes too.
     minimal = minimal.replace(mask=Mask())
     assert outcome.shrunk.case == minimal, f"shrunk to {outcome.shrunk.case}, not {minimal}"
 

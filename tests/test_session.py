@@ -13,9 +13,9 @@ import pytest
 from harness.cli.commands import run as run_command
 from harness.core.errors import InputError
 from harness.running import session
+from harness.running.plan import RunPlan, option, plan_from_options
 from harness.running.runner import CaseResult
-from harness.running.session import RunPlan
-from harness.running.shards import Shard
+from harness.running.shards import Shard, default_jobs
 from harness.store.schema import RunStatus
 
 # Per field of RunPlan, a plan that differs from the default plan in that field (and in what the
@@ -35,7 +35,7 @@ CHANGED: dict[str, dict[str, Any]] = {
     "in_process": {"in_process": True},
     "max_shrinks": {"max_shrinks": 0},
     "first_failure": {"first_failure": True},
-    "jobs": {"jobs": 3},
+    "jobs": {"jobs": default_jobs() + 1},  # the default is the machine's core count
     "shard": {"shard": Shard(2, 5)},
     "smoke": {"smoke": False},
     "pool": {"pool": False},
@@ -53,7 +53,7 @@ def parse(argv: list[str]) -> RunPlan:
     assert argv[0] == "run"
     parser = argparse.ArgumentParser()
     run_command.add_arguments(parser)
-    return session.plan_from_options(vars(parser.parse_args(argv[1:])))
+    return plan_from_options(vars(parser.parse_args(argv[1:])))
 
 
 def test_every_field_is_in_the_table() -> None:
@@ -80,6 +80,38 @@ def test_the_defaults_are_applied_when_parsed(monkeypatch: pytest.MonkeyPatch) -
     plan = parse(["run"])
     assert (plan.kernels, plan.oracles, plan.profile, plan.jobs) == (("pallas_flash",), None, "nightly", 3)
     assert plan.interpreter == "fast" and parse(["run", "--detect-races"]).interpreter == "faithful"
+    # One place decides each default: the plan's fields, whether it is parsed or built.
+    assert parse(["run"]) == RunPlan()
+    assert RunPlan(detect_races=True).interpreter == "faithful"
+
+
+def test_a_bad_default_from_the_environment_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTN_HARNESS_JOBS", "many")
+    with pytest.raises(InputError, match="ATTN_HARNESS_JOBS='many' must be a whole number"):
+        parse(["run"])
+
+
+def test_a_field_added_to_the_plan_is_an_option_of_run() -> None:
+    # Options once: a new RunPlan field is on the command line, with its help, and round-trips, with no
+    # other edit (the parser is built from the fields).
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Extended(RunPlan):
+        colour: str | None = option("--colour", type=str, metavar="C", help="the colour of the summary")
+
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser, Extended)
+    assert "--colour C" in parser.format_help() and "the colour of the summary" in parser.format_help()
+    assert parser.parse_args(["--colour", "red"]).colour == "red"
+    assert Extended(colour="red").to_argv()[-2:] == ["--colour", "red"]
+
+
+def test_every_run_option_has_help_and_the_parser_has_no_default_of_its_own() -> None:
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser)
+    for action in parser._actions:
+        if action.dest != "help":
+            assert action.help, f"{action.option_strings} has no help"
+            assert action.default in (None, False) or action.dest == "out", (action.dest, action.default)
 
 
 def test_a_worker_is_its_shard_of_the_plan_in_one_process() -> None:
@@ -97,7 +129,9 @@ def test_a_worker_is_its_shard_of_the_plan_in_one_process() -> None:
         pytest.param({"case_timeout": 1.0, "in_process": True}, "drop --case-timeout", id="timeout-in-process"),
         pytest.param({"max_shrinks": -1}, "--max-shrinks=-1 must be at least 0", id="shrinks"),
         pytest.param({"grid_order_seed": -1, "interpreter": "faithful"}, "must be non-negative", id="grid-seed"),
-        pytest.param({"detect_races": True}, "need --interpreter faithful, not fast", id="races-fast"),
+        pytest.param(
+            {"detect_races": True, "interpreter": "fast"}, "need --interpreter faithful, not fast", id="races-fast"
+        ),
         pytest.param({"interpreter": "hlo"}, "--interpreter='hlo' must be one of", id="interpreter"),
         pytest.param({"profile": "weekly"}, "unknown profile 'weekly'", id="profile"),
         pytest.param({"jobs": 0}, "--jobs=0 must be at least 1", id="jobs"),
@@ -142,7 +176,7 @@ class FakeSink:
 
 def _plan(tmp_path: Path, kernel: str, **changes: Any) -> RunPlan:
     base = {"kernels": (kernel,), "oracles": ("jax_reference",), "examples": 3, "seed": 1, "grads": False}
-    base |= {"database": False, "in_process": True, "smoke": False, "profile": "ci", "out": tmp_path}
+    base |= {"database": False, "in_process": True, "smoke": False, "profile": "ci", "out": tmp_path, "jobs": 1}
     return RunPlan(**base | changes)
 
 

@@ -13,6 +13,8 @@ import yaml
 
 from harness import cli
 from harness.running.shards import Shard, merge_rows, worst
+from harness.store.failures import FailureRecord
+from harness.store.records import CaseRecord, RunRecord
 from tests import _fakes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +67,7 @@ def test_the_most_serious_exit_status_wins() -> None:
 def test_merged_rows_sum_counts_and_keep_the_worst() -> None:
     a = {"kernel": "k", "examples": 3, "failed": 0, "worst": 0.2, "seconds": 10.0, "status": "PASS"}
     b = {"kernel": "k", "examples": 2, "failed": 1, "worst": None, "seconds": 12.0, "status": "FAIL"}
-    (row,) = merge_rows([{"summary": [a]}, {"summary": [b]}])
+    (row,) = merge_rows([RunRecord(run_id="r0", more={"summary": [a]}), RunRecord(run_id="r1", more={"summary": [b]})])
     assert row.to_json() == a | {"examples": 5, "failed": 1, "worst": 0.2, "seconds": 12.0, "status": "FAIL"}
 
 
@@ -107,7 +109,7 @@ def test_the_ci_workflow_runs_every_shard_then_merges_reports_and_gates() -> Non
     command = command.replace("${{ matrix.index }}", str(count - 1)).replace("$SHARDS", str(count))
     argv = shlex.split(command.replace("$EXAMPLES", "200").split(" -- ", 1)[1])
     args = cli.build_parser().parse_args(["run", *argv])
-    assert Shard.parse(args.shard) == Shard(count - 1, count)
+    assert args.shard == Shard(count - 1, count)
     merge_steps = [s["run"] for s in wf["jobs"]["merge"]["steps"] if "run" in s]
     assert any(r.startswith("python -m harness merge stores/store-* --out reports/store") for r in merge_steps)
     assert any(r.startswith("python -m harness report --store reports/store") for r in merge_steps)
@@ -120,9 +122,12 @@ def _reported_failure(store: Path, run_id: str, name: str, how: str, feats: list
     path.parent.mkdir(parents=True, exist_ok=True)
     sig = {"how": [["k", how, ["out"]]], "features": feats}
     search = {"failure": f"{n} of 2", "shrunk": True, "signature": how, "signature_parts": sig}
-    path.write_text(json.dumps({"kind": "failure", "kernel": "k", "search": search}))
+    failure = FailureRecord(kernel="k", oracles=("torch_sdpa",), grads=True, case={}, search=search)
+    path.write_text(json.dumps(failure.to_json()))
     for impl in ("k", "torch_sdpa"):
-        rec = {"kind": "case", "implementation": impl, "shrunk": True, "failure_file": str(path)}
+        rec = CaseRecord(
+            run_id=run_id, case_id=name, implementation=impl, passed=False, comparisons=[], shrunk=True
+        ).to_json() | {"failure_file": str(path)}
         (store / "records" / run_id / f"{name}--{impl}.json").write_text(json.dumps(rec))
     return path
 
@@ -133,7 +138,7 @@ def test_one_bug_found_by_two_shards_keeps_one_failure_file(tmp_path: Path) -> N
     runs = []
     for i in range(2):
         (tmp_path / "records" / f"r{i}").mkdir(parents=True)
-        runs.append({"run_id": f"r{i}", "shard": f"{i}/2"})
+        runs.append(RunRecord(run_id=f"r{i}", more={"shard": f"{i}/2"}))
     causal = _reported_failure(tmp_path, "r0", "a-causal", "wrong values", ["mask:causal_top_left"])
     tiled = _reported_failure(tmp_path, "r1", "b-tiled", "wrong values", ["mask:causal_top_left", "tiling:x"])
     raised = _reported_failure(tmp_path, "r1", "c-raised", "raised ValueError", ["mask:causal_top_left"], n=2)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
 
+from harness.core.compare import Comparison
 from harness.core.errors import InputError
-from harness.core.summary import KernelSummary
+from harness.core.summary import KernelSummary, worst_used
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -77,3 +80,37 @@ def test_rows_of_skips_the_rows_of_other_commands_and_names_an_oracle_by_its_imp
 def test_an_unreadable_row_says_which_and_why(doc: dict, message: str) -> None:
     with pytest.raises(InputError, match=message.replace("(", r"\(")):
         KernelSummary.from_json(doc)
+
+
+# --- the worst column agrees with the verdict beside it ---
+
+
+@dataclasses.dataclass(frozen=True)
+class _Judged:
+    passed: bool
+    comparisons: list[Comparison]
+
+
+def _c(quantity: str, max_abs: float, bound: float, *, passed: bool | None = None) -> Comparison:
+    passed = max_abs <= bound if passed is None else passed
+    return Comparison(
+        quantity=quantity, max_abs=max_abs, max_rel=max_abs, oracle_abs=1e-7, ratio=1.0, bound=bound, passed=passed
+    )
+
+
+def test_a_row_with_a_failure_shows_the_failing_worst_never_the_worst_of_its_passing_cases() -> None:
+    passing = _Judged(True, [_c("out", 2.6e-6, 1e-5)])
+    failing = _Judged(False, [_c("out", 1e-6, 1e-5), _c("dq", 0.95, 1e-5)])
+    assert worst_used([passing]) == pytest.approx(0.26)
+    assert worst_used([passing, failing]) == pytest.approx(9.5e4)
+
+
+def test_a_non_finite_failure_or_one_without_a_bound_is_inf_and_a_failure_that_raised_is_none() -> None:
+    nonfinite = _Judged(False, [_c("out", math.inf, 1e-5)])
+    exact = _Judged(False, [_c("races", 3.0, 0.0)])  # an exact check: bound 0, failed by any difference
+    raised = _Judged(False, [])
+    passing = _Judged(True, [_c("out", 2.6e-6, 1e-5)])
+    assert worst_used([passing, nonfinite]) == math.inf
+    assert worst_used([passing, exact]) == math.inf
+    assert worst_used([passing, raised]) is None  # no number measured: "-", never the passing 0.26
+    assert worst_used([]) is None

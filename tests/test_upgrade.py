@@ -425,6 +425,12 @@ def test_the_control_an_upgrade_to_the_baselines_own_versions_is_safe(tmp_path, 
         2 * upgrade.BENCH_ROUNDS * n_bench,
         2 * upgrade.COMPILE_ROUNDS * n_compile,
     )
+    # The same verdict for CI beside the report (harness.cli.results; tests/test_results.py reads them whole).
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["verdict"], summary["headline"], summary["failures"]) == ("SAFE", verdict, [])
+    assert summary["kernels"] == {"tests._fakes:CORRECT": "both sides", "ragged": "both sides"}
+    junit = (tmp_path / "out" / "junit.xml").read_text()
+    assert 'name="ragged"' in junit and 'failures="0"' in junit.split("\n")[1]
 
 
 def test_a_kernel_lost_in_the_candidate_is_the_one_regression_and_stops_nothing(

@@ -6,7 +6,9 @@ import math
 
 from harness.core import strips, verdicts
 from harness.core.case import Case
+from harness.core.compare import oracle_multiple
 from harness.core.locate import tiling
+from harness.core.numbers import multiple
 from harness.core.summary import KernelSummary
 from harness.running.runner import CaseResult, SubjectResult
 from harness.running.session import RunOutcome
@@ -55,7 +57,8 @@ def progress_line(index: int, total: int, result: CaseResult, *, verbose: bool =
     for s in result.subjects:
         worst = s.worst
         # How much of its tolerance the closest comparison used (1.0 = at the bound).
-        ratio = f" {worst.max_abs / worst.bound:.2f}" if worst is not None and s.passed and worst.bound > 0 else ""
+        shown = worst is not None and s.passed and worst.bound > 0
+        ratio = f" {multiple(worst.max_abs / worst.bound)}" if shown else ""
         # An oracle outside its tolerance is a finding about the oracle, not a kernel failure.
         verdict = "ok" if s.passed else ("FINDING" if s.role == "oracle" else "FAIL")
         parts.append(f"{s.implementation} {verdict}{ratio}")
@@ -66,14 +69,16 @@ def progress_line(index: int, total: int, result: CaseResult, *, verbose: bool =
     return line if len(line) <= LINE_MAX else line[: LINE_MAX - 3] + "..."
 
 
-def comparison_table(subject: SubjectResult) -> str:
-    """The error table of one implementation on one case."""
+def comparison_table(subject: SubjectResult, dtype: str) -> str:
+    """The error table of one implementation on one case of `dtype`; its ratio (the error as a multiple of the
+    same-dtype oracle's) only where the oracle's error is above the tolerance's floor (compare.oracle_multiple)."""
     head = f"  {subject.implementation} ({subject.backend}, empty rows declared {subject.empty_rows})"
     if subject.error:
         return f"{head}\n    raised {subject.error}"
     rows = [f"{'quantity':<11} {'max_abs':>9} {'max_rel':>9} {'oracle':>9} {'ratio':>7} {'bound':>9}  verdict"]
     for c in subject.comparisons:
-        ratio = f"{c.ratio:7.2f}" if math.isfinite(c.ratio) else f"{c.ratio!s:>7}"
+        shown = oracle_multiple(c, dtype, subject.implementation)
+        ratio = f"{multiple(shown) if shown is not None else '-':>7}"
         rows.append(
             f"{c.quantity:<11} {_fmt(c.max_abs):>9} {_fmt(c.max_rel):>9} {_fmt(c.oracle_abs):>9} {ratio} "
             f"{_fmt(c.bound):>9}  {'ok' if c.passed else 'FAIL'}{'  ' + c.note if c.note else ''}"
@@ -82,12 +87,13 @@ def comparison_table(subject: SubjectResult) -> str:
 
 
 def summary_table(rows: list[KernelSummary]) -> str:
-    """One line per row: cases, failed, worst (largest error/bound of passing comparisons), seconds per case, status."""
+    """One line per row: cases, failed, worst error/bound (the failing worst on a failure: summary.worst_used),
+    seconds per case, status."""
     width = max([28, *(len(r.kernel) for r in rows)])
     header = f"{'kernel':<{width}} {'cases':>5} {'failed':>6} {'worst err/bound':>15} {'s/case':>7}  status"
     lines = [header, "-" * len(header)]
     for r in rows:
-        worst = f"{r.worst:.2f}" if r.worst is not None else "-"
+        worst = multiple(r.worst) if r.worst is not None else "-"
         per = f"{r.seconds_per_case:.2f}" if r.seconds_per_case is not None else "-"
         lines.append(f"{r.kernel:<{width}} {r.examples:>5} {r.failed:>6} {worst:>15} {per:>7}  {r.status}")
     return "\n".join(lines)
@@ -114,6 +120,10 @@ def _findings(outcome: RunOutcome) -> list[str]:
     """Each failure shrunk, with its tables and replay line; then interpreter divergences and oracle findings."""
     lines = []
     for failure in outcome.failures:
+        if failure.same_bug_as is not None:  # one finding met twice: its first failure's file is the report
+            name = failure.known.name if failure.known is not None else "the same bug"
+            lines.append(f"\n{name} again, kept as {failure.path}: one bug, its file {failure.same_bug_as}")
+            continue
         flaky = [s for s in failure.result.subjects if s.flaky]
         word = "FLAKY FAILURE" if flaky else "FAIL"
         word = f"KNOWN FINDING {failure.known.name}" if failure.known is not None else word
@@ -123,7 +133,7 @@ def _findings(outcome: RunOutcome) -> list[str]:
         lines += [f"  {s.implementation}: {verdicts.replay_line(s.interpreter, s.replays)}" for s in flaky]
         for s in failure.result.subjects:
             if not s.passed:
-                lines.append(comparison_table(s) + strips.appendix(s.located))
+                lines.append(comparison_table(s, failure.result.case.dtype) + strips.appendix(s.located))
         lines.append(f"  replay: {failure.replay}")
     for r in outcome.rows:
         if r.divergence and r.failed:

@@ -112,6 +112,18 @@ class Comparison:
 _FLOAT_FIELDS = {"max_abs", "max_rel", "oracle_abs", "ratio", "bound"}
 
 
+def oracle_multiple(c: Comparison, dtype: str, implementation: str | None = None) -> float | None:
+    """The error as a multiple of the same-dtype oracle's (c.ratio), where that multiple means something: None
+    where the oracle's own error is not above the tolerance's floor term (floor x magnitude, what is left of the
+    bound once the oracle's share is taken out). There the floor sets the bound, and a multiple of an error that
+    is about zero (805306368x of 1e-15) is an alarm about nothing; err/bound says how the case did."""
+    oracle_err = float(c.oracle_abs)
+    if not (math.isfinite(oracle_err) and oracle_err > 0) or (dtype, c.quantity.split("[")[0]) not in TOLERANCES:
+        return None  # an exact check (races, a rerun's bits, empty rows) or a failure before any oracle ran
+    floor_term = float(c.bound) - tolerance(dtype, c.quantity, implementation).factor * oracle_err
+    return float(c.ratio) if oracle_err > floor_term else None
+
+
 def exact_zero(quantity: str, value: float, note: str) -> Comparison:
     """A check a correct kernel keeps at exactly 0 (a rerun's difference, an interpreter's race count):
     no oracle, bound 0, failed by any difference at all."""

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.core.numbers import multiple
+
 LOCATE_SCHEMA = 1
 # Values kept per axis and head: a shrunk case has at most a few hundred rows, drawn whole;
 # longer axes are pooled so that a failure file stays small (4 quantities x 4 heads x 256
@@ -363,7 +365,7 @@ def where(strip: Strip, *, max_runs: int = 3) -> str:
     noun = "q rows" if strip.axis == "query" else "k rows"
     past = strip.past()
     if not past:
-        return f"{strip.quantity}: within the bound everywhere (worst {strip.worst:.2g}x)"
+        return f"{strip.quantity}: within the bound everywhere (worst {multiple(strip.worst)}x)"
     cells = sorted({c for _, c in past})
     heads = sorted({h for h, _ in past})
     spans = []
@@ -385,7 +387,8 @@ def where(strip: Strip, *, max_runs: int = 3) -> str:
         tile_text = f"; in {strip.axis} tile{plural} {_list(bad_tiles)} of 0-{n_tiles - 1} ({strip.tile} rows each)"
     finite = max((v for row in strip.values for v in row if v is not None), default=0.0)
     nf = sum(n for _, _, n in strip.nonfinite)
-    worst = f"{nf} non-finite values, worst finite error {finite:.3g}x" if nf else f"worst {finite:.3g}x the bound"
+    worst = f"worst {multiple(finite)}x the bound"
+    worst = f"{nf} non-finite values, worst finite error {multiple(finite)}x" if nf else worst
     return (
         f"{strip.quantity}: past the bound in {n_rows} of {strip.length} {noun} ({rows}), {head_text}"
         f"{tile_text}; {worst}"

@@ -148,6 +148,25 @@ def _cheaper_half(candidates: dict[Case, Case], impl: Implementation) -> dict[Ca
     return {k: c for k, c in candidates.items() if cost(c) <= caps[_tilings(c, impl)]}
 
 
+def _smoke_entries(
+    impl: Implementation,
+    smoke: Sequence[Case],
+    declared: set[frozenset[str]],
+    owns: Callable[[Case], bool] | None,
+) -> tuple[dict[Case, Case], set[frozenset[str]], set[tuple[str, object]]]:
+    """The pool's first entries, one per program of the smoke cases it owns (program key -> case), with
+    the feature pairs and field values they cover."""
+    pool: dict[Case, Case] = {}
+    covered: set[frozenset[str]] = set()
+    seen: set[tuple[str, object]] = set()
+    for case in smoke:
+        if program_key(case) not in pool and (owns is None or owns(case)):
+            pool[program_key(case)] = case
+            covered |= _pairs(case, impl, declared)
+            seen |= _values(case)
+    return pool, covered, seen
+
+
 def draw_pool(
     impl: Implementation,
     *,
@@ -170,14 +189,7 @@ def draw_pool(
     if extra < 0:
         raise ValueError(f"extra={extra} must be >= 0")
     declared = features.declared_pairs(impl)
-    pool: dict[Case, Case] = {}
-    covered: set[frozenset[str]] = set()
-    seen: set[tuple[str, object]] = set()
-    for case in smoke:
-        if program_key(case) not in pool and (owns is None or owns(case)):
-            pool[program_key(case)] = case
-            covered |= _pairs(case, impl, declared)
-            seen |= _values(case)
+    pool, covered, seen = _smoke_entries(impl, smoke, declared, owns)
     strategy = strategies.cases(impl, dtypes=dtypes, regimes=regimes)
     candidates = {program_key(c): c for c in _owned_candidates(impl, strategy, candidate_count(extra), seed, owns)}
     for key in pool:
@@ -257,7 +269,7 @@ def _planned(
         return len(offers[i][r] - covered), -uses[r]
 
     # The smoke cases' entries last: their programs have had a case each already, so the pool's turns
-    # (harness.running.search._spent) come back to them after every other entry's.
+    # (harness.running.search.Search.spent) come back to them after every other entry's.
     smoked = {program_key(c) for c in checked}
     while offers:
         fresh = [i for i in offers if program_key(entries[i]) not in smoked] or list(offers)

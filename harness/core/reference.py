@@ -18,9 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness.core import compat, extended, placement
+from harness.core import compat, extended, isa, placement
 from harness.core.case import FLOAT64, Case
 from harness.core.contract import Outputs
+from harness.core.errors import InputError
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import compiled_outputs
 
@@ -78,6 +79,8 @@ def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
     float64 enabled around the call only. The logsumexp only when the case asks for residuals.
     """
     wide = jnp.dtype(dtype) == jnp.float64
+    if jnp.dtype(dtype) == jnp.float16 and (refused := isa.float16_refusal()):
+        raise InputError(f"a float16 case has no ruler here: {refused}")  # the setting to fix, not a crash
     cast = inputs.astype(np.float64) if wide else inputs
     device = placement.reference_device()
     with compat.enable_x64() if wide else contextlib.nullcontext():

@@ -18,6 +18,7 @@ import numpy as np
 from harness.core.case import Case
 from harness.core.locate import Located, Strip, tiling, where
 from harness.core.masks import dense_mask
+from harness.core.numbers import multiple
 
 WIDTH = 64  # characters per strip in the terminal
 HEIGHT = 32  # mask rows drawn by `show`
@@ -87,7 +88,7 @@ def summary(located: Located | None, *, width: int = WIDTH, max_heads: int = 4, 
         for h in shown:
             lines.append(f"{indent}  {s.quantity:<5} h{h:<2} {strip_text(s, h, width=width)}")
         if s.heads > max_heads:
-            lines.append(f"{indent}  {'':<5} ... {s.heads - max_heads} more heads (max over all: {s.worst:.3g}x)")
+            lines.append(f"{indent}  {'':<5} ... {s.heads - max_heads} more heads (max over all: {multiple(s.worst)}x)")
         lines.append(f"{indent}        {axis} rows 0-{s.length - 1}, {rows} per character")
     lines += [f"{indent}  {where(s)}" for s in located.strips]
     return "\n".join(lines)

@@ -9,9 +9,11 @@ all through `KernelSummary`. Here in the core because the lowest of those reader
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from typing import Any, Self
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, Self
 
+from harness.core.compare import Comparison
 from harness.core.errors import InputError
 from harness.core.features import Coverage
 
@@ -27,7 +29,7 @@ class KernelSummary:
     kernel: str
     examples: int  # cases checked
     failed: int
-    worst: float | None  # the largest error/bound of the passing comparisons; None when none
+    worst: float | None  # error/bound: the failing worst on a failure, else the passing worst (worst_used)
     seconds: float
     status: str  # a harness.store.schema.KernelStatus value
     oracle: bool = False  # an oracle's row: its findings never fail a kernel or the run
@@ -96,3 +98,31 @@ class KernelSummary:
         """The kernel rows of a run.json "summary" (a bench, compile or leak run's rows name no kernel)."""
         rows: Iterable[Any] = summary if isinstance(summary, list) else []
         return [cls.from_json(r) for r in rows if isinstance(r, dict) and r.get("kernel")]
+
+
+class Judged(Protocol):
+    """One implementation's verdict on one case, as the worst column reads it (harness.running.runner.SubjectResult)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def comparisons(self) -> Sequence[Comparison]: ...
+
+
+def worst_used(subjects: Iterable[Judged]) -> float | None:
+    """A row's worst error/bound, the number beside its verdict, so that the two agree: where any case failed,
+    the largest error/bound of the failing comparisons (inf where an error is not finite or a comparison failed
+    that has no bound to divide by; None where every failure raised before a comparison); else the largest of
+    the passing comparisons, how much of its tolerance the closest case used (None where none has a bound)."""
+    subjects = list(subjects)
+    failing = [c for s in subjects if not s.passed for c in s.comparisons if not c.passed]
+    if any(not s.passed for s in subjects):
+        # A failed comparison without a measurable share (an exact check's bound of 0) is past any bound.
+        return max((_inf_if_nan(c.used) for c in failing), default=None)
+    used = [c.max_abs / c.bound for s in subjects for c in s.comparisons if c.passed and c.bound > 0]
+    return max(used, default=None)
+
+
+def _inf_if_nan(x: float) -> float:
+    return math.inf if math.isnan(x) else x

@@ -15,13 +15,14 @@ from collections import defaultdict
 from typing import Any
 
 from harness.core.case import DTYPES
-from harness.core.compare import Comparison
-from harness.core.coverage import CellRow, cell_rows
+from harness.core.compare import Comparison, oracle_multiple
 from harness.core.locate import Located, where
+from harness.core.numbers import multiple
 from harness.core.summary import KernelSummary
 from harness.gate import GateResult
 from harness.gate.thresholds import Thresholds
 from harness.report.conventions import ConventionRow
+from harness.report.outline import TraceLink, outline_by_version, traces
 from harness.report.versions import (
     CorrectnessRow,
     Env,
@@ -33,6 +34,7 @@ from harness.report.versions import (
     memory_by_version,
     speed_by_version,
 )
+from harness.store.cells import CellRow, cell_rows
 from harness.store.derive import (
     Uses,
     case_text,
@@ -62,7 +64,9 @@ class Cell:
     n: int = 0
     failed: int = 0
     worst_used: float = 0.0  # max over comparisons of max_abs / bound
-    worst_ratio: float = 0.0  # max over comparisons of the error in units of the plain oracle's
+    # max over comparisons of the error in units of the plain oracle's, where the oracle's error is above the
+    # tolerance's floor (compare.oracle_multiple); None where it is nowhere: no multiple shown
+    worst_ratio: float | None = None
 
     @property
     def css(self) -> str:
@@ -115,7 +119,10 @@ def matrix(cases: list[CaseRecord], uses: Uses | None = None) -> Matrix:
         cell.n += 1
         cell.failed += not rec.passed
         cell.worst_used = max(cell.worst_used, _finite_max(_uses(rec, uses)))
-        cell.worst_ratio = max(cell.worst_ratio, _finite_max([x.ratio for x in rec.comparisons]))
+        multiples = [oracle_multiple(x, str(rec.dtype), rec.implementation) for x in rec.comparisons]
+        shown = [m for m in multiples if m is not None and not math.isnan(m)]
+        if shown:
+            cell.worst_ratio = max([cell.worst_ratio or 0.0, *shown])
     dtypes = [d for d in DTYPES if any(k[2] == d for k in cells)]
     dtypes += sorted({k[2] for k in cells} - set(dtypes))
     rows = []
@@ -215,19 +222,21 @@ class FailureView:
     interpreters: str = ""  # which Pallas interpreter computed it, and what the other saw (derive.interpreters_line)
 
 
-def _comparison_views(comparisons: list[Comparison]) -> list[ComparisonView]:
+def _comparison_views(comparisons: list[Comparison], rec: CaseRecord) -> list[ComparisonView]:
+    """`rec`'s comparisons as the failure card shows them (`rec` names their dtype and implementation)."""
     out = []
     for c in comparisons:
         u = c.used
+        shown = oracle_multiple(c, str(rec.dtype), rec.implementation)
         out.append(
             ComparisonView(
                 quantity=str(c.quantity),
                 max_abs=_sci(c.max_abs),
                 max_rel=_sci(c.max_rel),
                 oracle=_sci(c.oracle_abs),
-                ratio=f"{_num(c.ratio):.2f}",
+                ratio=multiple(shown) if shown is not None else "-",
                 bound=_sci(c.bound),
-                used=f"{u:.2f}" if not math.isnan(u) else "-",
+                used=multiple(u) if not math.isnan(u) else "-",
                 passed=bool(c.passed),
                 note=str(c.note or ""),
             )
@@ -253,7 +262,7 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
             why=failure_line(rec),
             error=rec.error,
             traceback=rec.traceback,
-            comparisons=_comparison_views(rec.comparisons),
+            comparisons=_comparison_views(rec.comparisons, rec),
             repro=repro_command(path),
             shrunk=rec.shrunk,
             interpreters=interpreters_line(rec),
@@ -308,7 +317,7 @@ def divergences(records: Records, run_env: dict[str, Env]) -> list[FailureView]:
                 why=interpreters_line(rec),
                 error=rec.shadow.error if rec.shadow is not None else None,
                 traceback=None,
-                comparisons=_comparison_views(rec.shadow.comparisons if rec.shadow is not None else []),
+                comparisons=_comparison_views(rec.shadow.comparisons if rec.shadow is not None else [], rec),
                 repro=None,  # the run wrote it under DIR/divergences/ and printed its replay
                 shrunk=False,
                 interpreters=interpreters_line(rec),
@@ -463,7 +472,10 @@ class Report:
     # Trace, lowering and compile seconds, and the Mosaic kernels lowered to, per version.
     compile_times: list[SeriesRow] = dataclasses.field(default_factory=list)
     kernels: list[SeriesRow] = dataclasses.field(default_factory=list)
-    # Per matrix cell and implementation: the verdict and the API coverage (harness.core.coverage.cell_rows).
+    # The program around the kernels per version (harness.store.outline), and the traces `profile` wrote.
+    outlines: list[SeriesRow] = dataclasses.field(default_factory=list)
+    traces: list[TraceLink] = dataclasses.field(default_factory=list)
+    # Per matrix cell and implementation: the verdict and the API coverage (harness.store.cells.cell_rows).
     cells: list[CellRow] = dataclasses.field(default_factory=list)
     divergences: list[FailureView] = dataclasses.field(default_factory=list)  # between the two interpreters
 
@@ -560,6 +572,8 @@ def build(
         memory=memory_by_version(records.compiles, envs, run_env, thresholds),
         compile_times=compile_time_by_version(records.compiles, envs, run_env, thresholds),
         kernels=kernels_by_version(records.compiles, envs, run_env),
+        outlines=outline_by_version(records.compiles, envs, run_env),
+        traces=traces(records),
         failures=main,
         other_failures=other,
         other_failures_total=sum(not r.passed for r in records.cases) - sum(f.kind == "case" for f in main),

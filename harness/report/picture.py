@@ -9,6 +9,7 @@ from records and `show` from any case or failure file, never from live arrays.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from markupsafe import Markup, escape
@@ -16,6 +17,7 @@ from markupsafe import Markup, escape
 from harness.core.case import Case
 from harness.core.locate import Located, Strip, tiling, where
 from harness.core.masks import dense_mask
+from harness.core.numbers import multiple
 
 FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"'
 MASK_PX = 300  # the longer side of a mask panel
@@ -220,7 +222,7 @@ def _label(strip: Strip, head: int, first: int, last: int, bad: dict[int, int]) 
     vals = [v for v in strip.values[head][first : last + 1] if v is not None]
     if not vals:
         return where + "not judged"
-    return where + ("up to " if last > first else "") + f"{max(vals):.3g}x the bound"
+    return where + ("up to " if last > first else "") + f"{multiple(max(vals))}x the bound"
 
 
 def _legend(x: float, y: float) -> list[str]:
@@ -258,6 +260,57 @@ def _legend(x: float, y: float) -> list[str]:
     return out
 
 
+def _head_group(
+    case: Case, heads: list[int], m: np.ndarray, strips: Sequence[Strip], x0: float, y: float
+) -> tuple[list[str], float, float]:
+    """One panel of heads that share mask `m`, with their error strips beside and below it: its SVG
+    elements, the x where it ends and the y where the next panel starts."""
+    q_strips = [s for s in strips if s.axis == "query"]
+    k_strips = [s for s in strips if s.axis == "key"]
+    group = case.q_heads // case.kv_heads
+    body: list[str] = []
+    label = (
+        "every head"
+        if len(heads) == case.q_heads
+        else f"head{'s' if len(heads) > 1 else ''} " + ",".join(map(str, heads))
+    )
+    body.append(_text(x0, y + 12, label, size=11, extra=' font-weight="bold"'))
+    p = _Panel(x0, y + 40, case.q_len, case.kv_len)
+    # crispEdges: adjacent cells meet without the anti-aliased seams that read as stripes.
+    body += ['<g shape-rendering="crispEdges">', *_mask_cells(p, m), "</g>"]
+    body += _tile_lines(p, case.block_dict) + _axis_marks(p, m, case.block_dict)
+    body.append(_text(p.x + p.w / 2, p.y - 24, "keys", anchor="middle", size=10, fill=MUTED))
+    body.append(
+        f'<text transform="translate({_t(p.x - 34)} {_t(p.y + p.h / 2)}) rotate(-90)" text-anchor="middle" '
+        f'font-size="10" fill="{MUTED}">query rows</text>'
+    )
+    x = p.x + p.w + GROUP_GAP
+    for s in q_strips:
+        shown = heads[:MAX_HEADS] if s.heads == case.q_heads else list(range(min(s.heads, MAX_HEADS)))
+        body.append(_text(x, p.y - 24, s.quantity, size=11, extra=' font-weight="bold"'))
+        for h in shown:
+            body += _strip_cells(s, h, p.row, "down", x)
+            body.append(_text(x + STRIP_PX / 2, p.y - 4, f"h{h}", anchor="middle", size=8, fill=MUTED))
+            x += STRIP_PX + STRIP_GAP
+        x += GROUP_GAP
+    yk = p.y + p.h + 20
+    for s in k_strips:
+        kv = sorted({h // group for h in heads})[:MAX_HEADS]
+        for h in kv:
+            body += _strip_cells(s, h, p.col, "across", yk)
+            body.append(_text(p.x + p.w + 6, yk + 9, f"{s.quantity} kv head {h}", size=10))
+            yk += STRIP_PX + STRIP_GAP
+        yk += 6
+    grid = next((s for s in strips if s.grid), None)
+    if grid is not None:
+        x += GROUP_GAP
+        g = _Panel(x, p.y, case.q_len, case.kv_len)
+        body += _grid_cells(g, grid, heads[0], case)
+        x = g.x + g.w
+    y = yk + 10
+    return body, x, y
+
+
 def picture(case: Case, located: Located | None = None) -> Markup:
     """The mask of the located batch row (or row 0), one panel per distinct per-head mask, errors beside it."""
     batch = located.batch if located is not None else 0
@@ -270,55 +323,15 @@ def picture(case: Case, located: Located | None = None) -> Markup:
         else:
             groups.append(([h], vis[h]))
     strips = located.strips if located is not None else ()
-    q_strips = [s for s in strips if s.axis == "query"]
-    k_strips = [s for s in strips if s.axis == "key"]
-    group = case.q_heads // case.kv_heads
     body: list[str] = []
     x0, y = 48.0, 26.0
     width = 0.0
     title = f"{case}"
     body.append(_text(8, 15, f"batch row {batch}: which keys each query sees, and where the error sits", size=12))
     for heads, m in groups[:MAX_HEADS]:
-        label = (
-            "every head"
-            if len(heads) == case.q_heads
-            else f"head{'s' if len(heads) > 1 else ''} " + ",".join(map(str, heads))
-        )
-        body.append(_text(x0, y + 12, label, size=11, extra=' font-weight="bold"'))
-        p = _Panel(x0, y + 40, case.q_len, case.kv_len)
-        # crispEdges: adjacent cells meet without the anti-aliased seams that read as stripes.
-        body += ['<g shape-rendering="crispEdges">', *_mask_cells(p, m), "</g>"]
-        body += _tile_lines(p, case.block_dict) + _axis_marks(p, m, case.block_dict)
-        body.append(_text(p.x + p.w / 2, p.y - 24, "keys", anchor="middle", size=10, fill=MUTED))
-        body.append(
-            f'<text transform="translate({_t(p.x - 34)} {_t(p.y + p.h / 2)}) rotate(-90)" text-anchor="middle" '
-            f'font-size="10" fill="{MUTED}">query rows</text>'
-        )
-        x = p.x + p.w + GROUP_GAP
-        for s in q_strips:
-            shown = heads[:MAX_HEADS] if s.heads == case.q_heads else list(range(min(s.heads, MAX_HEADS)))
-            body.append(_text(x, p.y - 24, s.quantity, size=11, extra=' font-weight="bold"'))
-            for h in shown:
-                body += _strip_cells(s, h, p.row, "down", x)
-                body.append(_text(x + STRIP_PX / 2, p.y - 4, f"h{h}", anchor="middle", size=8, fill=MUTED))
-                x += STRIP_PX + STRIP_GAP
-            x += GROUP_GAP
-        yk = p.y + p.h + 20
-        for s in k_strips:
-            kv = sorted({h // group for h in heads})[:MAX_HEADS]
-            for h in kv:
-                body += _strip_cells(s, h, p.col, "across", yk)
-                body.append(_text(p.x + p.w + 6, yk + 9, f"{s.quantity} kv head {h}", size=10))
-                yk += STRIP_PX + STRIP_GAP
-            yk += 6
-        grid = next((s for s in strips if s.grid), None)
-        if grid is not None:
-            x += GROUP_GAP
-            g = _Panel(x, p.y, case.q_len, case.kv_len)
-            body += _grid_cells(g, grid, heads[0], case)
-            x = g.x + g.w
+        drawn, x, y = _head_group(case, heads, m, strips, x0, y)
+        body += drawn
         width = max(width, x + 10)
-        y = yk + 10
     if len(groups) > MAX_HEADS:
         body.append(_text(x0, y + 10, f"... {len(groups) - MAX_HEADS} more distinct head masks not drawn", fill=MUTED))
         y += 20
@@ -345,7 +358,8 @@ def _grid_cells(g: _Panel, strip: Strip, head: int, case: Case) -> list[str]:
         for c, v in enumerate(row):
             a, b = r * t.q, min((r + 1) * t.q, case.q_len)
             ka, kb = c * t.k, min((c + 1) * t.k, case.kv_len)
-            label = f"{strip.quantity} q tile {r}, k tile {c}: {v:.3g}x the bound" if v is not None else "not judged"
+            judged = f"{multiple(v)}x the bound" if v is not None else None
+            label = f"{strip.quantity} q tile {r}, k tile {c}: {judged}" if judged else "not judged"
             out.append(_rect(g.col(ka), g.row(a), g.col(kb) - g.col(ka), g.row(b) - g.row(a), colour(v), label))
     out.append(_rect(g.x, g.y, g.w, g.h, "none", extra=f' stroke="{MUTED}" stroke-width="0.8"'))
     return out

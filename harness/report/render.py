@@ -17,6 +17,7 @@ import jinja2
 from markupsafe import Markup
 
 from harness.core.case import Case, CaseError
+from harness.core.numbers import multiple
 from harness.gate import fmt_seconds
 from harness.gate.thresholds import fmt_bytes
 from harness.report import picture, svg
@@ -34,7 +35,8 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["share"] = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
+    # Every error/bound and multiple on the page is written as the terminal and the failure file write it.
+    env.filters["share"] = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else multiple(x)
     return env
 
 

@@ -31,18 +31,29 @@ def _svg(width: int, height: int, title: str, body: list[str]) -> Markup:
     return Markup(head + "".join(body) + "</svg>")
 
 
-def histogram(h: Histogram, *, width: int = 440, height: int = 210) -> Markup:
-    """Counts of max_abs / bound per half decade; bars past the bound (1) are red."""
-    left, right, top, bottom = 44, 10, 26, 36
+# Widths of DejaVu Sans at the plots' 11 px, bold and regular, rounded up: the longest text that fits a line.
+BOLD_CHAR_PX, CHAR_PX = 7.5, 6.8
+
+
+def fit(text: str, px: float, *, char_px: float = BOLD_CHAR_PX) -> str:
+    """`text` cut to `px` wide, keeping its end: a fork's import path differs from another's at its end
+    ("...forks.flash_v3:flash_attention"); the whole name is the plot's tooltip."""
+    room = max(4, int(px / char_px))
+    return text if len(text) <= room else "\u2026" + text[-(room - 1) :]
+
+
+def histogram(h: Histogram, *, width: int = 440, height: int = 224) -> Markup:
+    """Counts of max_abs / bound per half decade; bars past the bound (1) are red. The implementation's
+    name on its own line (cut to the plot's width), the counts under it: a long name never runs over them."""
+    left, right, top, bottom = 44, 10, 40, 36
     pw, ph = width - left - right, height - top - bottom
     n = len(h.counts)
     bw = pw / n
     peak = max(h.counts) or 1
     over_from = 1 + HIST_EDGES.index(0.0)  # first bin at or past the bound
     body = [
-        f'<text x="{left}" y="15" font-weight="bold">{escape(h.implementation)}</text>',
-        f'<text x="{width - right}" y="15" text-anchor="end" fill="{AXIS}">'
-        f"{h.n} comparisons, {h.over_bound} past the bound</text>",
+        f'<text x="{left}" y="14" font-weight="bold">{escape(fit(h.implementation, width - left - right))}</text>',
+        f'<text x="{left}" y="28" fill="{AXIS}">{h.n} comparisons, {h.over_bound} past the bound</text>',
     ]
     for count in sorted({peak // 2, peak} - {0}):  # whole counts, drawn at their true height
         y = top + ph * (1 - count / peak)

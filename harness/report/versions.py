@@ -12,8 +12,9 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from harness.core.numbers import multiple
 from harness.gate import SpeedComparison, compare_samples, fmt_seconds, process_samples, stats
-from harness.gate.thresholds import Thresholds, fmt_bytes
+from harness.gate.thresholds import Limit, Thresholds, fmt_bytes
 from harness.store.derive import Uses, failure_line
 from harness.store.derive import record_uses as _uses
 from harness.store.read import Records, bench_key, compile_key, generation
@@ -130,7 +131,7 @@ def correctness_by_version(
             elif math.isclose(worst, prev[1], rel_tol=0.01) or (math.isnan(worst) and math.isnan(prev[1])):
                 mv = Movement("no change", "same")
             else:
-                mv = Movement(f"worst {prev[1]:.2f} -> {worst:.2f}", "same")
+                mv = Movement(f"worst {multiple(prev[1])} -> {multiple(worst)}", "same")
             rows.append(
                 CorrectnessRow(
                     implementation=impl,
@@ -210,6 +211,16 @@ def speed_by_version(
     return rows
 
 
+def _temp_movement(prev: float, temp: float, limit: Limit | None) -> Movement:
+    """How compiled temp memory moved from the previous version's, judged by the gate's temp limit."""
+    change = temp / prev - 1 if prev else (0.0 if temp == 0 else math.inf)
+    if limit is None:
+        return Movement(f"{change:+.1%}", "same" if change == 0 else "na", change != 0)
+    out = limit.check(prev, temp)
+    css = {"worse": "worse", "better": "better", "unchanged": "same"}[out.status]
+    return Movement(f"{change:+.1%}" if math.isfinite(change) else "from 0", css, out.status != "unchanged")
+
+
 def memory_by_version(
     compiles: list[CompileRecord], envs: list[Env], run_env: dict[str, Env], th: Thresholds
 ) -> list[SeriesRow]:
@@ -248,17 +259,7 @@ def memory_by_version(
             mem = recs[0].memory or {}
             total = sum(float(mem.get(k) or 0) for k in ("argument", "output", "temp", "generated_code"))
             detail = ", ".join(f"{k} {fmt_bytes(float(v))}" for k, v in mem.items() if v is not None)
-            mv = None
-            if prev is not None:
-                change = temp / prev - 1 if prev else (0.0 if temp == 0 else math.inf)
-                if limit is not None:
-                    out = limit.check(prev, temp)
-                    css = {"worse": "worse", "better": "better", "unchanged": "same"}[out.status]
-                    mv = Movement(
-                        f"{change:+.1%}" if math.isfinite(change) else "from 0", css, out.status != "unchanged"
-                    )
-                else:
-                    mv = Movement(f"{change:+.1%}", "same" if change == 0 else "na", change != 0)
+            mv = None if prev is None else _temp_movement(prev, temp, limit)
             cells.append(
                 SeriesCell(value=temp, text=fmt_bytes(temp), detail=f"{detail}; total {fmt_bytes(total)}", movement=mv)
             )

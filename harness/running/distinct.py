@@ -20,7 +20,7 @@ class ShrinkStats:
     runs: int = 0  # cases run while shrinking it
     exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
     # False: reported as found (past the search's cap, harness.running.search.MAX_SHRUNK, or met while
-    # shrinking another). Every shrunk failure is then reduced over its features (search._reduce_features).
+    # shrinking another). Every shrunk failure is then reduced over its features (search.Search.reduce_features).
     shrunk: bool = True
     trigger: tuple[str, ...] | None = None  # Shrink.trigger: the features the failure cannot fail without
     needs: tuple[str, ...] = ()  # of those, the ones shown needed: the case without it was run and passed
@@ -43,7 +43,7 @@ class Shrink:
     since: float
     runs: int = 0
     exhausted: bool = False
-    # The features the best cannot fail without (search._reduce_features), once no feature can be left out;
+    # The features the best cannot fail without (search.Search.reduce_features), once no feature can be left out;
     # None where the budget ran out first. `needs`: the features whose leaving out was tried and passed.
     trigger: tuple[str, ...] | None = None
     needs: set[str] = dataclasses.field(default_factory=set)
@@ -63,7 +63,10 @@ class Failures:
         if result.case in self.explained:
             return True
         known = zip(self.known, self.outcome.shrinks, strict=True)
-        return any(signatures.explains(sig, result, self.impl, anywhere=not s.shrunk) for sig, s in known)
+        return any(
+            signatures.explains(sig, result, self.impl, anywhere=not s.shrunk, trigger=s.trigger is not None)
+            for sig, s in known
+        )
 
     def is_target(self, result: CaseResult, shrink: Shrink | None) -> bool:
         """Whether failing `result` is shrunk: a new failure (generating), or one like the target (shrinking)."""
@@ -93,7 +96,8 @@ class Failures:
             # Shrunk to fewer features than a failure reported before, of the same kind: the same
             # bug, more generally (long keys fail at every query length, not only at unequal ones).
             # It takes the place of the first it replaces, so failures stay in the order found.
-            gone = [i for i, f in enumerate(out.failures) if signatures.explains(sig, f, self.impl)]
+            reduced = stats.trigger is not None
+            gone = [i for i, f in enumerate(out.failures) if signatures.explains(sig, f, self.impl, trigger=reduced)]
             for i in reversed(gone[1:]):
                 del out.failures[i], out.shrinks[i], self.known[i]
             if gone:

@@ -10,6 +10,8 @@ harness.store.failures.FailureRecord) holds everything a replay needs and what t
   time_limit         per-subject seconds, or null
   tolerance_version  harness.core.compare.TOLERANCE_VERSION when it failed
   versions           python, jax, jaxlib, libtpu, torch, numpy, hypothesis and the harness
+  host               the ISA XLA's CPU compiler targeted (harness.core.isa.describe): the float16 and
+                     float32 rulers may round otherwise at another (docs/tolerance.md)
   failure            one line: why it failed
   results            per implementation: passed, backend, error, comparisons (the error table),
                      and on a failure "located": where the errors sit (harness.core.locate.Located JSON;
@@ -38,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.core import compat, contract, verdicts
+from harness.core import compat, contract, isa, verdicts
 from harness.core.case import Case, CaseError
 from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
@@ -109,6 +111,7 @@ def failure_document(
         time_limit=time_limit,
         tolerance_version=TOLERANCE_VERSION,
         versions=compat.library_versions(),
+        host=isa.describe(),
         failure=failure_line(result),
         results=results_table(result),
         search=search,
@@ -223,6 +226,10 @@ class FailureFile:
     @property
     def versions(self) -> dict[str, str | None]:
         return self.record.versions or {}
+
+    @property
+    def host(self) -> dict[str, str | None]:
+        return self.record.host or {}
 
     @property
     def tolerance_version(self) -> int | None:

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from harness.core import reference, verdicts
+from harness.core import coverage, reference, verdicts
 from harness.core.case import Case
 from harness.core.compare import Comparison, check_empty_rows, compare, exact_zero, tolerance
 from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
@@ -21,7 +21,7 @@ from harness.core.inputs import Inputs, make_inputs
 from harness.core.locate import Located, locate
 from harness.core.magnitudes import term_magnitudes
 from harness.core.verdicts import Replay
-from harness.running import batch, checks, determinism
+from harness.running import batch, determinism
 from harness.running.execute import Execution, execute
 from harness.store.derive import reason
 
@@ -47,7 +47,7 @@ class SubjectResult:
     # The same kernel on the same case under the other interpreter, judged against the same truth and
     # against this result's outputs ("<q>[vs faithful]" rows); None when only one interpreter ran.
     shadow: SubjectResult | None = None
-    # The checks beyond the comparison with the truth that ran (harness.running.checks names them).
+    # The checks beyond the comparison with the truth that ran (harness.core.coverage.CHECKS names them).
     checks: list[str] = dataclasses.field(default_factory=list)
     # Runs of the same case after this one failed (harness.core.verdicts): a failure that passes on a
     # replay under its own interpreter is a flaky failure.
@@ -519,5 +519,15 @@ def run_case(
         results[-1] = batch.checked(
             impl, case, inputs, results[-1], grads=grads, interpret=interpret, time_limit=time_limit
         )
-        results[-1] = checks.done(case, results[-1])
+        results[-1] = _checks_done(case, results[-1])
     return CaseResult(case=case, subjects=results, seconds=time.perf_counter() - start)
+
+
+def _checks_done(case: Case, subject: SubjectResult) -> SubjectResult:
+    """`subject` with the case's own checks recorded (coverage.case_checks; the runtime ones, reproducible
+    and batch_invariant, are set where they ran) and its arrays dropped: its checks have all run."""
+    subject.checks = [*subject.checks, *(c for c in coverage.case_checks(case) if c not in subject.checks)]
+    subject.outputs = None
+    if subject.shadow is not None:
+        subject.shadow.outputs = None
+    return subject

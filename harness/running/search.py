@@ -24,6 +24,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 import jax
@@ -237,244 +238,336 @@ class _Phase:
     entries: frozenset[Case] | None = None  # the programs of the pool it draws from; None for whole cases
 
 
-@dataclasses.dataclass(kw_only=True)
-class _Search:
-    """One search while it goes: what it checks and how, and the state its phases share."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SearchOptions:
+    """How one kernel's search runs.
 
-    kernel: Implementation
-    subjects: list[Implementation]
-    run: Callable[..., CaseResult]  # _run_case with the runner's options bound
-    budget: int  # distinct cases the search checks, smoke cases among them
-    seed: int | None
-    profile: settings
-    database: Path | None
-    shrink_budget: profiles.ShrinkBudget
-    max_shrinks: int
-    first_failure: bool
-    owns: Callable[[Case], bool] | None
-    on_result: Callable[[CaseResult], None]
-    outcome: SearchOutcome
-    failures: Failures
-    started: float
-    # Hypothesis may reach one case through several choice sequences, and replays the
-    # minimal one at the end; a case's result is deterministic, so each runs once.
-    seen: dict[Case, CaseResult] = dataclasses.field(default_factory=dict)
-    generated: set[Case] = dataclasses.field(default_factory=set)  # the cases in outcome.results
-    uses: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # cases per program
-    programs: set[Case] = dataclasses.field(default_factory=set)  # the programs JAX holds compiled now
-    live_programs: int | None = None  # the bound on those; None: LIVE_PROGRAMS
-    smoke: list[Case] = dataclasses.field(default_factory=list)  # the smoke cases this search checks
-    all_smoke: list[Case] = dataclasses.field(default_factory=list)  # every shard's: the pool starts from them
-    until: int = 0  # the case count the current phase stops at (the smoke cases': the budget)
-    entries: frozenset[Case] | None = None  # the programs of the pool being drawn from (or None)
-    shrink: Shrink | None = None  # the failure being shrunk
+    examples: distinct cases checked, smoke cases among them (None: the profile's). seed: the draw's seed
+    (None: the profile's, derandomized under ci). database: the example database directory; ignored by
+    seeded and derandomized draws. time_limit: per-subject seconds; interpret: the interpreter's options;
+    interpreters: which interpreters run a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are
+    marked as such; see runner.run_case). shrink_runs overrides the profile's shrink budget in cases, per
+    failure. smoke: start with the kernel's smoke cases (harness.core.smoke; or these cases, a shard's share
+    of them), counted in `examples`. reuse: drawn cases take their compile-relevant part from a pool drawn
+    for this run (harness.core.pool), so compiled programs serve several cases. owns: only cases it is true of
+    are drawn and checked (a shard's part of the search, harness.running.shards). first_failure: stop at the
+    first failure, shrunk (any failure met while shrinking counts).
+    """
+
+    examples: int | None = None
+    seed: int | None = None
+    profile: str | None = None
+    database: Path | None = None
+    grads: bool = True
+    time_limit: float | None = None
+    interpret: InterpretOptions = DEFAULT_INTERPRET
+    interpreters: str | None = None
+    shrink_runs: int | None = None
+    smoke: bool | Sequence[Case] = False
+    reuse: bool = True
+    owns: Callable[[Case], bool] | None = None
+    first_failure: bool = False
 
 
 def search(
     kernel: Implementation,
     oracles: list[Implementation],
     *,
-    examples: int | None = None,
-    seed: int | None = None,
-    profile: str | None = None,
-    database: Path | None = None,
-    grads: bool = True,
-    time_limit: float | None = None,
-    interpret: InterpretOptions = DEFAULT_INTERPRET,
-    interpreters: str | None = None,
-    shrink_runs: int | None = None,
-    smoke: bool | Sequence[Case] = False,
-    reuse: bool = True,
-    owns: Callable[[Case], bool] | None = None,
-    first_failure: bool = False,
     on_result: Callable[[CaseResult], None] = lambda r: None,
+    **options: Any,
 ) -> SearchOutcome:
-    """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`.
+    """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`: one Search, its
+    options (SearchOptions) given as keywords. Every generated case goes to `on_result` as it finishes."""
+    return Search(kernel, oracles, SearchOptions(**options), on_result=on_result).run()
 
-    database: the example database directory; ignored by derandomized profiles (ci).
-    time_limit: per-subject seconds, interpret: the interpreter's options, interpreters: which interpreters
-    run a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are marked as such; see runner.run_case).
-    shrink_runs overrides the profile's shrink budget in cases, per failure. smoke: start with
-    the kernel's smoke cases (harness.core.smoke; or these cases, a shard's share of them), counted
-    in `examples`. Every failure, once shrunk, is reduced over its features (_reduce_features). reuse: drawn
-    cases take their compile-relevant part from a pool drawn for this run (harness.core.pool), so
-    compiled programs serve several cases. owns: only cases it is true
-    of are drawn and checked (a shard's part of the search, harness.running.shards).
+
+class Search:
+    """One kernel's search, read top to bottom: the smoke cases, then the drawn phases (the run's pool of
+    programs, then whole cases); each failure shrunk by Hypothesis, then reduced over its features to its
+    trigger (reduce_features), then kept once per distinct bug (harness.running.distinct).
 
     The search goes on after a failure: each failure that no failure found before explains
-    (harness.running.signatures) is shrunk, up to MAX_SHRUNK of them, and reported once.
-    first_failure: stop at the first failure, shrunk (any failure met while shrinking counts).
-
-    Phases: the smoke cases, then cases drawn from the pool, then whole cases; each phase's draw
+    (harness.running.signatures) is shrunk, up to MAX_SHRUNK of them, and reported once. Each phase's draw
     is seeded from the run's seed (or, derandomized, the kernel's name) and the phase's name alone.
     """
-    compat.enable_compilation_cache()
-    outcome = SearchOutcome(kernel=kernel.name, results=[])
-    base = profiles.get(profile)
-    budget = profiles.shrink_budget(profile)
-    run = functools.partial(_run_case, grads=grads, time_limit=time_limit, interpret=interpret, policy=interpreters)
-    s = _Search(
-        kernel=kernel,
-        subjects=[kernel, *oracles],
-        run=run,
-        budget=base.max_examples if examples is None else examples,
-        seed=seed,
-        profile=base,
-        database=database,
-        shrink_budget=budget,
-        max_shrinks=budget.runs if shrink_runs is None else shrink_runs,
-        first_failure=first_failure,
-        owns=owns,
-        on_result=_harness_errors(on_result),
-        outcome=outcome,
-        failures=Failures(kernel, outcome, first_only=first_failure, cap=MAX_SHRUNK),
-        started=time.perf_counter(),
-    )
-    s.until = s.budget
-    # Smoke cases one at a time (iter_smoke_cases): a failing one stops a first-failure search
-    # before the rest are even looked for.
-    smoke_cases = iter_smoke_cases(kernel) if smoke is True else iter(smoke or [])
-    try:
-        if _smoke_phase(s, smoke_cases) and s.budget > len(s.smoke):
-            _drawn_phases(s, reuse=reuse, smoked=smoke is not False)
-    except _HarnessError as e:
-        raise e.error from None
-    except KeyboardInterrupt:
-        # Keep the smallest failure found before the interrupt: it is a real one.
-        outcome.interrupted = True
-        _keep_shrinking(s)
-    except hypothesis.errors.Flaky as e:
-        _keep_shrinking(s)
-        outcome.error = f"flaky failure (did not reproduce on replay): {str(e).splitlines()[0]}"
-    s.failures.settle_met()
-    return outcome
 
+    def __init__(
+        self,
+        kernel: Implementation,
+        oracles: list[Implementation],
+        options: SearchOptions,
+        *,
+        on_result: Callable[[CaseResult], None] = lambda r: None,
+    ) -> None:
+        o = options
+        self.kernel = kernel
+        self.options = o
+        self.subjects = [kernel, *oracles]
+        self.run_case = functools.partial(
+            _run_case, grads=o.grads, time_limit=o.time_limit, interpret=o.interpret, policy=o.interpreters
+        )
+        self.profile = profiles.get(o.profile)
+        self.shrink_budget = profiles.shrink_budget(o.profile)
+        self.budget = self.profile.max_examples if o.examples is None else o.examples  # smoke cases among them
+        self.max_shrinks = self.shrink_budget.runs if o.shrink_runs is None else o.shrink_runs
+        self.on_result = _harness_errors(on_result)
+        self.outcome = SearchOutcome(kernel=kernel.name, results=[])
+        self.failures = Failures(kernel, self.outcome, first_only=o.first_failure, cap=MAX_SHRUNK)
+        self.started = time.perf_counter()
+        # Hypothesis may reach one case through several choice sequences, and replays the
+        # minimal one at the end; a case's result is deterministic, so each runs once.
+        self.seen: dict[Case, CaseResult] = {}
+        self.generated: set[Case] = set()  # the cases in outcome.results
+        self.uses: collections.Counter[Case] = collections.Counter()  # cases per program
+        self.programs: set[Case] = set()  # the programs JAX holds compiled now
+        self.live_programs = LIVE_PROGRAMS  # the bound on those
+        self.smoke: list[Case] = []  # the smoke cases this search checks
+        self.all_smoke: list[Case] = []  # every shard's: the pool starts from them
+        self.until = self.budget  # the case count the current phase stops at (the smoke cases': the budget)
+        self.entries: frozenset[Case] | None = None  # the programs of the pool being drawn from (or None)
+        self.shrink: Shrink | None = None  # the failure being shrunk
 
-def _smoke_phase(s: _Search, cases: Iterator[Case]) -> bool:
-    """Check the smoke cases this search owns, within its budget; False: stop the search (a first failure)."""
-    for case in cases:
-        if len(s.smoke) >= s.budget:
-            break
-        s.all_smoke.append(case)
-        # The run's pool: its smoke cases' programs and the extra entries (pool.draw_pool).
-        s.live_programs = max(LIVE_PROGRAMS, len(s.all_smoke) + 1)
-        if s.owns is None or s.owns(case):
-            s.smoke.append(case)
-            if not _check_smoke(s, case):
-                return False
-    return True
-
-
-def _check_smoke(s: _Search, case: Case) -> bool:
-    """A smoke case checked; False: stop the search (its failure, with first_failure)."""
-    try:
-        _check(s, case)
-    except CaseFailed:
-        assert s.shrink is not None
-        _reduce_features(s)
-        s.failures.finish(s.shrink)
-        s.shrink = None
-        return not s.first_failure
-    return True
-
-
-def _reduce_features(s: _Search) -> None:
-    """The failure being shrunk reduced over its features, to its trigger: the features it cannot fail without.
-
-    Shrinking leaves features the bug does not need (a smoke case is the smallest case with its features;
-    Hypothesis shrinks each draw towards its own minimum, and keeps a bias or a head group it cannot take
-    away without changing the draw). So each feature is left out in turn: the same case with that one
-    feature taken away (signatures.without), else the smallest case with the rest (smoke.smallest), run as a
-    shrink candidate; the first that fails the same way is the new best, until no feature can be left out or
-    the budget is spent. What is left is the failure's trigger (Shrink.trigger): two failures with one
-    trigger are one bug (harness.running.distinct explains the later by the first). A feature is shown
-    needed (Shrink.needs) only where the same case without it passed."""
-    assert s.shrink is not None
-    tried: set[Case] = {s.shrink.best.case}
-    s.shrink.needs.clear()
-    while not s.shrink.exhausted:
-        have = features.of(s.shrink.best.case, s.kernel) - signatures.plain(s.kernel)
-        for left_out in sorted(have):
-            edited = signatures.without(s.shrink.best.case, left_out, s.kernel)
-            candidate = edited or smoke.smallest(s.kernel, have - {left_out})
-            if candidate is None or candidate in tried:
-                continue
-            tried.add(candidate)
-            try:
-                _check(s, candidate)
-            except CaseFailed:
-                s.shrink.needs.clear()
-                break  # a smaller failure of the same kind: s.shrink.best now; try its features
-            if s.shrink.exhausted:
-                return
-            if edited is not None:
-                s.shrink.needs.add(left_out)
-        else:
-            # No feature can be left out: the best is as small as its features allow, and they are its trigger.
-            s.shrink.trigger = tuple(sorted(have))
-            return
-
-
-def _drawn_phases(s: _Search, *, reuse: bool, smoked: bool) -> None:
-    """The phases after the smoke cases, each run until the search has its cases or is stopped."""
-    phases = [_pool_phase(s, smoked=smoked)] if reuse else []
-    key = s.kernel.name.encode() + (b"/fresh" if reuse else b"")
-    phases.append(_Phase(name="whole", key=key, drawn=strategies.cases(s.kernel), until=s.budget))
-    for phase in phases:
-        if phase is not None and phase.until > len(s.outcome.results) and not _run_phase(s, phase):
-            break
-
-
-def _pool_phase(s: _Search, *, smoked: bool) -> _Phase | None:
-    """Cases drawn from the run's pool of programs, until all but one in FRESH_ONE_IN of the budget
-    left; None where the pool is empty (a shard that owns none of its programs)."""
-    # Drawn after the smoke cases, with every shard's smoke cases: their programs are the run's
-    # most common ones. From the seed and the budget alone, so a shard draws the same pool every time.
-    extra = pool.extra_entries(s.budget)
-    # The smoke cases' skeletons are in the pool whether or not they were checked first: without
-    # them a pool of a few extra entries can miss a whole feature (a tiling class) that 20 whole
-    # draws would meet (tests/test_planted.py, fwd_v_offset_minor_blocks without smoke cases).
-    skeletons_of = s.all_smoke if smoked else list(iter_smoke_cases(s.kernel))
-    # A shard owns whole programs (harness.running.shards): its pool is drawn from them alone.
-    pool_seed = pool.pool_seed(s.kernel, s.seed)
-    try:
-        skeletons = pool.draw_pool(s.kernel, extra=extra, seed=pool_seed, smoke=skeletons_of, owns=s.owns)
-    except Exception as e:
-        # Ctrl-C inside the pool's own Hypothesis draws comes out of Hypothesis's clean-up as an AssertionError.
-        if is_interrupt(e):
-            raise KeyboardInterrupt(str(e)) from e
-        raise
-    if not skeletons:
-        return None
-    left = s.budget - len(s.outcome.results)
-    programs = frozenset(pool.program_key(e) for e in skeletons)
-    drawn = strategies.cases(s.kernel, pool=skeletons)
-    until = s.budget - left // FRESH_ONE_IN
-    return _Phase(name="pool", key=s.kernel.name.encode(), drawn=drawn, until=until, entries=programs)
-
-
-def _run_phase(s: _Search, phase: _Phase) -> bool:
-    """Draw cases until the run has `phase.until`; after each failure shrunk, draw on. False: stop the search."""
-    s.until, s.entries = phase.until, phase.entries
-    examples = phase.until - len(s.outcome.results)
-    restarted = False
-    while phase.until > len(s.outcome.results):
+    def run(self) -> SearchOutcome:
+        """The whole search: its outcome, interrupted or stopped by a flaky failure included."""
+        compat.enable_compilation_cache()
+        smoke = self.options.smoke
+        # Smoke cases one at a time (iter_smoke_cases): a failing one stops a first-failure search
+        # before the rest are even looked for.
+        smoke_cases = iter_smoke_cases(self.kernel) if smoke is True else iter(smoke or [])
         try:
-            _interrupts_as_themselves(_hypothesis_test(s, phase, examples, restarted=restarted))
-            return True
-        except _Enough:
-            return True
+            if self.smoke_phase(smoke_cases) and self.budget > len(self.smoke):
+                self.drawn_phases(smoked=smoke is not False)
+        except _HarnessError as e:
+            raise e.error from None
+        except KeyboardInterrupt:
+            # Keep the smallest failure found before the interrupt: it is a real one.
+            self.outcome.interrupted = True
+            self.keep_shrinking()
+        except hypothesis.errors.Flaky as e:
+            self.keep_shrinking()
+            self.outcome.error = f"flaky failure (did not reproduce on replay): {str(e).splitlines()[0]}"
+        self.failures.settle_met()
+        return self.outcome
+
+    # -- the smoke cases --------------------------------------------------------------------------------
+
+    def smoke_phase(self, cases: Iterator[Case]) -> bool:
+        """Check the smoke cases this search owns, within its budget; False: stop the search (a first failure)."""
+        for case in cases:
+            if len(self.smoke) >= self.budget:
+                break
+            self.all_smoke.append(case)
+            # The run's pool: its smoke cases' programs and the extra entries (pool.draw_pool).
+            self.live_programs = max(LIVE_PROGRAMS, len(self.all_smoke) + 1)
+            if self.options.owns is None or self.options.owns(case):
+                self.smoke.append(case)
+                if not self.check_smoke(case):
+                    return False
+        return True
+
+    def check_smoke(self, case: Case) -> bool:
+        """A smoke case checked; False: stop the search (its failure, with first_failure)."""
+        try:
+            self.check(case)
         except CaseFailed:
-            assert s.shrink is not None
-            _reduce_features(s)
-            s.failures.finish(s.shrink)
-            s.shrink = None
-            if s.first_failure:
-                return False
-            # Drawn again from the start: the cases met so far are checked already (free), the
-            # failures shrunk are explained now, so Hypothesis draws on past them.
-            restarted = True
-    return True
+            self.finish_failure()
+            return not self.options.first_failure
+        return True
+
+    # -- the drawn phases -------------------------------------------------------------------------------
+
+    def drawn_phases(self, *, smoked: bool) -> None:
+        """The phases after the smoke cases, each run until the search has its cases or is stopped."""
+        reuse = self.options.reuse
+        phases = [self.pool_phase(smoked=smoked)] if reuse else []
+        key = self.kernel.name.encode() + (b"/fresh" if reuse else b"")
+        phases.append(_Phase(name="whole", key=key, drawn=strategies.cases(self.kernel), until=self.budget))
+        for phase in phases:
+            if phase is not None and phase.until > len(self.outcome.results) and not self.run_phase(phase):
+                break
+
+    def pool_phase(self, *, smoked: bool) -> _Phase | None:
+        """Cases drawn from the run's pool of programs, until all but one in FRESH_ONE_IN of the budget
+        left; None where the pool is empty (a shard that owns none of its programs)."""
+        # Drawn after the smoke cases, with every shard's smoke cases: their programs are the run's
+        # most common ones. From the seed and the budget alone, so a shard draws the same pool every time.
+        extra = pool.extra_entries(self.budget)
+        # The smoke cases' skeletons are in the pool whether or not they were checked first: without
+        # them a pool of a few extra entries can miss a whole feature (a tiling class) that 20 whole
+        # draws would meet (tests/test_planted.py, fwd_v_offset_minor_blocks without smoke cases).
+        skeletons_of = self.all_smoke if smoked else list(iter_smoke_cases(self.kernel))
+        # A shard owns whole programs (harness.running.shards): its pool is drawn from them alone.
+        pool_seed = pool.pool_seed(self.kernel, self.options.seed)
+        try:
+            skeletons = pool.draw_pool(
+                self.kernel, extra=extra, seed=pool_seed, smoke=skeletons_of, owns=self.options.owns
+            )
+        except Exception as e:
+            # Ctrl-C inside the pool's own Hypothesis draws comes out of Hypothesis's clean-up as an AssertionError.
+            if is_interrupt(e):
+                raise KeyboardInterrupt(str(e)) from e
+            raise
+        if not skeletons:
+            return None
+        left = self.budget - len(self.outcome.results)
+        programs = frozenset(pool.program_key(e) for e in skeletons)
+        drawn = strategies.cases(self.kernel, pool=skeletons)
+        until = self.budget - left // FRESH_ONE_IN
+        return _Phase(name="pool", key=self.kernel.name.encode(), drawn=drawn, until=until, entries=programs)
+
+    def run_phase(self, phase: _Phase) -> bool:
+        """Draw cases until the run has `phase.until`; after each failure shrunk, draw on. False: stop the search."""
+        self.until, self.entries = phase.until, phase.entries
+        examples = phase.until - len(self.outcome.results)
+        restarted = False
+        while phase.until > len(self.outcome.results):
+            try:
+                _interrupts_as_themselves(self.hypothesis_test(phase, examples, restarted=restarted))
+                return True
+            except _Enough:
+                return True
+            except CaseFailed:
+                self.finish_failure()
+                if self.options.first_failure:
+                    return False
+                # Drawn again from the start: the cases met so far are checked already (free), the
+                # failures shrunk are explained now, so Hypothesis draws on past them.
+                restarted = True
+        return True
+
+    def hypothesis_test(self, phase: _Phase, examples: int, *, restarted: bool) -> Callable[[], None]:
+        """The Hypothesis test of one phase: up to `examples` new cases of `phase.drawn`."""
+        draws = DRAWS_PER_CASE if phase.entries is None else POOL_DRAWS_PER_CASE
+        # Quiet: the harness reports failures itself, and Hypothesis would tell a run that _Enough
+        # ended how to reproduce "this failure".
+        overrides: dict = {"max_examples": max(examples, 1) * draws, "verbosity": Verbosity.quiet}
+        seed, database = self.options.seed, self.options.database
+        if seed is not None:
+            overrides["derandomize"] = False  # as --seed always ran: the seed's own draw
+        seeded = seed is not None or self.profile.derandomize
+        if database and not seeded:
+            saved = DirectoryBasedExampleDatabase(str(database))
+            overrides["database"] = _KeptDatabase(saved) if restarted else saved
+        else:
+            overrides["database"] = None
+        drawn = phase.drawn
+        if self.options.owns is not None or self.smoke:
+            # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
+            smoked, owns = set(self.smoke), self.options.owns
+            drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
+
+        def check(case: Case) -> None:
+            self.check(case)
+
+        test = settings(self.profile, **overrides)(given(drawn)(check))
+        # Each kernel and each phase has its own key in the example database (an unseeded run's).
+        test.hypothesis.inner_test._hypothesis_internal_add_digest = phase.key
+        if seeded:
+            test = hypothesis.seed(phase_seed(self.kernel.name, seed, phase.name))(test)
+        return test
+
+    # -- one case ---------------------------------------------------------------------------------------
+
+    def check(self, case: Case) -> None:
+        """Run one case Hypothesis drew (a case of the search, or a shrink candidate) and keep its verdict."""
+        new = self.shrink is None and case not in self.generated  # a case of the search, not a shrink candidate
+        if new and len(self.outcome.results) >= self.until:
+            raise _Enough  # a new case past the budget: the search is done
+        if new and self.spent(case):
+            return  # passed over, not run: counts as passing
+        result = self.seen.get(case) or self.run_new(case)
+        if result is None:
+            return
+        if new:
+            self.generated.add(case)
+            self.uses[pool.program_key(case)] += 1
+            self.outcome.results.append(result)
+            if not result.passed and self.outcome.first_failure_s is None:
+                self.outcome.first_failure_s = time.perf_counter() - self.started
+        target = not result.passed and self.failures.is_target(result, self.shrink)
+        if target:
+            if self.shrink is None:
+                self.shrink = Shrink(target=result, best=result, since=time.perf_counter())
+            # The shrinker only tries candidates smaller than the current minimum, so
+            # every failure it reports is the new best.
+            self.shrink.best = result
+        elif not result.passed:
+            self.failures.note(result, self.shrink)
+        if new:
+            self.on_result(result)  # after the bookkeeping: an interrupt here loses nothing
+        if target:
+            raise CaseFailed(str(case))
+
+    def spent(self, case: Case) -> bool:
+        """Whether the case's program has had more cases than some pool entry: programs take turns."""
+        return self.entries is not None and self.uses[pool.program_key(case)] > min(self.uses[e] for e in self.entries)
+
+    def run_new(self, case: Case) -> CaseResult | None:
+        """The case run, or None where the shrink budget is spent (a candidate not run counts as passing)."""
+        shrink = self.shrink
+        if shrink is not None:
+            spent = time.perf_counter() - shrink.since > self.shrink_budget.seconds
+            if shrink.runs >= self.max_shrinks or spent:
+                shrink.exhausted = True
+                return None
+            shrink.runs += 1
+            self.outcome.shrink_runs += 1
+        result = self.seen[case] = self.run_case(
+            case, self.subjects, self.programs, self.live_programs, smoke=case in self.smoke
+        )
+        return result
+
+    # -- a failure, once Hypothesis has shrunk it -------------------------------------------------------
+
+    def finish_failure(self) -> None:
+        """The failure Hypothesis shrank, reduced to its trigger and kept (harness.running.distinct)."""
+        assert self.shrink is not None
+        self.reduce_features()
+        self.failures.finish(self.shrink)
+        self.shrink = None
+
+    def reduce_features(self) -> None:
+        """The failure being shrunk reduced over its features, to its trigger: the features it cannot fail without.
+
+        Shrinking leaves features the bug does not need (a smoke case is the smallest case with its features;
+        Hypothesis shrinks each draw towards its own minimum, and keeps a bias or a head group it cannot take
+        away without changing the draw). So each feature is left out in turn: the same case with that one
+        feature taken away (signatures.without), else the smallest case with the rest (smoke.smallest), run as
+        a shrink candidate; the first that fails the same way is the new best, until no feature can be left
+        out or the budget is spent. What is left is the failure's trigger (Shrink.trigger): two failures with
+        one trigger are one bug (harness.running.distinct explains the later by the first). A feature is shown
+        needed (Shrink.needs) only where the same case without it passed."""
+        shrink = self.shrink
+        assert shrink is not None
+        tried: set[Case] = {shrink.best.case}
+        shrink.needs.clear()
+        while not shrink.exhausted:
+            have = features.of(shrink.best.case, self.kernel) - signatures.plain(self.kernel)
+            for left_out in sorted(have):
+                edited = signatures.without(shrink.best.case, left_out, self.kernel)
+                candidate = edited or smoke.smallest(self.kernel, have - {left_out})
+                if candidate is None or candidate in tried:
+                    continue
+                tried.add(candidate)
+                try:
+                    self.check(candidate)
+                except CaseFailed:
+                    shrink.needs.clear()
+                    break  # a smaller failure of the same kind: shrink.best now; try its features
+                if shrink.exhausted:
+                    return
+                if edited is not None:
+                    shrink.needs.add(left_out)
+            else:
+                # No feature can be left out: the best is as small as its features allow, and they are its trigger.
+                shrink.trigger = tuple(sorted(have))
+                return
+
+    def keep_shrinking(self) -> None:
+        """The failure being shrunk when the search stopped, reported as shrunk so far."""
+        if self.shrink is not None:
+            self.failures.finish(self.shrink)
+            self.shrink = None
 
 
 def phase_seed(kernel: str, seed: int | None, phase: str) -> int:
@@ -484,91 +577,3 @@ def phase_seed(kernel: str, seed: int | None, phase: str) -> int:
     if seed is not None:
         return seed
     return int(hashlib.sha256(f"{kernel}/{phase}".encode()).hexdigest()[:16], 16)
-
-
-def _hypothesis_test(s: _Search, phase: _Phase, examples: int, *, restarted: bool) -> Callable[[], None]:
-    """The Hypothesis test of one phase: up to `examples` new cases of `phase.drawn`."""
-    draws = DRAWS_PER_CASE if phase.entries is None else POOL_DRAWS_PER_CASE
-    # Quiet: the harness reports failures itself, and Hypothesis would tell a run that _Enough
-    # ended how to reproduce "this failure".
-    overrides: dict = {"max_examples": max(examples, 1) * draws, "verbosity": Verbosity.quiet}
-    if s.seed is not None:
-        overrides["derandomize"] = False  # as --seed always ran: the seed's own draw
-    seeded = s.seed is not None or s.profile.derandomize
-    if s.database and not seeded:
-        saved = DirectoryBasedExampleDatabase(str(s.database))
-        overrides["database"] = _KeptDatabase(saved) if restarted else saved
-    else:
-        overrides["database"] = None
-    drawn = phase.drawn
-    if s.owns is not None or s.smoke:
-        # Drawn cases are new ones: not another shard's, and not a smoke case already checked.
-        smoked, owns = set(s.smoke), s.owns
-        drawn = drawn.filter(lambda c: c not in smoked and (owns is None or owns(c)))
-
-    def check(case: Case) -> None:
-        _check(s, case)
-
-    test = settings(s.profile, **overrides)(given(drawn)(check))
-    # Each kernel and each phase has its own key in the example database (an unseeded run's).
-    test.hypothesis.inner_test._hypothesis_internal_add_digest = phase.key
-    if seeded:
-        test = hypothesis.seed(phase_seed(s.kernel.name, s.seed, phase.name))(test)
-    return test
-
-
-def _check(s: _Search, case: Case) -> None:
-    """Run one case Hypothesis drew (a case of the search, or a shrink candidate) and keep its verdict."""
-    new = s.shrink is None and case not in s.generated  # a case of the search, not a shrink candidate
-    if new and len(s.outcome.results) >= s.until:
-        raise _Enough  # a new case past the budget: the search is done
-    if new and _spent(s, case):
-        return  # passed over, not run: counts as passing
-    result = s.seen.get(case) or _run_new(s, case)
-    if result is None:
-        return
-    if new:
-        s.generated.add(case)
-        s.uses[pool.program_key(case)] += 1
-        s.outcome.results.append(result)
-        if not result.passed and s.outcome.first_failure_s is None:
-            s.outcome.first_failure_s = time.perf_counter() - s.started
-    target = not result.passed and s.failures.is_target(result, s.shrink)
-    if target:
-        if s.shrink is None:
-            s.shrink = Shrink(target=result, best=result, since=time.perf_counter())
-        # The shrinker only tries candidates smaller than the current minimum, so
-        # every failure it reports is the new best.
-        s.shrink.best = result
-    elif not result.passed:
-        s.failures.note(result, s.shrink)
-    if new:
-        s.on_result(result)  # after the bookkeeping: an interrupt here loses nothing
-    if target:
-        raise CaseFailed(str(case))
-
-
-def _spent(s: _Search, case: Case) -> bool:
-    """Whether the case's program has had more cases than some pool entry: programs take turns."""
-    return s.entries is not None and s.uses[pool.program_key(case)] > min(s.uses[e] for e in s.entries)
-
-
-def _run_new(s: _Search, case: Case) -> CaseResult | None:
-    """The case run, or None where the shrink budget is spent (a candidate not run counts as passing)."""
-    shrink = s.shrink
-    if shrink is not None:
-        if shrink.runs >= s.max_shrinks or time.perf_counter() - shrink.since > s.shrink_budget.seconds:
-            shrink.exhausted = True
-            return None
-        shrink.runs += 1
-        s.outcome.shrink_runs += 1
-    live = s.live_programs or LIVE_PROGRAMS
-    result = s.seen[case] = s.run(case, s.subjects, s.programs, live, smoke=case in s.smoke)
-    return result
-
-
-def _keep_shrinking(s: _Search) -> None:
-    """The failure being shrunk when the search stopped, reported as shrunk so far."""
-    if s.shrink is not None:
-        s.failures.finish(s.shrink)
-        s.shrink = None

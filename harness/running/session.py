@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import signal
 import sys
@@ -20,24 +19,23 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.core import compat, contract, features, placement, profiles
+from harness.core import contract, features, placement, profiles
 from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
-from harness.running import known, runner, settle, shards, summaries, worker
+from harness.running import known, settle, shards, summaries, worker
 from harness.running.failures import divergence_line, write_divergence
+from harness.running.plan import RunPlan
 from harness.running.runner import CaseResult
-from harness.running.search import SearchOutcome, search
+from harness.running.search import Search, SearchOptions, SearchOutcome
 from harness.running.settle import Failure
 from harness.store.derive import repro_command
 from harness.store.files import RunStore
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import crosscheck
 
-# The kernel a run checks when none is named, where its records go, and the same-dtype JAX oracle
-# that is the ruler every subject is measured by (never a subject itself: the default oracles are all but it).
-DEFAULT_KERNEL = "pallas_flash"
-DEFAULT_STORE = Path("reports/store")
+# The same-dtype JAX oracle that is the ruler every subject is measured by (never a subject itself: the
+# default oracles are all but it).
 RULER = "jax_reference"
 # A shard's run.json statuses that say it did everything it was asked to (or could not run the kernel here).
 _SETTLED = (RunStatus.FINISHED, RunStatus.CANNOT_RUN)
@@ -64,152 +62,6 @@ class StopToken:
     def settle(self) -> None:
         """Called when the search is over: a signal after a stop is then recorded, never raised."""
         self.settled = True
-
-
-def _flag(flag: str, default: Any = None, *, negate: bool = False, factory: Any = None) -> Any:
-    """A plan field written on the command line as `flag` (negate: a flag that sets the field False)."""
-    meta = {"flag": flag, "negate": negate}
-    if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RunPlan:
-    """Every option of one `run`, resolved (profile, interpreter and jobs have their defaults applied)."""
-
-    kernels: tuple[str, ...] = _flag("--kernel", (DEFAULT_KERNEL,))  # specs: names, MODULE:ATTR drop-ins
-    oracles: tuple[str, ...] | None = _flag("--oracle")  # None: every oracle but the ruler
-    examples: int | None = _flag("--examples")  # None: the profile's
-    seed: int | None = _flag("--seed")
-    profile: str = _flag("--profile", factory=profiles.profile_name)
-    out: Path = _flag("--out", DEFAULT_STORE)
-    grads: bool = _flag("--no-grads", True, negate=True)
-    database: bool = _flag("--no-database", True, negate=True)
-    case_timeout: float | None = _flag("--case-timeout")  # None: the default (see time_limit)
-    verbose: bool = _flag("--verbose", False)
-    in_process: bool = _flag("--in-process", False)
-    max_shrinks: int | None = _flag("--max-shrinks")
-    first_failure: bool = _flag("--first-failure", False)
-    jobs: int = _flag("--jobs", 1)
-    shard: shards.Shard | None = _flag("--shard")
-    smoke: bool = _flag("--no-smoke", True, negate=True)
-    pool: bool = _flag("--no-pool", True, negate=True)
-    cross_interpret: bool = _flag("--cross-interpret", False)
-    interpreter: str = _flag("--interpreter", "fast")  # runner.INTERPRETER_POLICIES
-    detect_races: bool = _flag("--detect-races", False)
-    uninitialized_memory: str = _flag("--uninitialized-memory", "nan")
-    grid_order_seed: int | None = _flag("--grid-order-seed")
-    known: tuple[str, ...] = _flag("--known", ())  # findings (docs/findings/ names) whose failures are expected
-
-    def __post_init__(self) -> None:
-        problems = _problems(self)
-        if problems:
-            raise InputError(problems[0])  # one line, as every usage error: the first to fix
-
-    def to_argv(self) -> list[str]:
-        """This plan as a `run` command line: parsing it gives this plan back (tests/test_session.py)."""
-        argv = ["run"]
-        for f in dataclasses.fields(self):
-            flag, value = f.metadata["flag"], getattr(self, f.name)
-            if f.metadata["negate"]:
-                argv += [] if value else [flag]
-            elif isinstance(value, bool):
-                argv += [flag] if value else []
-            elif isinstance(value, tuple):
-                argv += [x for v in value for x in (flag, v)]
-            elif value is not None:
-                argv += [flag, str(value)]
-        return argv
-
-    def worker(self, shard: shards.Shard) -> RunPlan:
-        """The plan of one worker of this `--jobs` run: `shard` of it, in one process."""
-        return dataclasses.replace(self, jobs=1, shard=shard)
-
-    @property
-    def checks(self) -> bool:
-        """Whether a check only the faithful interpreter can make is asked for."""
-        return self.detect_races or self.grid_order_seed is not None
-
-    @property
-    def interpret(self) -> compat.InterpretOptions:
-        return compat.InterpretOptions(
-            detect_races=self.detect_races,
-            uninitialized_memory=self.uninitialized_memory,
-            random_seed=self.grid_order_seed,
-            check_grid_order=self.grid_order_seed is not None,
-            interpreter="faithful" if self.interpreter == "faithful" else "fast",
-        )
-
-    def time_limit(self) -> float | None:
-        """The per-case time limit of kernel calls: --case-timeout, else the default; None in-process.
-
-        --cross-interpret runs its interpreted twins in this process, so it keeps the kernels here too.
-        """
-        if self.case_timeout is not None:
-            return self.case_timeout
-        if self.in_process or self.cross_interpret:
-            return None
-        try:
-            return worker.default_time_limit()
-        except ValueError as e:
-            raise InputError(str(e)) from None
-
-
-def _problems(plan: RunPlan) -> list[str]:
-    """What is wrong with `plan`, each said as the option to fix; [] when it is a plan that can run."""
-    out = []
-    if plan.examples is not None and plan.examples < 1:
-        out.append(f"--examples={plan.examples} must be at least 1")
-    timeout = plan.case_timeout
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        out.append(f"--case-timeout={timeout} must be a positive number of seconds")
-    if timeout is not None and plan.in_process:
-        out.append("--in-process runs kernels with no time limit; drop --case-timeout")
-    if plan.max_shrinks is not None and plan.max_shrinks < 0:
-        out.append(f"--max-shrinks={plan.max_shrinks} must be at least 0")
-    if plan.grid_order_seed is not None and plan.grid_order_seed < 0:
-        out.append(f"--grid-order-seed={plan.grid_order_seed} must be non-negative")
-    if plan.interpreter not in runner.INTERPRETER_POLICIES:
-        out.append(f"--interpreter={plan.interpreter!r} must be one of {runner.INTERPRETER_POLICIES}")
-    elif plan.checks and plan.interpreter != "faithful":
-        out.append(f"--detect-races and --grid-order-seed need --interpreter faithful, not {plan.interpreter}")
-    if plan.uninitialized_memory not in compat.UNINITIALIZED_MEMORY:
-        out.append(f"--uninitialized-memory={plan.uninitialized_memory!r} must be one of {compat.UNINITIALIZED_MEMORY}")
-    if plan.profile not in profiles.PROFILES:
-        out.append(f"unknown profile {plan.profile!r}; profiles: {', '.join(profiles.PROFILES)}")
-    if plan.jobs < 1:
-        out.append(f"--jobs={plan.jobs} must be at least 1")
-    if plan.jobs > 1 and plan.shard is not None:
-        out.append(f"--shard={plan.shard} checks one shard in this process; drop --jobs={plan.jobs} (or use --jobs 1)")
-    if not plan.kernels:
-        out.append("a run needs at least one --kernel")
-    return out
-
-
-def plan_from_options(options: dict[str, Any]) -> RunPlan:
-    """The plan of parsed `run` options (argparse's dests, None where not given), defaults applied:
-    the default kernel, $ATTN_HARNESS_PROFILE, $ATTN_HARNESS_JOBS, and the interpreter a check needs."""
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(RunPlan):
-        given = options.get(f.metadata["flag"].lstrip("-").replace("-", "_"))
-        if f.metadata["negate"]:
-            values[f.name] = not given
-        elif isinstance(given, list):
-            values[f.name] = tuple(given)
-        elif given is not None:
-            values[f.name] = given
-    try:
-        values["profile"] = profiles.profile_name(options.get("profile"))
-        values["jobs"] = shards.default_jobs() if options.get("jobs") is None else options["jobs"]
-        if options.get("shard") is not None:
-            values["shard"] = shards.Shard.parse(options["shard"])
-    except ValueError as e:
-        raise InputError(str(e)) from None
-    if options.get("interpreter") is None:
-        checks = options.get("detect_races") or options.get("grid_order_seed") is not None
-        values["interpreter"] = "faithful" if checks else "fast"
-    return RunPlan(**values)
 
 
 def resolve(specs: list[str] | tuple[str, ...], role: str) -> list[contract.Implementation]:
@@ -534,9 +386,7 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
             raise KeyboardInterrupt(f"signal {run.stop.signals[0]}")
 
     shard = plan.shard
-    return search(
-        kernel,
-        [*run.oracles, *(crosscheck.twins([kernel]) if plan.cross_interpret else [])],
+    options = SearchOptions(
         examples=n,
         seed=plan.seed,
         profile=plan.profile,
@@ -550,8 +400,9 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
         reuse=plan.pool,
         owns=shard.owns if shard is not None and shard.count > 1 else None,
         first_failure=plan.first_failure,
-        on_result=on_result,
     )
+    twins = crosscheck.twins([kernel]) if plan.cross_interpret else []
+    return Search(kernel, [*run.oracles, *twins], options, on_result=on_result).run()
 
 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
@@ -565,7 +416,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
     done = shards.run_workers(lambda shard: plan.worker(shard).to_argv(), plan.jobs)
     shards.mark_unfinished(plan.out, done.token, list(done.codes), interrupted=done.interrupted)
     runs = shards.worker_runs(plan.out, done.token)
-    ids = tuple(m["run_id"] for m in runs)
+    ids = tuple(run.run_id for run in runs)
     same_bug = tuple(b.line() for b in shards.same_bugs(plan.out, runs))
     coverage = tuple(
         f"{k.name}: {features.coverage(k, shards.worker_cases(plan.out, set(ids), k.name)).line()}" for k in kernels
@@ -577,7 +428,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
         if code < 0
     )
     # A shard that ended without finishing its records, whatever its exit status said: never exit 0.
-    finished = {shards.Shard.parse(m.get("shard", "0/1")).index for m in runs if m.get("status") in _SETTLED}
+    finished = {shards.Shard.parse(run.shard or "0/1").index for run in runs if run.status in _SETTLED}
     unsettled = tuple(
         f"shard {i}/{plan.jobs}: ended (exit status {code}) without finishing its records"
         for i, code in enumerate(done.codes)

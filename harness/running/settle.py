@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from harness.core import contract
 from harness.core.compat import InterpretOptions
-from harness.running import known, runner, signatures
+from harness.running import known, runner, shards, signatures
 from harness.running.distinct import ShrinkStats
 from harness.running.failures import write_failure
 from harness.running.runner import CaseResult
@@ -38,6 +38,7 @@ class Failure:
     path: Path
     trigger: str | None = None  # its trigger in words (signatures.trigger_words), where the search found it
     known: known.Known | None = None  # the finding it is (harness.running.known), where it is one
+    same_bug_as: Path | None = None  # the file of an earlier failure named as the same finding: one bug, one file
 
     @property
     def replay(self) -> str:
@@ -113,8 +114,11 @@ class Settle:
         return [line for line in lines if line]
 
     def write_failures(self, outcome: SearchOutcome, named: dict[int, known.Known]) -> list[Failure]:
-        """Every distinct failure of the search, each with its own failure file and replay line."""
+        """Every distinct failure of the search, each with its own failure file and replay line; a failure named
+        as a finding an earlier one was named as is the same bug: its file goes to failures/same-bug/, listed
+        in the first one's (shards.file_as_same_bug), as the shards of `run --jobs` file one bug once."""
         kernel, out = self.kernel, []
+        by_finding: dict[str, Path] = {}
         for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
             sig = signatures.signature(failure, kernel)
             search_info: dict[str, Any] = {
@@ -144,6 +148,21 @@ class Settle:
                 interpret=self.interpret,
                 search=search_info,
             )
-            self.sink.write_case(failure, shrunk=True, failure_file=str(path))
-            out.append(Failure(kernel=kernel.name, result=failure, path=path, trigger=words, known=finding))
+            first = path
+            if finding is not None:
+                first = by_finding.setdefault(finding.name, path)
+                if first != path:
+                    also = {"file": f"{shards.SAME_BUG_DIR}/{path.name}", "finding": finding.name}
+                    path = shards.file_as_same_bug(path, first, also)
+            self.sink.write_case(failure, shrunk=True, failure_file=str(first))
+            out.append(
+                Failure(
+                    kernel=kernel.name,
+                    result=failure,
+                    path=path,
+                    trigger=words,
+                    known=finding,
+                    same_bug_as=None if first == path else first,
+                )
+            )
         return out

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.core import pool
 from harness.core.case import Case
@@ -38,8 +38,13 @@ from harness.core.exit_codes import (
 )
 from harness.core.summary import KernelSummary
 from harness.running import signatures
+from harness.store import records
+from harness.store.failures import FailureRecord
 from harness.store.files import atomic_write_json
+from harness.store.records import CaseRecord, RunRecord
 from harness.store.schema import KernelStatus, RunStatus
+
+T = TypeVar("T")
 
 # Environment variable a worker of `run --jobs` finds its parent's token in (written to its run.json).
 PARENT_ENV = "ATTN_HARNESS_JOBS_PARENT"
@@ -174,38 +179,43 @@ def worst(codes: list[int]) -> int:
     return EXIT_HARNESS
 
 
-def worker_runs(store: Path, token: str) -> list[dict[str, Any]]:
+def _read(path: Path, parse: Callable[[Any, str], T]) -> T | None:
+    """The typed record in `path`; None where it cannot be read (a worker killed mid-write, another kind)."""
+    try:
+        return parse(json.loads(path.read_text()), str(path))
+    except (OSError, ValueError):
+        return None
+
+
+def _shard_index(run: RunRecord) -> int:
+    return Shard.parse(run.shard or "0/1").index
+
+
+def worker_runs(store: Path, token: str) -> list[RunRecord]:
     """The run.json of every worker of the `run --jobs` with this token, by shard."""
-    runs = []
-    for path in sorted(store.glob("records/*/run.json")):
-        try:
-            meta = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if meta.get("jobs_parent") == token:
-            runs.append(meta)
-    return sorted(runs, key=lambda m: Shard.parse(m.get("shard", "0/1")).index)
+    runs = [_read(path, RunRecord.from_json) for path in sorted(store.glob("records/*/run.json"))]
+    return sorted((r for r in runs if r is not None and r.jobs_parent == token), key=_shard_index)
 
 
-def merge_rows(runs: list[dict[str, Any]]) -> list[KernelSummary]:
+# The most serious first: a merged row takes the most serious of its shards' statuses.
+_MERGED_STATUS = (
+    KernelStatus.INTERRUPTED,
+    KernelStatus.FAIL,
+    KernelStatus.FLAKY_FAIL,
+    KernelStatus.KNOWN_FAIL,
+    KernelStatus.ORACLE_FINDING,
+    KernelStatus.INTERPRETER_DIVERGENCE,
+    KernelStatus.CANNOT_RUN,
+    KernelStatus.PASS,
+)
+
+
+def merge_rows(runs: list[RunRecord]) -> list[KernelSummary]:
     """One summary row per kernel (and oracle) over every worker's rows: counts summed,
     the worst error kept, seconds the longest worker's, status the most serious."""
-    order = tuple(
-        str(s)
-        for s in (
-            KernelStatus.INTERRUPTED,
-            KernelStatus.FAIL,
-            KernelStatus.FLAKY_FAIL,
-            KernelStatus.KNOWN_FAIL,
-            KernelStatus.ORACLE_FINDING,
-            KernelStatus.INTERPRETER_DIVERGENCE,
-            KernelStatus.CANNOT_RUN,
-            KernelStatus.PASS,
-        )
-    )
     merged: dict[str, KernelSummary] = {}
-    for meta in runs:
-        for row in KernelSummary.rows_of(meta.get("summary")):
+    for run in runs:
+        for row in run.summary:
             into = merged.get(row.kernel)
             if into is None:
                 merged[row.kernel] = row
@@ -218,24 +228,29 @@ def merge_rows(runs: list[dict[str, Any]]) -> list[KernelSummary]:
                 failed=into.failed + row.failed,
                 seconds=max(into.seconds, row.seconds),
                 worst=max(worsts, default=None),
-                status=min(statuses, key=lambda s: order.index(s) if s in order else -1),
+                status=min(statuses, key=lambda s: _MERGED_STATUS.index(s) if s in _MERGED_STATUS else -1),
             )
     return list(merged.values())
 
 
+def _case_records(store: Path, run_id: str) -> Iterator[tuple[Path, CaseRecord]]:
+    """Every case record of one run directory that reads, with its path."""
+    for path in sorted((store / "records" / run_id).glob("*.json")):
+        if path.name == "run.json":
+            continue
+        rec = _read(path, records.from_json)
+        if isinstance(rec, CaseRecord):
+            yield path, rec
+
+
 def worker_cases(store: Path, run_ids: set[str], kernel: str) -> list[Case]:
     """The cases the workers checked for `kernel`, in the order they finished (shrink results left out)."""
-    found = []
-    for run_id in sorted(run_ids):
-        for path in (store / "records" / run_id).glob("*.json"):
-            if path.name == "run.json":
-                continue
-            try:
-                rec = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if rec.get("implementation") == kernel and rec.get("kind") == "case" and not rec.get("shrunk"):
-                found.append((rec.get("time", ""), Case.from_json(rec["case"])))
+    found = [
+        (rec.time or "", Case.from_json(rec.case))
+        for run_id in sorted(run_ids)
+        for _, rec in _case_records(store, run_id)
+        if rec.implementation == kernel and not rec.shrunk and rec.case is not None
+    ]
     return [case for _, case in sorted(found, key=lambda tc: tc[0])]
 
 
@@ -243,19 +258,17 @@ def mark_unfinished(store: Path, token: str, codes: list[int], *, interrupted: b
     """A worker's run.json still "running" after it ended (killed before it could write more)
     ends "interrupted" after a stop, else "failed" with how the worker ended."""
     for path in store.glob("records/*/run.json"):
-        try:
-            meta = json.loads(path.read_text())
-        except (OSError, ValueError):
+        run = _read(path, RunRecord.from_json)
+        if run is None or run.jobs_parent != token or run.status != RunStatus.RUNNING:
             continue
-        if meta.get("jobs_parent") != token or meta.get("status") != RunStatus.RUNNING:
-            continue
-        index = Shard.parse(meta.get("shard", "0/1")).index
+        index = _shard_index(run)
         code = codes[index] if index < len(codes) else None
         if interrupted:
-            meta["status"] = RunStatus.INTERRUPTED
+            run = dataclasses.replace(run, status=RunStatus.INTERRUPTED)
         else:
-            meta |= {"status": RunStatus.FAILED, "error": f"the worker process ended with exit status {code}"}
-        atomic_write_json(path, meta)
+            error = f"the worker process ended with exit status {code}"
+            run = dataclasses.replace(run, status=RunStatus.FAILED, error=error)
+        atomic_write_json(path, run.to_json())
 
 
 # --- one bug found by several shards ---
@@ -275,6 +288,7 @@ class _Reported:
     path: Path
     signature: signatures.Signature
     shrunk: bool
+    reduced: bool  # its features are its trigger (search info "trigger"): one trigger, one bug
     records: tuple[Path, ...]
 
 
@@ -292,36 +306,34 @@ class SameBug:
         return f"{self.kernel}: {where} the same bug as {self.kept} ({self.signature})"
 
 
-def _reported(store: Path, runs: list[dict[str, Any]]) -> list[_Reported]:
+def _reported(store: Path, runs: list[RunRecord]) -> list[_Reported]:
     """Every failure the workers reported with a signature, in shard order, then in the order each found them."""
     out = []
-    for meta in runs:
-        shard = Shard.parse(meta.get("shard", "0/1")).index
+    for run in runs:
         named: dict[Path, list[Path]] = {}
-        for path in sorted((store / "records" / str(meta.get("run_id"))).glob("*.json")):
+        for path, rec in _case_records(store, run.run_id):
+            if rec.shrunk and rec.failure_file:
+                named.setdefault(_located(store, rec.failure_file), []).append(path)
+        for file, paths in named.items():
+            doc = _read(file, FailureRecord.from_json)
+            search = doc.search if doc is not None else None
+            if doc is None or not isinstance(search, dict):
+                continue  # unreadable, or written by another command: never merged
             try:
-                rec = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if rec.get("kind") == "case" and rec.get("shrunk") and rec.get("failure_file"):
-                named.setdefault(_located(store, rec["failure_file"]), []).append(path)
-        for file, records in named.items():
-            try:
-                doc = json.loads(file.read_text())
-                search = doc["search"]
                 sig = signatures.Signature.from_json(search["signature_parts"])
                 order = int(str(search.get("failure", "1 of 1")).split()[0])
-            except (OSError, ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError):
                 continue  # no signature (a file from before it was written): never merged
             out.append(
                 _Reported(
-                    shard=shard,
+                    shard=_shard_index(run),
                     order=order,
-                    kernel=str(doc.get("kernel")),
+                    kernel=doc.kernel,
                     path=file,
                     signature=sig,
                     shrunk=bool(search.get("shrunk", True)),
-                    records=tuple(records),
+                    reduced=search.get("trigger") is not None,
+                    records=tuple(paths),
                 )
             )
     return sorted(out, key=lambda r: (r.shard, r.order))
@@ -334,11 +346,11 @@ def _located(store: Path, recorded: str) -> Path:
 
 def _explains(known: _Reported, other: _Reported) -> bool:
     return known.kernel == other.kernel and signatures.subsumes(
-        known.signature, other.signature, anywhere=not known.shrunk
+        known.signature, other.signature, anywhere=not known.shrunk, trigger=known.reduced
     )
 
 
-def same_bugs(store: Path, runs: list[dict[str, Any]]) -> list[SameBug]:
+def same_bugs(store: Path, runs: list[RunRecord]) -> list[SameBug]:
     """The failures of a `run --jobs`'s workers that another worker's failure explains (as one search
     explains its own, harness.running.distinct): each bug keeps one failure file, the most general
     (fewest features) one, and lists the others under search.also_found; each other file moves to
@@ -364,23 +376,32 @@ def same_bugs(store: Path, runs: list[dict[str, Any]]) -> list[SameBug]:
     return out
 
 
+def file_as_same_bug(dup: Path, kept: Path, also: dict[str, Any]) -> Path:
+    """Move failure file `dup` to failures/same-bug/ beside `kept`, the file of the bug it is one of: the
+    moved file's search.same_bug_as names the kept one, whose search.also_found lists `also` (where the
+    other file is now, and why it is the same bug). Nothing is deleted. The moved file's path."""
+    moved = kept.parent / SAME_BUG_DIR / dup.name
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    doc = FailureRecord.from_json(json.loads(dup.read_text()), str(dup))
+    said = {**(doc.search or {}), "same_bug_as": kept.name}
+    atomic_write_json(moved, dataclasses.replace(doc, search=said).to_json())
+    dup.unlink()
+    bug = FailureRecord.from_json(json.loads(kept.read_text()), str(kept))
+    search = bug.search or {}
+    search = {**search, "also_found": [*search.get("also_found", []), also]}
+    atomic_write_json(kept, dataclasses.replace(bug, search=search).to_json())
+    return moved
+
+
 def _merge(dup: _Reported, bug: _Reported) -> SameBug:
     """Move `dup`'s file beside `bug`'s, noted in both, and point `dup`'s records at `bug`'s file."""
     if dup.path == bug.path:  # both shards shrank to the same case: one file already
         return SameBug(kernel=bug.kernel, kept=bug.path, moved=None, signature=str(bug.signature))
     moved = bug.path.parent / SAME_BUG_DIR / dup.path.name
     if dup.path.exists():  # else another shard's records named it too, and it moved with theirs
-        moved.parent.mkdir(parents=True, exist_ok=True)
-        doc = json.loads(dup.path.read_text())
-        doc["search"]["same_bug_as"] = bug.path.name
-        atomic_write_json(moved, doc)
-        dup.path.unlink()
-        kept = json.loads(bug.path.read_text())
         also = {"file": f"{SAME_BUG_DIR}/{dup.path.name}", "shard": dup.shard, "signature": str(dup.signature)}
-        kept["search"]["also_found"] = [*kept["search"].get("also_found", []), also]
-        atomic_write_json(bug.path, kept)
+        file_as_same_bug(dup.path, bug.path, also)
     for path in dup.records:
-        rec = json.loads(path.read_text())
-        rec["failure_file"] = str(bug.path)
-        atomic_write_json(path, rec)
+        rec = CaseRecord.from_json(json.loads(path.read_text()), str(path))
+        atomic_write_json(path, dataclasses.replace(rec, failure_file=str(bug.path)).to_json())
     return SameBug(kernel=bug.kernel, kept=bug.path, moved=moved, signature=str(bug.signature))

@@ -86,18 +86,29 @@ def same_kind(a: CaseResult, b: CaseResult) -> bool:
     return [(impl, kind) for impl, kind, _ in how(a)] == [(impl, kind) for impl, kind, _ in how(b)]
 
 
-def explains(known: Signature, result: CaseResult, impl: Implementation, *, anywhere: bool = False) -> bool:
+def explains(
+    known: Signature, result: CaseResult, impl: Implementation, *, anywhere: bool = False, trigger: bool = False
+) -> bool:
     """Whether the failure `known` explains the failing `result`: the same kinds of failure, in at least its
     quantities (a case with a bias fails in dbias too), in a case with its features (anywhere: in any case,
-    for a failure reported unshrunk, whose features are its draw's)."""
-    return subsumes(known, Signature(how=how(result), features=features.of(result.case, impl)), anywhere=anywhere)
+    for a failure reported unshrunk, whose features are its draw's). trigger: `known`'s features are its
+    trigger (harness.running.search reduced it to the features it cannot fail without): then a case with
+    them that fails the same way in any of its quantities is the same bug, one trigger one bug (a bfloat16
+    case of a forward bug may keep its gradients inside their looser bound, failing in `out` alone)."""
+    other = Signature(how=how(result), features=features.of(result.case, impl))
+    return subsumes(known, other, anywhere=anywhere, trigger=trigger)
 
 
-def subsumes(known: Signature, other: Signature, *, anywhere: bool = False) -> bool:
+def subsumes(known: Signature, other: Signature, *, anywhere: bool = False, trigger: bool = False) -> bool:
     """Whether the failure `known` explains a failure whose signature is `other` (as `explains`): how two
     reported failures are compared, such as two shards' of one `run --jobs` (harness.running.shards)."""
     same = [(i, k) for i, k, _ in known.how] == [(i, k) for i, k, _ in other.how]
-    if not same or not all(q <= got for (_, _, q), (_, _, got) in zip(known.how, other.how, strict=True)):
+    pairs = list(zip(known.how, other.how, strict=same))
+    if trigger:
+        quantities = all(q & got for (_, _, q), (_, _, got) in pairs)
+    else:
+        quantities = all(q <= got for (_, _, q), (_, _, got) in pairs)
+    if not same or not quantities:
         return False
     return anywhere or known.features <= other.features
 
@@ -135,27 +146,44 @@ def trigger_words(trigger: tuple[str, ...], needs: tuple[str, ...] = ()) -> str:
 def without(case: Case, feature: str, impl: Implementation) -> Case | None:
     """`case` with one feature taken away and nothing else changed (the same shapes, tiles and seed): the
     trigger search's candidate (harness.running.search); None where no single edit removes it inside
-    `impl`'s contract (a tiling class, a length side other masks are cut to)."""
+    `impl`'s contract (a tiling class, a length side other masks are cut to). Where two edits remove it
+    (unequal lengths: the queries as long as the keys, or the keys as short as the queries), the first that
+    leaves every other feature as it was: cutting the keys to the queries' length would take a key tiling
+    away with them, and a bug that needs several key tiles would pass for the wrong reason."""
+    candidates = [c for c in (_edited(case, feature, impl, edits) for edits in _edits(case, feature, impl)) if c]
+    rest = features.of(case, impl) - {feature}
+    kept = [c for c in candidates if features.of(c, impl) - plain(impl) == rest - plain(impl)]
+    return (kept or candidates or [None])[0]
+
+
+def _edits(case: Case, feature: str, impl: Implementation) -> list[dict[str, Any]]:
+    """The edits of `case`'s fields that take `feature` away, in the order to try them."""
     group, _, value = feature.partition(":")
     plainest = {f.partition(":")[0]: f.partition(":")[2] for f in plain(impl)}
-    edits: dict[str, Any] = {}
     if group == "dtype":
-        edits["dtype"] = plainest["dtype"]
-    elif group == "regime":
-        edits["regime"] = REGIMES[0]
-    elif group == "option":
-        edits[value] = None if value == "soft_cap" else False
-    elif group == "heads":
-        edits["kv_heads"] = case.q_heads
-    elif group == "lengths":
-        edits["kv_len"] = case.q_len
-    elif group == "mask" and value == "bias":
-        edits["bias"] = False
-    elif group != "mask":
-        return None
+        return [{"dtype": plainest["dtype"]}]
+    if group == "regime":
+        return [{"regime": REGIMES[0]}]
+    if group == "option":
+        return [{value: None if value == "soft_cap" else False}]
+    if group == "heads":
+        return [{"kv_heads": case.q_heads}]
+    if group == "lengths":
+        return [{"q_len": case.kv_len}, {"kv_len": case.q_len}]
+    if group == "mask" and value == "bias":
+        return [{"bias": False}]
+    if group == "mask":
+        return [{}]  # the component itself, taken out of the mask (_edited)
+    return []
+
+
+def _edited(case: Case, feature: str, impl: Implementation, edits: dict[str, Any]) -> Case | None:
+    """`case` with `edits` (and, for a mask component, the mask without it), where that is a case of `impl`'s
+    contract without `feature`; else None."""
+    group, _, value = feature.partition(":")
     try:
         if group == "mask" and value != "bias":
-            edits["mask"] = _mask_without(case.mask, value)
+            edits = {**edits, "mask": _mask_without(case.mask, value)}
         candidate = case.replace(**edits)
         make_inputs(candidate)  # a candidate whose inputs cannot be built is no candidate, never a harness error
     except (ValueError, TypeError, CaseError):

@@ -3,17 +3,11 @@ searched, per oracle, and per kernel whose two Pallas interpreters were compared
 
 from __future__ import annotations
 
-from harness.core import contract, features
+from harness.core import contract, features, summary
 from harness.core.summary import DIVERGENCE_SUFFIX, ORACLE_SUFFIX, KernelSummary
-from harness.running.runner import CaseResult, SubjectResult
+from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome
 from harness.store.schema import KernelStatus
-
-
-def _worst(subjects: list[SubjectResult]) -> float | None:
-    """The largest error/bound of the passing comparisons: how much of its tolerance the closest case used."""
-    used = [c.max_abs / c.bound for s in subjects for c in s.comparisons if c.passed and c.bound > 0]
-    return max(used, default=None)
 
 
 def kernel_row(
@@ -38,7 +32,7 @@ def kernel_row(
         kernel=kernel,
         examples=len(outcome.results),
         failed=sum(not r.passed for r in outcome.results),
-        worst=_worst(mine),
+        worst=summary.worst_used(mine),
         seconds=seconds,
         status=status,
         pairwise=covered.to_json(),
@@ -77,7 +71,7 @@ def oracle_rows(results: list[CaseResult], oracles: list[contract.Implementation
                 oracle=True,
                 examples=len(mine),
                 failed=len(found),
-                worst=_worst(mine),
+                worst=summary.worst_used(mine),
                 seconds=sum(s.seconds for s in mine),
                 status=KernelStatus.ORACLE_FINDING if found else KernelStatus.PASS,
             )

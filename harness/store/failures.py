@@ -101,7 +101,7 @@ class FailureRecord(_FailureFile):
     REQUIRED = ("kernel", "oracles", "grads", "case")
     # Left out by the writers that do not know them: the gate's drift replays write no created,
     # tolerance_version or search, `run` writes no pinned.
-    SPARSE = frozenset({"created", "tolerance_version", "results", "search", "pinned"})
+    SPARSE = frozenset({"created", "tolerance_version", "results", "search", "pinned", "host"})
 
     kernel: str  # a spec as harness.core.contract.resolve reads it: a built-in name or MODULE:ATTR
     oracles: tuple[str, ...]
@@ -119,6 +119,9 @@ class FailureRecord(_FailureFile):
     results: dict[str, JSON] | None = None
     search: JSON | None = None  # how it was found: profile, shrink_runs, shrink_exhausted
     pinned: JSON | None = None  # set by `pin`: time, source, found_with
+    # The ISA XLA's CPU compiler targeted where it failed (harness.core.isa.describe: isa, host,
+    # xla_cpu_max_isa); absent in files written before it was recorded, and from the gate's replays.
+    host: dict[str, str | None] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "oracles", tuple(self.oracles))
@@ -146,6 +149,7 @@ class FailureRecord(_FailureFile):
             ("time_limit", limit is None or _positive_seconds(limit), "a positive number of seconds or null"),
             ("tolerance_version", tv is None or (not isinstance(tv, bool) and isinstance(tv, int)), "an integer"),
             ("versions", _versions(doc.get("versions")), "an object of library name to version string"),
+            ("host", _versions(doc.get("host")), "an object of strings or nulls (isa, host, xla_cpu_max_isa)"),
             ("interpret", doc.get("interpret") is None or isinstance(doc.get("interpret"), dict), "a JSON object"),
             ("results", doc.get("results") is None or isinstance(doc.get("results"), dict), "a JSON object"),
             ("id", _optional_str(doc.get("id")), "a string"),

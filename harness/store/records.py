@@ -25,7 +25,9 @@ from typing import Any, ClassVar, Self
 
 from harness.core import verdicts
 from harness.core.compare import Comparison
+from harness.core.summary import KernelSummary
 from harness.core.verdicts import Replay
+from harness.store.outline import Outline
 from harness.store.schema import RECORD_SCHEMA, Kind, RecordError, RunStatus, check_schema
 
 JSON = dict[str, Any]
@@ -194,7 +196,7 @@ class CaseRecord(_Record):
     interpreter: str | None = None
     # The same kernel under the other interpreter, where both ran; None where one ran.
     shadow: Shadow | None = None
-    # The checks besides the comparison with the truth that ran (harness.running.checks.CHECKS); None in
+    # The checks besides the comparison with the truth that ran (harness.core.coverage.CHECKS); None in
     # records written before it existed.
     checks: list[str] | None = None
     # Runs of the same case after it failed (harness.core.verdicts.Replay); None where none was made.
@@ -272,7 +274,8 @@ class CompileRecord(_Shaped, _Record):
     """One ahead-of-time TPU compile (harness.tpu.compile): memory and cost, or the error."""
 
     KIND = Kind.COMPILE
-    SPARSE = frozenset({"times", "samples", "kernels", "deterministic", "kernels_error"})
+    SPARSE = frozenset({"times", "samples", "kernels", "deterministic", "kernels_error", "outline", "outline_error"})
+    NESTED = {"outline": Outline.from_json}
 
     implementation: str | None = None
     backend: str = "tpu_compile_only"
@@ -293,6 +296,8 @@ class CompileRecord(_Shaped, _Record):
     kernels: list[JSON] | None = None  # the Mosaic kernels, harness.tpu.mosaic.KernelBody.to_json()
     deterministic: bool | None = None  # False: fresh processes lowered different kernel bodies
     kernels_error: str | None = None  # why the kernels could not be read from the lowering
+    outline: Outline | None = None  # the optimized program around the kernels (harness.store.outline)
+    outline_error: str | None = None  # why the optimized program could not be outlined
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -372,6 +377,29 @@ class RunRecord(_Record):
     @property
     def finished(self) -> bool:
         return self.status == RunStatus.FINISHED
+
+    @property
+    def shard(self) -> str | None:
+        """`run --shard I/N` (or a worker of `run --jobs`): "I/N"; None for a whole run."""
+        value = self.more.get("shard")
+        return value if isinstance(value, str) else None
+
+    @property
+    def jobs_parent(self) -> str | None:
+        """The token of the `run --jobs` whose worker wrote this run; None for a run of its own."""
+        value = self.more.get("jobs_parent")
+        return value if isinstance(value, str) else None
+
+    @property
+    def summary(self) -> list[KernelSummary]:
+        """`run`'s summary rows (harness.core.summary.KernelSummary); none for other commands."""
+        return KernelSummary.rows_of(self.more.get("summary"))
+
+    @property
+    def traces(self) -> list[JSON]:
+        """`profile`'s traces (harness.tpu.profile.ProfileResult JSON, one per trace); [] for other commands."""
+        value = self.more.get("traces")
+        return [t for t in value if isinstance(t, dict)] if isinstance(value, list) else []
 
     def field(self, key: str) -> Any:
         """A run.json field by name, named or not (run selectors match any of them)."""

@@ -33,8 +33,9 @@ from harness.core.shapes import PASSES, BenchShape
 from harness.store.derive import compile_command
 from harness.store.failures import CompileFailureRecord
 from harness.store.files import RunStore
+from harness.store.outline import Outline
 from harness.store.records import CompileRecord, now
-from harness.tpu import mosaic
+from harness.tpu import mosaic, outline
 
 # One chip of each generation the kernel targets (v4 and v5p name a 3-D torus).
 TOPOLOGIES: tuple[str, ...] = ("v4:1x1x1", "v5e:1x1", "v5p:1x1x1", "v6e:1x1")
@@ -64,6 +65,9 @@ class CompileResult:
     # False when a fresh process lowered the same job to another kernel body (None: lowered once).
     deterministic: bool | None = None
     kernels_error: str | None = None  # why the kernel bodies could not be read from the lowering
+    # The optimized program around the kernels (harness.store.outline.Outline.to_json()), or why not.
+    outline: dict[str, Any] | None = None
+    outline_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -118,6 +122,8 @@ def compile_record(result: CompileResult, *, run_id: str) -> CompileRecord:
         kernels=result.kernels,
         deterministic=result.deterministic,
         kernels_error=result.kernels_error,
+        outline=None if result.outline is None else Outline.from_json(result.outline),
+        outline_error=result.outline_error,
     )
 
 
@@ -146,6 +152,10 @@ def compile_one(impl: Implementation, shape: BenchShape, topology: str, pass_: s
             result.kernels = [k.to_json() for k in mosaic.kernel_bodies(lowered)]
         except Exception as e:  # noqa: BLE001 - the harness could not read the lowering: not a compile failure
             result.kernels_error = f"{type(e).__name__}: {e}".splitlines()[0][:500]
+        try:
+            result.outline = outline.outline(lowered, compiled).to_json()
+        except Exception as e:  # noqa: BLE001 - the harness could not read the program: not a compile failure
+            result.outline_error = f"{type(e).__name__}: {e}".splitlines()[0][:500]
         result.memory = compat.compiled_memory(compiled)
         result.cost = compat.compiled_cost(compiled)
         result.ok = True

@@ -7,6 +7,8 @@ to detect each: `python -m tests.bench_planted`). FIXTURES serve the interpreter
 and the per-case time limit.
 """
 
+from collections.abc import Callable
+
 # module -> the kind of bug it plants
 PLANTED: dict[str, str] = {
     "fwd_causal_off_by_one": "mask",
@@ -14,6 +16,26 @@ PLANTED: dict[str, str] = {
     "bwd_dkv_causal": "backward only",
     "fwd_v_offset_minor_blocks": "block-size configuration only",
     "fwd_qk_bfloat16": "precision loss",
+}
+
+# What each planted edit needs to be seen, from the edit itself (not from a run): the trigger the search
+# reduces its failure to (harness.running.search) must name it. A feature is "group:value" (signatures.plain).
+TRIGGERS: dict[str, tuple[str, Callable[[tuple[str, ...]], bool]]] = {
+    # The causal comparison is edited: no causal mask, nothing changes.
+    "fwd_causal_off_by_one": ("a causal mask", lambda t: any(f.startswith("mask:causal") for f in t)),
+    "bwd_dkv_causal": ("a causal mask", lambda t: any(f.startswith("mask:causal") for f in t)),
+    # The running denominator is rescaled only between key tiles: one tile, nothing changes.
+    "fwd_rescale_alpha": (
+        "more than one key tile",
+        lambda t: bool({"tiling:several_major", "tiling:several_minor"} & set(t)),
+    ),
+    # Only a minor key step inside a major tile reads the wrong v.
+    "fwd_v_offset_minor_blocks": ("minor key blocks", lambda t: "tiling:several_minor" in t),
+    # A float32 case loses its logits' precision; no mask, tiling or value regime is needed.
+    "fwd_qk_bfloat16": (
+        "nothing but a dtype wider than bfloat16",
+        lambda t: all(f.startswith("dtype:") and f != "dtype:bfloat16" for f in t),
+    ),
 }
 
 # Fixtures for the interpreter checks, not in the ci detection set: a misdeclared 'parallel'
@@ -41,6 +63,13 @@ CONTROLS: dict[str, str] = {
     "fwd_mask_value_finite": "extreme_values (a finite mask value of -5e4)",
 }
 
+
+# Forks whose answer is the upstream one but whose compiled program is worse around the kernel: the
+# gate's outline rows catch each (tests/test_outline_gate.py): module -> what its outline shows.
+OUTLINE: dict[str, str] = {
+    "relayout_k": "a layout-changing copy of k before the forward kernel",
+    "anonymous_kernel": "the forward kernel named _lambda_ (a profiler shows it anonymous)",
+}
 
 # Interpreter checks a bug needs to be seen (harness.core.compat.InterpretOptions fields).
 INTERPRET: dict[str, dict] = {"fwd_kv_axis_parallel": {"random_seed": 1, "check_grid_order": True}}

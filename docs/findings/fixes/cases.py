@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.core import contract
 from harness.core.case import Case
-from harness.core.masks import BlockSparse, Mask, Window
+from harness.core.masks import BlockSparse, Lengths, Mask, Window
 from harness.running.failures import failure_document
 from harness.running.runner import run_case
 from harness.store.files import atomic_write_json
@@ -99,6 +99,36 @@ CASES = {
             kv_len=128,
             head_dim=32,
             mask=Mask(window=Window(left=3, right=2)),
+        ),
+    ),
+    "torch_float32_mask": (
+        "docs.findings.fixes.torch_float32_mask:unfixed",
+        # The note's script, as a case: 4 queries, 16 keys (one float32 vector's worth), bottom-right causal.
+        lambda: Case(
+            batch=1,
+            q_heads=1,
+            kv_heads=1,
+            q_len=4,
+            kv_len=16,
+            head_dim=8,
+            dtype="float64",
+            mask=Mask(causal="bottom_right"),
+            blocks=(("mask_form", 3),),
+        ),
+    ),
+    "ragged_empty_sequence": (
+        "pallas_ragged_paged",
+        # The harness's failure (seed 1), without its v_scale and spare query rows: sequences of 0, 1 and 15
+        # keys (as many queries), one 16-key page per kv block, 16 queries per block.
+        lambda: Case(
+            batch=3,
+            q_heads=2,
+            kv_heads=2,
+            q_len=16,
+            kv_len=16,
+            head_dim=128,
+            mask=Mask(causal="bottom_right", lengths=Lengths(q=(0, 1, 15), kv=(0, 1, 15))),
+            blocks={"page_size": 16, "num_kv_pages_per_block": 1, "num_queries_per_block": 16, "spare_pages": 1},
         ),
     ),
 }

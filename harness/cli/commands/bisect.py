@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
-from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
+from harness.cli import EXIT_FAIL, EXIT_OK, UsageError, progress
 from harness.environments import bisect, envs
 
 NAME = "bisect"
@@ -81,10 +82,20 @@ def main(args: argparse.Namespace) -> int:
         label = f"{args.package}=={version}"
         return envs.EnvSpec(python=sys.executable, requirements=reqs, index=index, editable=(str(ROOT),), label=label)
 
-    try_version = bisect.replayer(
-        env_for, bisect.harness_replay(args.file.resolve()), root=args.envs, timeout=args.timeout
-    )
-    result = bisect.search(args.package, seq, try_version, direction=direction)
+    # At most: the bad end, a halving of the releases between the ends, the good end (more only where some are skipped).
+    most = 2 + math.ceil(math.log2(max(len(seq) - 1, 1)))
+    with progress.Steps(most, f"bisect {args.package}", unit="replays at most") as bar:
+        replay = bisect.replayer(
+            env_for, bisect.harness_replay(args.file.resolve()), root=args.envs, timeout=args.timeout, log=bar.print
+        )
+
+        def try_version(version: str) -> bisect.Step:
+            bar.note(f"{args.package} {version}")
+            step = replay(version)
+            bar.done()
+            return step
+
+        result = bisect.search(args.package, seq, try_version, direction=direction)
     print(bisect.format_result(result))
     if result.found:
         return EXIT_OK

@@ -8,6 +8,7 @@ import sys
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.cli.commands._shared import add_kernel, add_out, create_store, kernel_specs
 from harness.core import shapes
+from harness.store.outline import Outline
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import compile as aot
 from harness.tpu import mosaic
@@ -59,8 +60,16 @@ def line(r: aot.CompileResult) -> str:
     return (
         f"{head} {_fmt_stages(r.times)}  arg {_fmt_bytes(m.get('argument'))} out {_fmt_bytes(m.get('output'))} "
         f"temp {_fmt_bytes(m.get('temp'))} code {_fmt_bytes(m.get('generated_code'))}  flops {flops} est {est}"
-        f"  mosaic {_fmt_kernels(r)}"
+        f"  mosaic {_fmt_kernels(r)}{_fmt_outline(r)}"
     )
+
+
+def _fmt_outline(r: aot.CompileResult) -> str:
+    """The share of the program's bytes moved outside its kernels (harness.store.outline)."""
+    if r.outline is None:
+        return f"  outline unreadable ({(r.outline_error or '')[:60]})" if r.outline_error else ""
+    o = Outline.from_json(r.outline)
+    return f"  outside {o.outside_share:.0%}" + (" ANONYMOUS KERNEL" if any(k.anonymous for k in o.kernels) else "")
 
 
 def _fmt_stages(times: dict[str, float | None]) -> str:

@@ -18,6 +18,7 @@ from harness.cli.commands._shared import add_store, stores
 from harness.cli.commands.run import RULER
 from harness.core import contract, coverage
 from harness.core.case import Case, CaseError
+from harness.store import cells as store_cells
 from harness.store import read as store_read
 from harness.store.records import CaseRecord
 
@@ -98,7 +99,7 @@ def parameter_table(name: str, rows: list[coverage.Row], *, cases: int) -> str:
     return "\n".join(lines)
 
 
-def cell_table(rows: list[coverage.CellRow]) -> str:
+def cell_table(rows: list[store_cells.CellRow]) -> str:
     """Per matrix cell and implementation: verdict, cases, drawn parameters exercised, and what differs."""
     if not rows:
         return "no runs in the store"
@@ -121,7 +122,7 @@ def cell_table(rows: list[coverage.CellRow]) -> str:
 
 
 def check_table(counts: dict[str, dict[str, int]]) -> str:
-    """Per kernel, the cases each check beyond the truth ran on (harness.core.coverage.check_counts)."""
+    """Per kernel, the cases each check beyond the truth ran on (harness.store.cells.check_counts)."""
     lines = ["== checks beyond the truth: cases each ran on, per kernel"]
     for name, per in counts.items():
         ran = ", ".join(f"{c} {per[c]}" for c in coverage.CHECKS)
@@ -165,8 +166,8 @@ def main(args: argparse.Namespace) -> int:
         run_id: dataclasses.replace(run, api_parameters=_with_drawn(run.api_parameters))
         for run_id, run in recs.runs.items()
     }
-    print(check_table(coverage.check_counts(r for r in recs.cases if not wanted or r.implementation in wanted)))
-    cells = coverage.cell_rows(runs, cases)
+    print(check_table(store_cells.check_counts(r for r in recs.cases if not wanted or r.implementation in wanted)))
+    cells = store_cells.cell_rows(runs, cases)
     if wanted:
         cells = [c for c in cells if c.implementation in wanted]
     print("== per cell: the verdict, and the drawn parameters its cases exercised")

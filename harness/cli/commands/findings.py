@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from harness import findings
-from harness.cli import EXIT_HARNESS, EXIT_OK, UsageError
+from harness.cli import EXIT_HARNESS, EXIT_OK, UsageError, progress
 
 NAME = "findings"
 HELP = "run every finding's script on the installed versions: still shows it / fixed since / cannot run here"
@@ -72,11 +72,14 @@ def main(args: argparse.Namespace) -> int:
             print(f"{row['name']:45s} {row['kind']:10s} measured: {measured}")
         return EXIT_OK
     results = []
-    for f in selected:
-        r = findings.run_script(f, timeout_s=args.timeout)
-        results.append(r)
-        if not args.json:
-            print(f"{f.name:45s} {f.kind:10s} {r.status.value:15s} {r.seconds:5.1f}s  {r.detail}", flush=True)
+    # With --json, stdout is the JSON alone: the lines and the progress line go nowhere.
+    with progress.Steps(len(selected), "findings", unit="scripts", quiet=args.json) as bar:
+        for f in selected:
+            bar.note(f.name)
+            r = findings.run_script(f, timeout_s=args.timeout)
+            results.append(r)
+            line = f"{f.name:45s} {f.kind:10s} {r.status.value:15s} {r.seconds:5.1f}s  {r.detail}"
+            bar.done(None if args.json else line)
     if args.json:
         print(json.dumps([_row(r.finding, r) for r in results], indent=1))
     else:

@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
         result = replay(ff)
         if not result.passed:
             for s in result.subjects:
-                print(console.comparison_table(s))
+                print(console.comparison_table(s, ff.case.dtype))
             print(
                 f"not pinned: the case still fails against {kernel}; the corpus holds fixed bugs only "
                 "(fix it first, or pin it against another kernel with --kernel)"

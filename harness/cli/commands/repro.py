@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from harness.cli import EXIT_FAIL, EXIT_OK, EXIT_REFUSED, UsageError, console
-from harness.core import strips, verdicts
+from harness.core import isa, strips, verdicts
 from harness.core.case import Case
 from harness.core.compare import TOLERANCE_VERSION
 from harness.running.failures import CaseRefused, load_failure, replay, version_differences
@@ -86,6 +86,9 @@ def main(args: argparse.Namespace) -> int:
     changed = version_differences(ff.versions)
     if changed:
         print("installed versions differ from the recorded ones: " + ", ".join(changed))
+    moved = isa.difference(ff.host)
+    if moved:
+        print(f"XLA's CPU ISA differs from the recorded one: {moved}; the rulers may round otherwise")
     if ff.tolerance_version is not None and ff.tolerance_version != TOLERANCE_VERSION:
         print(f"tolerance table changed: recorded version {ff.tolerance_version}, now {TOLERANCE_VERSION}")
     flaky = recorded_flaky(ff.record.results or {}, ff.record.kernel)
@@ -93,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
     while flaky and result.passed and tries < FLAKY_REPLAYS:
         result, tries = replay(ff, time_limit=args.case_timeout), tries + 1
     for s in result.subjects:
-        print(console.comparison_table(s) + strips.appendix(s.located))
+        print(console.comparison_table(s, ff.case.dtype) + strips.appendix(s.located))
     if result.passed and flaky:
         print(
             f"PASSES NOW, on {tries} of {tries} replays; recorded as a {verdicts.Verdict.FLAKY_FAILURE} ({flaky}): "

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import gate
-from harness.cli import UsageError
+from harness.cli import UsageError, progress, results
 from harness.cli.commands._shared import add_out
 from harness.cli.commands.bisect import ROOT, add_index_arguments, index_options, read_constraints
 from harness.environments import envs, upgrade
@@ -26,6 +26,8 @@ from harness.store import read as records
 NAME = "upgrade"
 HELP = "should we take this release: the suite, compile checks and benchmarks in a baseline and a candidate env, gated"
 DEFAULT_OUT = Path("reports/upgrade")
+# Beside the report in --out, unless --junitxml or --json names another file.
+JUNIT_NAME, SUMMARY_NAME = "junit.xml", "summary.json"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -70,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"(default: ${shards.JOBS_ENV} or the number of cores)",
     )
     add_out(p, default=DEFAULT_OUT, what="stores, logs and report")
+    results.add_arguments(
+        p.add_argument_group("results for CI"), what="gate", defaults=(f"OUT/{JUNIT_NAME}", f"OUT/{SUMMARY_NAME}")
+    )
     p.add_argument("--thresholds", type=Path, metavar="FILE", help="gate thresholds TOML (default: the built-in file)")
     add_index_arguments(p)
 
@@ -153,6 +158,9 @@ def main(args: argparse.Namespace) -> int:
     jobs = shards.default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
         raise UsageError(f"--jobs={jobs} must be at least 1")
+    junitxml, summary = args.junitxml, args.json
+    results.check_writable(junitxml, "--junitxml")
+    results.check_writable(summary, "--json")
     base_env, cand_env = _environments(args, changes)
     declared = [upgrade.query(env, upgrade.KERNELS, cwd=ROOT) for env in (base_env, cand_env)]
     base_kernels, cand_kernels = list(declared[0]), list(declared[1])
@@ -163,8 +171,7 @@ def main(args: argparse.Namespace) -> int:
     base_run, cand_run, wanted = _kernels(budget, base_kernels, cand_kernels)
     print(f"upgrade: {change}")
     for k in wanted:
-        where = "both sides" if k in base_run else "the candidate only" if k in cand_run else "the baseline only"
-        print(f"  kernel {k}: registered on {where}, {budget.examples_for(k)} cases")
+        print(f"  kernel {k}: registered on {_where(k, base_run, cand_run)}, {budget.examples_for(k)} cases")
     out = args.out.resolve()
     stores = {"baseline": out / "baseline", "candidate": out / "candidate"}
     for store in stores.values():
@@ -173,8 +180,10 @@ def main(args: argparse.Namespace) -> int:
     plans = {"baseline": upgrade.steps(budget, base_run, stores["baseline"])}
     plans["candidate"] = upgrade.steps(budget, cand_run, stores["candidate"])
     sides = {"baseline": (base_env, stores["baseline"]), "candidate": (cand_env, stores["candidate"])}
-    results = upgrade.run_all(sides, plans, cwd=ROOT, logs=out / "logs", jobs=jobs)
-    rows, drop = verdict.step_rows(results)
+    total = sum(len(p) for p in plans.values())
+    with progress.Steps(total, "upgrade") as bar:
+        done = upgrade.run_all(sides, plans, cwd=ROOT, logs=out / "logs", jobs=jobs, log=bar.done)
+    rows, drop = verdict.step_rows(done)
     rows += verdict.registration_rows(base_kernels, cand_kernels, wanted)
     result, recs = _judge(stores, th, drop)
     if result is None:  # neither side recorded anything: only the step rows say why
@@ -187,8 +196,18 @@ def main(args: argparse.Namespace) -> int:
     if recs is not None:
         report_path = compose.write(_report(v, result, recs, th), out / "index.html")
         print(f"report -> {report_path}")
+    out.mkdir(parents=True, exist_ok=True)
+    junitxml, summary = junitxml or out / JUNIT_NAME, summary or out / SUMMARY_NAME
+    kernels = {k: _where(k, base_run, cand_run) for k in wanted}
+    results.write_gate(v, result, kernels=kernels, junitxml=junitxml, json_path=summary)
+    print(f"results for CI -> {junitxml}, {summary}")
     print(f"upgrade took {time.perf_counter() - start:.0f} s")
     return v.code
+
+
+def _where(kernel: str, base_run: list[str], cand_run: list[str]) -> str:
+    """Where a kernel asked for is registered (and so runs)."""
+    return "both sides" if kernel in base_run else "the candidate only" if kernel in cand_run else "the baseline only"
 
 
 def _report(v: verdict.Verdict, result: gate.GateResult, recs: tuple[Any, Any], th: Thresholds) -> Any:

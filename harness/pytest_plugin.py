@@ -1,0 +1,391 @@
+"""The pytest plugin (entry point `pytest11`): a kernel's smoke and drawn cases as pytest items.
+
+    pytest --attention-kernel my_fork.attention:flash_attention --attention-like pallas_flash \
+           --attention-examples 20 --attention-profile ci
+
+adds, beside the test files pytest collects, one node per kernel, `attention:<spec>`, holding one
+item per smoke case (`smoke[causal_top_left-float32-B1-H1-L256-D64-residuals]`, harness.core.smoke) and
+one Hypothesis-driven item, `drawn`, that draws --attention-examples cases and shrinks a failure. Each
+case runs through `harness.api.check`: the kernel in a worker process, compared with the float64 truth;
+a failure's report is its error table, where the error sits and the command that replays the failure
+file written under --attention-out. The fixtures `attention_kernel` and `attention_check` give a team's
+own tests the same kernel and options (docs/pytest.md).
+
+Without --attention-kernel the plugin does nothing and imports nothing beyond pytest: it is loaded into
+every pytest session of an environment where the harness is installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from harness.core.case import Case
+    from harness.core.contract import Implementation
+
+# Where failure files go unless --attention-out says (`run`'s default store: harness.running.session).
+DEFAULT_OUT = "reports/store"
+# The nodes' names: "attention:<spec>" holds "smoke[<case>]" items and the one "drawn" item.
+PREFIX = "attention:"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Options:
+    """The plugin's command-line options, checked (pytest_configure)."""
+
+    kernel: str  # --attention-kernel: a built-in name, MODULE:ATTR or KERNEL=MODULE:ATTR
+    like: str | None  # --attention-like: the built-in kernel a MODULE:ATTR drop-in function is run as
+    examples: int | None  # --attention-examples: drawn cases (None: the profile's; 0: smoke cases only)
+    profile: str  # --attention-profile: a harness Hypothesis profile (harness.core.profiles)
+    out: Path  # --attention-out: failure files go to OUT/failures/
+    interpreter: str  # --attention-interpreter (harness.running.runner.INTERPRETER_POLICIES)
+    case_timeout: float | None  # --attention-case-timeout: seconds per kernel call (None: `run`'s default)
+
+    @property
+    def spec(self) -> str:
+        """The kernel as `run --kernel` and a failure file name it."""
+        return f"{self.like}={self.kernel}" if self.like else self.kernel
+
+    def check_options(self) -> dict[str, Any]:
+        """harness.api.check's keywords for these options."""
+        return {"out": self.out, "interpreter": self.interpreter, "time_limit": self.case_timeout}
+
+
+_OPTIONS = pytest.StashKey[Options]()
+_CLOSE = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("attention-harness", "attention kernels checked by the attention harness")
+    group.addoption(
+        "--attention-kernel",
+        metavar="SPEC",
+        help="check this kernel: a built-in name, MODULE:ATTR, or KERNEL=MODULE:ATTR (as `run --kernel`); "
+        "adds its smoke cases and drawn cases as tests",
+    )
+    group.addoption(
+        "--attention-like",
+        metavar="KERNEL",
+        help="the built-in kernel a MODULE:ATTR drop-in function is checked as (default pallas_flash)",
+    )
+    group.addoption(
+        "--attention-examples",
+        type=int,
+        metavar="N",
+        help="cases the 'drawn' test draws (default: the profile's; 0: the smoke cases only)",
+    )
+    group.addoption(
+        "--attention-profile",
+        metavar="P",
+        help="the harness's Hypothesis profile (default $ATTN_HARNESS_PROFILE or dev)",
+    )
+    group.addoption(
+        "--attention-out",
+        metavar="DIR",
+        default=DEFAULT_OUT,
+        help=f"failure files go to DIR/failures/, each replayed by `python -m harness repro` (default {DEFAULT_OUT})",
+    )
+    group.addoption(
+        "--attention-interpreter",
+        default="fast",
+        metavar="I",
+        help="how a Pallas TPU kernel runs off a TPU: fast, faithful or both (as `run --interpreter`; default fast)",
+    )
+    group.addoption(
+        "--attention-case-timeout",
+        type=float,
+        metavar="S",
+        help="seconds per kernel call before its worker process is killed (default: as `run`)",
+    )
+
+
+def _options(config: pytest.Config) -> Options | None:
+    """The options given, checked; None without --attention-kernel. pytest.UsageError names a bad one."""
+    kernel = config.getoption("attention_kernel")
+    if not kernel:
+        for flag in ("like", "examples", "profile", "case_timeout"):
+            if config.getoption(f"attention_{flag}") is not None:
+                raise pytest.UsageError(f"--attention-{flag.replace('_', '-')} needs --attention-kernel SPEC")
+        return None
+    from harness.core import profiles
+    from harness.core.errors import InputError
+    from harness.running.runner import INTERPRETER_POLICIES
+
+    like, examples = config.getoption("attention_like"), config.getoption("attention_examples")
+    if like is not None and ("=" in kernel or ":" not in kernel):
+        raise pytest.UsageError(
+            f"--attention-like {like} applies to a MODULE:ATTR drop-in function; --attention-kernel {kernel} is not one"
+        )
+    if examples is not None and examples < 0:
+        raise pytest.UsageError(f"--attention-examples={examples} must be 0 (smoke cases only) or more")
+    interpreter = config.getoption("attention_interpreter")
+    if interpreter not in INTERPRETER_POLICIES:
+        raise pytest.UsageError(f"--attention-interpreter={interpreter!r} must be one of {INTERPRETER_POLICIES}")
+    timeout = config.getoption("attention_case_timeout")
+    if timeout is not None and not 0 < timeout < float("inf"):
+        raise pytest.UsageError(f"--attention-case-timeout={timeout} must be a positive number of seconds")
+    try:
+        profile = profiles.profile_name(config.getoption("attention_profile"))
+    except InputError as e:
+        raise pytest.UsageError(f"--attention-profile: {e}") from None
+    return Options(
+        kernel=kernel,
+        like=like,
+        examples=examples,
+        profile=profile,
+        out=config.invocation_params.dir / config.getoption("attention_out"),
+        interpreter=interpreter,
+        case_timeout=timeout,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("attention_kernel"):
+        # A process start (harness/__init__.py): JAX reads its platforms when imported, and checking the
+        # options imports it (harness.running.runner).
+        from harness.core.devices import default_platforms_env
+
+        default_platforms_env()
+    options = _options(config)
+    if options is not None:
+        config.stash[_OPTIONS] = options
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _OPTIONS not in session.config.stash:
+        return
+    from harness.core import probes
+    from harness.running import probes as worker_probes
+    from harness.running import worker
+
+    # Kernel code never runs in this process: the cases' kernel calls go to the session's worker, and an
+    # adapter's probe to a worker of its own (as every CLI command does: harness.cli.main).
+    stack = contextlib.ExitStack()
+    stack.enter_context(worker.session())
+    stack.enter_context(probes.calling(worker_probes.in_worker))
+    session.config.stash[_CLOSE] = stack
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stack = session.config.stash.get(_CLOSE, None)
+    if stack is not None:
+        stack.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """The session's collection, with the kernel's node added after what the arguments name."""
+    report = yield
+    options = collector.config.stash.get(_OPTIONS, None)
+    if options is not None and isinstance(collector, pytest.Session) and report.passed:
+        name = PREFIX + options.spec
+        report.result.append(KernelNode.from_parent(collector, name=name, nodeid=name))
+    return report
+
+
+class KernelNode(pytest.Collector):
+    """The kernel's tests: one per smoke case, and one that draws cases."""
+
+    def collect(self) -> list[pytest.Item]:
+        from harness import api
+        from harness.core.errors import InputError
+
+        options = self.config.stash[_OPTIONS]
+        try:
+            impl = api.kernel(options.kernel, like=options.like)
+        except InputError as e:
+            raise self.CollectError(f"--attention-kernel: {e}") from None
+        items: list[pytest.Item] = []
+        seen: dict[str, int] = {}
+        for case in api.smoke_cases(impl):
+            label = case_label(case)
+            seen[label] = seen.get(label, 0) + 1
+            label += f"-{seen[label]}" if seen[label] > 1 else ""
+            nodeid = f"{self.nodeid}::smoke[{label}]"
+            items.append(SmokeItem.from_parent(self, name=f"smoke[{label}]", nodeid=nodeid, impl=impl, case=case))
+        examples = options.examples
+        if examples is None:
+            from harness.core import profiles
+
+            examples = profiles.get(options.profile).max_examples
+        if examples:
+            items.append(DrawnItem.from_parent(self, name="drawn", nodeid=f"{self.nodeid}::drawn", impl=impl))
+        return items
+
+
+def case_label(case: Case) -> str:
+    """A case as a test id: mask, dtype and shape, then what else sets it apart ('causal_top_left-bfloat16-
+    B1-H1-L128-D64', 'bias-float32-B1-Hq4-Hkv2-Lq128-Lk256-D128-dominant-residuals'); never a '[' or '::'."""
+    heads = f"H{case.q_heads}" if case.q_heads == case.kv_heads else f"Hq{case.q_heads}-Hkv{case.kv_heads}"
+    lens = f"L{case.q_len}" if case.q_len == case.kv_len else f"Lq{case.q_len}-Lk{case.kv_len}"
+    parts = [case.mask_label, case.dtype, f"B{case.batch}", heads, lens, f"D{case.head_dim}"]
+    parts += [case.regime] if case.regime != "normal" else []
+    parts += [f"kv_{case.kv_format}"] if case.kv_format else []
+    parts += [f"scale{case.scale:g}"] if case.scale is not None else []
+    parts += [f"soft_cap{case.soft_cap:g}"] if case.soft_cap is not None else []
+    parts += [name for name in ("sinks", "residuals") if getattr(case, name)]
+    return "-".join(parts)
+
+
+_HYPOTHESIS_NOTES = ("Falsifying example", "Failing test case")
+
+
+class _CannotRun(Exception):
+    """The kernel cannot run in this environment at all (Implementation.cannot_run): a failure, never a skip,
+    as `run` exits 4 and never 0 for it."""
+
+
+class _KernelItem(pytest.Item):
+    """A test of the kernel; its failure is reported as the harness reports it, not as a traceback."""
+
+    def __init__(self, *, impl: Implementation, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.impl = impl
+        self.options = self.config.stash[_OPTIONS]
+
+    def _runnable(self) -> None:
+        reason = self.impl.cannot_run()
+        if reason is not None:
+            raise _CannotRun(f"{self.impl.name} cannot run here: {reason}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
+        from harness import api
+
+        error = excinfo.value
+        if isinstance(error, api.CaseFailure | _CannotRun):
+            # Hypothesis's own note repeats the case the report's first line names.
+            notes = [str(n) for n in getattr(error, "__notes__", []) if not str(n).startswith(_HYPOTHESIS_NOTES)]
+            return "\n".join([str(error), *notes])
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.name
+
+
+class SmokeItem(_KernelItem):
+    """One smoke case, checked as `run` checks it (on the faithful interpreter, for a Pallas TPU kernel)."""
+
+    def __init__(self, *, case: Case, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.case = case
+
+    def runtest(self) -> None:
+        from harness import api
+
+        self._runnable()
+        api.check(self.impl, self.case, smoke=True, **self.options.check_options())
+
+
+class _Enough(BaseException):
+    """Stops Hypothesis's shrinking when the profile's shrink budget is spent (a BaseException: Hypothesis
+    takes any Exception for the test's failure)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Shrinking:
+    """The drawn test's failures so far: the last (Hypothesis only tries smaller cases) and its cost."""
+
+    runs: int = 0
+    since: float | None = None
+    last: Any = None  # the harness.api.CaseFailure of the smallest failing case yet
+
+    def spent(self, budget: Any) -> bool:
+        if self.since is None:
+            return False
+        return self.runs >= budget.runs or time.monotonic() - self.since >= budget.seconds
+
+
+class DrawnItem(_KernelItem):
+    """--attention-examples cases drawn inside the kernel's contract by Hypothesis, a failure shrunk
+    within the profile's shrink budget (harness.core.profiles.SHRINK_BUDGETS), as `run` shrinks."""
+
+    def runtest(self) -> None:
+        import hypothesis
+
+        from harness import api
+        from harness.core import profiles
+
+        self._runnable()
+        options = self.options
+        base = profiles.get(options.profile)
+        budget = profiles.shrink_budget(options.profile)
+        examples = base.max_examples if options.examples is None else options.examples
+        state = _Shrinking()
+        check = functools.partial(api.check, self.impl, **options.check_options())
+
+        @hypothesis.settings(base, max_examples=examples)
+        @hypothesis.given(case=api.cases(self.impl))
+        def drawn(case: Case) -> None:
+            if state.spent(budget):
+                raise _Enough
+            if state.since is not None:
+                state.runs += 1
+            try:
+                check(case)
+            except api.CaseFailure as e:
+                state.since = state.since or time.monotonic()
+                state.last = e
+                raise
+
+        # The example database keeps each kernel's failures apart (the same test body checks every kernel).
+        drawn.hypothesis.inner_test._hypothesis_internal_add_digest = options.spec.encode()
+        try:
+            drawn()
+        except _Enough:
+            spent = f"shrink budget spent ({budget.runs} runs or {budget.seconds:g} s)"
+            raise self._reported(state.last, spent) from None
+        except api.CaseFailure:
+            raise
+        except Exception as e:
+            if state.last is None:
+                raise
+            # Hypothesis's final run of the smallest failure passed (its Flaky error): a flaky failure.
+            raise self._reported(state.last, f"Hypothesis: {type(e).__name__}: {e}") from e
+
+    def _reported(self, failure: Any, why: str) -> BaseException:
+        """The smallest failure yet, replayed and written as its failure file (`check` writes one only on
+        Hypothesis's final run, which a stop before it never makes)."""
+        from harness import api
+
+        try:
+            api.check(self.impl, failure.result.case, **self.options.check_options())
+        except api.CaseFailure as e:
+            e.add_note(f"  ({why}; this is the smallest failing case drawn)")
+            return e
+        failure.add_note(f"  (passed when checked again: {why})")
+        return failure
+
+
+# --- Fixtures for a team's own tests ---
+
+
+def _given(config: pytest.Config) -> Options:
+    options = config.stash.get(_OPTIONS, None)
+    if options is None:
+        pytest.fail("this test needs a kernel: give pytest --attention-kernel SPEC", pytrace=False)
+    return options
+
+
+@pytest.fixture(scope="session")
+def attention_kernel(pytestconfig: pytest.Config) -> Implementation:
+    """The kernel --attention-kernel (and --attention-like) name, resolved."""
+    from harness import api
+
+    options = _given(pytestconfig)
+    return api.kernel(options.kernel, like=options.like)
+
+
+@pytest.fixture(scope="session")
+def attention_check(pytestconfig: pytest.Config, attention_kernel: Implementation) -> Callable[..., Any]:
+    """harness.api.check bound to the kernel and the plugin's options: `attention_check(case)`."""
+    from harness import api
+
+    return functools.partial(api.check, attention_kernel, **_given(pytestconfig).check_options())

@@ -1,0 +1,108 @@
+"""The gate's outline rows (harness.gate.outline): the planted forks of tests.planted.OUTLINE, compiled
+for a compile-only v5e, each fail the gate against upstream with the outline's diff; upstream against
+itself passes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness import gate
+from harness.core import contract
+from harness.core.shapes import SHAPES
+from harness.gate import outline as gate_outline
+from harness.gate import thresholds
+from harness.store.outline import KernelCall, Op, Outline
+from harness.store.read import Records
+from tests.planted import OUTLINE, spec
+
+pytest.importorskip("libtpu", reason="compile checks need libtpu (pip install .[tpu])")
+
+from harness.tpu import compile as aot  # noqa: E402 - after the libtpu check
+
+SHAPE, TOPOLOGY = "mha_f32_256", "v5e:1x1"
+SUBJECT = f"pallas_flash fwd {SHAPE} on {TOPOLOGY} outline"
+TH = thresholds.load(None)
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, aot.CompileResult]:
+    """Upstream and each planted fork, forward, compiled once; recorded under upstream's name, as an
+    upgrade or a swapped-in fork keeps the kernel's name and changes its code."""
+    out = {}
+    for name, kernel in [("upstream", "pallas_flash"), *((n, spec(n)) for n in OUTLINE)]:
+        r = aot.compile_one(contract.resolve(kernel), SHAPES[SHAPE], TOPOLOGY, "fwd")
+        assert r.ok and r.outline is not None, r.error or r.outline_error
+        out[name] = dataclasses.replace(r, implementation="pallas_flash")
+    return out
+
+
+def _records(result: aot.CompileResult, run_id: str) -> Records:
+    out = Records()
+    out.add(aot.compile_record(result, run_id=run_id).to_json(), "test")
+    return out
+
+
+def _gate(compiled: dict[str, aot.CompileResult], base: str, cand: str) -> gate.GateResult:
+    return gate.compare(
+        _records(compiled[base], "20261204T000000Z-ci-aaaaaa"),
+        _records(compiled[cand], "20261204T010000Z-ci-bbbbbb"),
+        TH,
+    )
+
+
+def _row(result: gate.GateResult) -> gate.Row:
+    (row,) = [r for r in result.rows if r.category == "outline"]
+    return row
+
+
+def test_upstream_against_itself_passes_with_an_unchanged_outline(compiled) -> None:
+    result = _gate(compiled, "upstream", "upstream")
+    row = _row(result)
+    assert not result.failed and row.subject == SUBJECT and row.status == "unchanged"
+    assert row.detail == "flash_attention (_flash_attention_kernel)"
+
+
+def test_the_relayout_fork_fails_naming_the_added_copy_of_k_and_its_bytes(compiled) -> None:
+    result = _gate(compiled, "upstream", "relayout_k")
+    row = _row(result)
+    assert result.failed and row.fails and row.status == "worse"
+    # k is f32[1,2,256,128]: 256 KiB read and 256 KiB written into the transposed layout.
+    assert "around the kernel: copy added, 0 B -> 512.00 KiB moved (+512.00 KiB)" in row.detail
+    assert "f32[1,2,256,128] relayout reads 256.00 KiB writes 256.00 KiB" in row.detail
+    assert "outline" in result.summary()
+
+
+def test_the_anonymous_kernel_fork_fails_saying_the_kernel_lost_its_name(compiled) -> None:
+    row = _row(_gate(compiled, "upstream", "anonymous_kernel"))
+    assert row.fails and "1 kernel name lost" in row.change
+    assert "flash_attention (_flash_attention_kernel) -> flash_attention (_lambda_)" in row.detail
+    assert "op kind" not in row.change  # nothing grew around it
+
+
+def test_the_fork_as_baseline_and_upstream_as_candidate_is_no_regression(compiled) -> None:
+    # A copy removed and a name regained are improvements of the program, never failures.
+    for fork in OUTLINE:
+        assert not _row(_gate(compiled, fork, "upstream")).fails
+
+
+def _one_op(kind: str, nbytes: int) -> Outline:
+    kernel = KernelCall(name="k.1", kernel_name="kern", bytes_read=nbytes, bytes_written=nbytes)
+    return Outline(
+        kernels=(kernel,), ops=(Op(name="op", kind=kind, shape="f32[1]", bytes_read=nbytes, bytes_written=0),)
+    )
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "grew"),
+    [
+        pytest.param(1 << 20, int((1 << 20) * (1 + gate_outline.GROWTH)), False, id="at-the-growth-limit"),
+        pytest.param(1 << 20, 2 << 20, True, id="doubled"),
+        pytest.param(0, gate_outline.MIN_BYTES, False, id="added-at-the-byte-floor"),
+        pytest.param(0, gate_outline.MIN_BYTES + 1, True, id="added-above-the-byte-floor"),
+    ],
+)
+def test_an_op_kind_grows_only_past_both_limits(before: int, after: int, grew: bool) -> None:
+    b = _one_op("copy", before) if before else Outline()
+    assert bool(gate_outline.grown(b, _one_op("copy", after))) is grew
