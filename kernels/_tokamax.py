@@ -1,10 +1,11 @@
 """Shared adapter for tokamax.dot_product_attention, one registered kernel per implementation.
 
 tokamax (PyPI; needs jax >= 0.9.2) offers several implementations behind one API: "xla" and
-"xla_chunked" run anywhere, "mosaic" needs a TPU, "triton" and "cudnn" a GPU. Each is its own
-kernel module (kernels/tokamax_*.py) built on `TokamaxAttention` here; a module whose
-implementation cannot run on this host registers nothing. Whether tokamax is usable is
-decided by importing it and reading its signature (`available`), never by version numbers:
+"xla_chunked" run anywhere, "triton" and "cudnn" need a GPU. Each is its own kernel module
+(kernels/tokamax_*.py) built on `TokamaxAttention` here; a module whose implementation cannot run
+on this host registers nothing. "mosaic", a Pallas TPU kernel that runs anywhere under the Pallas
+interpreters, has an adapter of its own (kernels/tokamax_mosaic.py) that uses the helpers here.
+Whether tokamax is usable is decided by importing it and reading its signature (`available`), never by version numbers:
 in an environment without it the modules are skipped like a missing torch
 (harness.core.contract.OPTIONAL_FRAMEWORKS).
 
@@ -88,7 +89,7 @@ def implementations() -> tuple[str, ...]:
 
 
 # The hardware an implementation runs on only (contract.About.needs); the others run anywhere.
-NEEDS = {"mosaic": "tpu", "triton": "gpu", "cudnn": "gpu"}
+NEEDS = {"triton": "gpu", "cudnn": "gpu"}
 
 
 def available(implementation: str) -> bool:
@@ -233,7 +234,7 @@ class TokamaxAttention(Implementation):
         return out
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        _default_flags()
+        default_flags()
         lengths = case.mask.lengths
         q_lens = None if lengths is None or lengths.q is None else jnp.asarray(lengths.q, jnp.int32)
         kv_lens = None if lengths is None or lengths.kv is None else jnp.asarray(lengths.kv, jnp.int32)
@@ -259,7 +260,7 @@ class TokamaxAttention(Implementation):
         return jax_outputs(f, inputs, grads=grads, device=placement.kernel_device())
 
 
-def _default_flags() -> None:
+def default_flags() -> None:
     if not flags.FLAGS.is_parsed():
         # tokamax reads its absl flags on first use and, when nobody parsed them, parses
         # sys.argv: the host program's command line (`run --kernel ...`), which absl rejects
@@ -293,7 +294,7 @@ def _split_mask(case: Case) -> tuple[tuple[int, int] | None, np.ndarray | None]:
 def _takes_soft_cap(fn: Callable[..., Any], implementation: str) -> bool:
     """Whether `implementation` computes a soft-capped call (one tiny probe; tokamax raises
     NotImplementedError where a backend lacks the feature)."""
-    _default_flags()
+    default_flags()
     x = jnp.ones((1, 16, 1, 16), jnp.float32)
     try:
         fn(x, x, x, logits_soft_cap=1.0, implementation=implementation)

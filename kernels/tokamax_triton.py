@@ -1,5 +1,5 @@
 """tokamax.dot_product_attention with implementation="triton" (kernels/_tokamax.py);
-registered only where its hardware is (a TPU for mosaic, a GPU for triton and cudnn)."""
+registered only where its hardware is (a GPU for triton and cudnn)."""
 
 from __future__ import annotations
 
