@@ -25,10 +25,16 @@ from harness.core.masks import SHAPE_REQUIRED
 from kernels import torch_cpu_flash as tcf
 
 FLOAT32 = tcf.MASK_FORMS.index("float32")
-# float64, every mask component torch_cpu_flash takes (so that its failing cases are inside this contract and
-# named by the note), and a shape component in every mask drawn (SHAPE_REQUIRED): every drawn case passes an
-# attn_mask, top-left causal alone included (causal_mask), so every case meets the finding.
-CAPABILITIES = dataclasses.replace(tcf.CAPABILITIES, dtypes=("float64",), restrictions=frozenset({SHAPE_REQUIRED}))
+# float64, every mask component torch_cpu_flash takes with a float32 mask (so that its failing cases are inside
+# this contract and named by the note: no bias, which a float32 mask cannot carry in float64), and a shape
+# component in every mask drawn (SHAPE_REQUIRED): every drawn case passes an attn_mask, top-left causal alone
+# included (causal_mask), so every case meets the finding.
+CAPABILITIES = dataclasses.replace(
+    tcf.CAPABILITIES,
+    dtypes=("float64",),
+    mask_components=tcf.CAPABILITIES.mask_components - {"bias"},
+    restrictions=frozenset({SHAPE_REQUIRED}),
+)
 
 
 class Float32Masks(tcf.TorchCPUFlash):
