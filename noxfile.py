@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nox
@@ -285,8 +286,11 @@ def _run_cell(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.e
     harness = ("python", "-c", HARNESS)
     # Every kernel that registers here, derandomized, with its case budget (harness.environments.matrix.EXAMPLES).
     kernels = _kernels(session)
-    for argv in MATRIX.run_steps(kernels):
+    steps = MATRIX.run_steps(kernels)
+    progress = _Progress(session, cell.name, [int(a[a.index("--examples") + 1]) for a in steps])
+    for argv in steps:
         session.run(*harness, *argv, "--out", STORE, *session.posargs, success_codes=ok)
+        progress.step_done()
     # The Pallas TPU kernels that register here, compiled for every TPU generation: memory, cost, the
     # trace, lowering and compile times, and the Mosaic kernel bodies they lower to. Not without libtpu.
     compiled = [x for k in ("pallas_flash", "pallas_splash") if k in kernels for x in ("--kernel", k)]
@@ -295,6 +299,26 @@ def _run_cell(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.e
     session.run(*harness, "bench", "--out", STORE, success_codes=ok)
     # Per cell so far and kernel: the verdict and the API coverage (1: a drawn parameter no case exercised).
     session.run(*harness, "coverage", "--store", STORE, success_codes=[0, RECORDED_FAILURE])
+
+
+class _Progress:
+    """One line after each run step of a cell: steps and cases done of the total, and the time left at the
+    pace so far (cases as the unit of work). A log line per step, not a redrawn bar: nox's own process has
+    none of the harness's dependencies (the commands inside the cell draw theirs, harness.cli.progress)."""
+
+    def __init__(self, session: nox.Session, name: str, cases: list[int]) -> None:
+        self.session, self.name, self.cases, self.done = session, name, cases, 0
+        self.start = time.monotonic()
+
+    def step_done(self) -> None:
+        self.done += 1
+        work, total = sum(self.cases[: self.done]), sum(self.cases)
+        spent = time.monotonic() - self.start
+        left = spent / work * (total - work) if work else float("nan")
+        self.session.log(
+            f"{self.name}: run step {self.done}/{len(self.cases)}, {work} of {total} cases, "
+            f"{spent / 60:.1f} min so far, about {left / 60:.1f} min of runs left"
+        )
 
 
 @nox.session(python=PYTHON)
