@@ -144,23 +144,6 @@ def test_a_feature_is_taken_away_alone_and_nothing_else_changes():
     assert without(case, "tiling:several_tiles", xla) is None
 
 
-def test_equal_lengths_keep_the_key_tiling_a_bug_may_need():
-    # fwd_rescale_alpha's bug needs several key tiles; its case had q_len 128, kv_len 256 in 128-key tiles.
-    # Cutting the keys to the queries' length would take the key tiling away too, and the trigger would
-    # claim unequal lengths needed: the queries grow to the keys' length instead.
-    from harness.core import contract, features
-    from harness.core.case import Case
-    from harness.running.signatures import without
-    from kernels.pallas_flash import uniform_blocks
-
-    flash = contract.resolve("pallas_flash")
-    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=64, blocks=uniform_blocks())
-    assert {"lengths:unequal", "tiling:several_major"} <= features.of(case, flash)
-    got = without(case, "lengths:unequal", flash)
-    assert (got.q_len, got.kv_len) == (256, 256)
-    assert "tiling:several_major" in features.of(got, flash) and "lengths:unequal" not in features.of(got, flash)
-
-
 def test_one_trigger_one_bug_whatever_quantities_a_dtype_keeps_within_its_bound():
     # fwd_v_offset_minor_blocks: reduced to "several minor tiles", failing out, dq and dk in float32; a bfloat16
     # case of the same bug kept its gradients inside their looser bound and failed in out alone (a third file).

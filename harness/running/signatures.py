@@ -146,44 +146,27 @@ def trigger_words(trigger: tuple[str, ...], needs: tuple[str, ...] = ()) -> str:
 def without(case: Case, feature: str, impl: Implementation) -> Case | None:
     """`case` with one feature taken away and nothing else changed (the same shapes, tiles and seed): the
     trigger search's candidate (harness.running.search); None where no single edit removes it inside
-    `impl`'s contract (a tiling class, a length side other masks are cut to). Where two edits remove it
-    (unequal lengths: the queries as long as the keys, or the keys as short as the queries), the first that
-    leaves every other feature as it was: cutting the keys to the queries' length would take a key tiling
-    away with them, and a bug that needs several key tiles would pass for the wrong reason."""
-    candidates = [c for c in (_edited(case, feature, impl, edits) for edits in _edits(case, feature, impl)) if c]
-    rest = features.of(case, impl) - {feature}
-    kept = [c for c in candidates if features.of(c, impl) - plain(impl) == rest - plain(impl)]
-    return (kept or candidates or [None])[0]
-
-
-def _edits(case: Case, feature: str, impl: Implementation) -> list[dict[str, Any]]:
-    """The edits of `case`'s fields that take `feature` away, in the order to try them."""
+    `impl`'s contract (a tiling class, a length side other masks are cut to)."""
     group, _, value = feature.partition(":")
     plainest = {f.partition(":")[0]: f.partition(":")[2] for f in plain(impl)}
+    edits: dict[str, Any] = {}
     if group == "dtype":
-        return [{"dtype": plainest["dtype"]}]
-    if group == "regime":
-        return [{"regime": REGIMES[0]}]
-    if group == "option":
-        return [{value: None if value == "soft_cap" else False}]
-    if group == "heads":
-        return [{"kv_heads": case.q_heads}]
-    if group == "lengths":
-        return [{"q_len": case.kv_len}, {"kv_len": case.q_len}]
-    if group == "mask" and value == "bias":
-        return [{"bias": False}]
-    if group == "mask":
-        return [{}]  # the component itself, taken out of the mask (_edited)
-    return []
-
-
-def _edited(case: Case, feature: str, impl: Implementation, edits: dict[str, Any]) -> Case | None:
-    """`case` with `edits` (and, for a mask component, the mask without it), where that is a case of `impl`'s
-    contract without `feature`; else None."""
-    group, _, value = feature.partition(":")
+        edits["dtype"] = plainest["dtype"]
+    elif group == "regime":
+        edits["regime"] = REGIMES[0]
+    elif group == "option":
+        edits[value] = None if value == "soft_cap" else False
+    elif group == "heads":
+        edits["kv_heads"] = case.q_heads
+    elif group == "lengths":
+        edits["kv_len"] = case.q_len
+    elif group == "mask" and value == "bias":
+        edits["bias"] = False
+    elif group != "mask":
+        return None
     try:
         if group == "mask" and value != "bias":
-            edits = {**edits, "mask": _mask_without(case.mask, value)}
+            edits["mask"] = _mask_without(case.mask, value)
         candidate = case.replace(**edits)
         make_inputs(candidate)  # a candidate whose inputs cannot be built is no candidate, never a harness error
     except (ValueError, TypeError, CaseError):
