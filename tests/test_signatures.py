@@ -163,3 +163,14 @@ def test_one_trigger_one_bug_whatever_quantities_a_dtype_keeps_within_its_bound(
     elsewhere = Signature(how=((k, "wrong values", frozenset({"dv"})),), features=frozenset({"tiling:several_minor"}))
     untiled = Signature(how=((k, "wrong values", frozenset({"out"})),), features=frozenset({"dtype:bfloat16"}))
     assert not any(subsumes(reduced, s, trigger=True) for s in (raised, elsewhere, untiled))
+
+
+def test_a_reduced_failure_that_raised_explains_the_same_error_elsewhere():
+    # A failure that raised fails in no quantity: overlap of its (empty) quantities is no test of sameness.
+    from harness.running.signatures import Signature, subsumes
+
+    raised = Signature(how=(("k", "raised ValueError", frozenset()),), features=frozenset({"mask:causal_top_left"}))
+    again = Signature(
+        how=(("k", "raised ValueError", frozenset()),), features=frozenset({"mask:causal_top_left", "dtype:float16"})
+    )
+    assert subsumes(raised, again, trigger=True) and subsumes(raised, again)

@@ -104,8 +104,8 @@ def subsumes(known: Signature, other: Signature, *, anywhere: bool = False, trig
     reported failures are compared, such as two shards' of one `run --jobs` (harness.running.shards)."""
     same = [(i, k) for i, k, _ in known.how] == [(i, k) for i, k, _ in other.how]
     pairs = list(zip(known.how, other.how, strict=same))
-    if trigger:
-        quantities = all(q & got for (_, _, q), (_, _, got) in pairs)
+    if trigger:  # a failure that raised has no quantities: it explains any that raised alike
+        quantities = all(q & got or not q for (_, _, q), (_, _, got) in pairs)
     else:
         quantities = all(q <= got for (_, _, q), (_, _, got) in pairs)
     if not same or not quantities:
