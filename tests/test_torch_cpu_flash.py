@@ -3,6 +3,8 @@ probed conventions, and the finding it made."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -12,9 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from harness.core import contract, strategies
 from harness.core.case import Case
 from harness.core.masks import Lengths, Mask, Segments, Window
+from harness.running.failures import load_failure
 from harness.running.runner import run_case
 from kernels import torch_cpu_flash as tcf
 
+FIX_CASE = Path(__file__).resolve().parent.parent / "docs" / "findings" / "fixes" / "torch_float32_mask.json"
 FLASH = contract.resolve("torch_cpu_flash")
 
 
@@ -131,18 +135,9 @@ def test_drawn_cases_are_inside_the_contract(case: Case) -> None:
 
 def test_a_float32_mask_with_float64_inputs_is_still_misread() -> None:
     # docs/findings/torch_cpu_flash_float32_mask_float64.md: turns red when torch fixes it, and the note
-    # (its [releases], the float32 mask form's failures named by it) must then be updated.
-    case = Case(
-        batch=1,
-        q_heads=1,
-        kv_heads=1,
-        q_len=4,
-        kv_len=16,
-        head_dim=8,
-        dtype="float64",
-        mask=Mask(causal="bottom_right"),
-        blocks=(("mask_form", 3),),
-    )
+    # (its [releases], the float32 mask form's failures named by it) must then be updated. Its shrunk case, as
+    # the fix proof replays it (one source: docs/findings/fixes/cases.py writes the file).
+    case = load_failure(FIX_CASE).case
     result = run_case(case, [FLASH], grads=False)
     assert not result.subjects[0].passed
     assert result.subjects[0].comparisons[0].max_abs > 0.1
