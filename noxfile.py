@@ -41,8 +41,8 @@ def _load(name: str):  # noqa: ANN202 - a module object
 
 
 MATRIX = _load("environments/matrix")
-DEVICES = _load("core/devices")
-ISA = _load("core/isa")
+DEVICES = _load("runtime/devices")
+ISA = _load("runtime/isa")
 # `python -c HARNESS ...`: the CLI, with a crash (even while importing) exiting 3, never 1.
 HARNESS = _load("core/exit_codes").ENTRY
 
@@ -195,9 +195,9 @@ REQUIRE_TPU = "--require-tpu"
 
 
 def _has_tpu(session: nox.Session) -> bool:
-    """Whether JAX in the session's environment sees a TPU (harness.core.devices decides)."""
+    """Whether JAX in the session's environment sees a TPU (harness.runtime.devices decides)."""
     out = session.run(
-        "python", "-c", "from harness.core import devices; print(devices.has_tpu())", silent=True, log=False
+        "python", "-c", "from harness.runtime import devices; print(devices.has_tpu())", silent=True, log=False
     )
     return str(out).strip().splitlines()[-1:] == ["True"]
 
@@ -278,7 +278,7 @@ def _run_cell(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.e
     # --no-deps for the project: a cell without torch must not pull it in as a dependency.
     session.install("-c", str(constraints), "--no-deps", "-e", ".")
     session.install("-c", str(constraints), *MATRIX.COMMON, *cell.pins())
-    session.run("python", "-c", "from harness.core import versions; print(versions.library_versions())")
+    session.run("python", "-c", "from harness.runtime import versions; print(versions.library_versions())")
     # Runs go on after a recorded discrepancy (exit 1), so every cell yields all its records;
     # bad usage (2) or a crash stops the cell.
     # 4: a kernel that cannot run in this cell (recorded with its error, harness.core.exit_codes.EXIT_CANNOT_RUN).

@@ -29,13 +29,13 @@ def main() -> None:
     p.add_argument("--out", type=Path)
     args = p.parse_args()
 
-    from harness.core import compat
     from harness.core.case import Case
     from harness.core.contract import QUANTITIES, resolve
     from harness.core.inputs import make_inputs
     from harness.core.masks import Mask
     from harness.running import runner
     from harness.running.execute import execute
+    from harness.runtime import compat
 
     flash = resolve("pallas_flash")
     base = Case(batch=1, q_heads=2, kv_heads=2, q_len=512, kv_len=512, head_dim=128, mask=Mask(causal="top_left"))

@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.cli.commands.run import RULER  # noqa: E402
-from harness.core import compat, contract, smoke  # noqa: E402 - after the path set-up, so this checkout is measured
+from harness.core import contract, smoke  # noqa: E402
 from harness.running.search import search  # noqa: E402
+from harness.runtime import compat  # noqa: E402 - after the path set-up, so this checkout is measured
 from harness.store.files import atomic_write_json  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "matrix_budget.json"

@@ -20,12 +20,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.core import compat  # noqa: E402
 from harness.core.case import Case  # noqa: E402
 from harness.core.compare import TOLERANCES, compare  # noqa: E402
 from harness.core.contract import resolve  # noqa: E402
 from harness.core.inputs import make_inputs  # noqa: E402
 from harness.running.runner import Reference  # noqa: E402
+from harness.runtime import compat  # noqa: E402
 from harness.store.files import atomic_write_json  # noqa: E402
 
 

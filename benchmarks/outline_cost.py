@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402,F401 - JAX platform set-up before jax is imported
-from harness.core import compat, contract, shapes  # noqa: E402
+from harness.core import contract, shapes  # noqa: E402
+from harness.runtime import compat  # noqa: E402
 from harness.tpu import compile as aot  # noqa: E402
 from harness.tpu import mosaic, outline  # noqa: E402
 

@@ -63,7 +63,7 @@ def main() -> None:
         "calls": CALLS["count"],
         "overhead_ratio": wall / CALLS["seconds"],
         "target_ratio": 1.2,
-        "versions": harness.core.compat.library_versions(),
+        "versions": harness.runtime.compat.library_versions(),
     }
     atomic_write_json(args.out, figures)
     print(json.dumps(figures, indent=1))

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.core import compat  # noqa: E402 - after the path set-up, so this checkout is the one measured
+from harness.runtime import compat  # noqa: E402 - after the path set-up, so this checkout is the one measured
 from harness.store.files import atomic_write_json  # noqa: E402
 
 TARGET_BYTES = int(1.5 * 2**30)  # issue 9: a 30-case run within 1.5 GB

@@ -58,9 +58,10 @@ def main() -> None:
     import jax.numpy as jnp
     import numpy as np
 
-    from harness.core import compat, contract, extended, reference
+    from harness.core import contract, extended, reference
     from harness.core.contract import QUANTITIES
     from harness.core.inputs import make_inputs
+    from harness.runtime import compat
     from harness.store.files import atomic_write_json
 
     kernel = contract.resolve(args.kernel)

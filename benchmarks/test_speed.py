@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from harness.core import compat, contract, shapes
+from harness.core import contract, shapes
+from harness.runtime import compat
 from harness.tpu import bench
 
 SHAPE_NAMES = [n for n in os.environ.get("ATTN_BENCH_SHAPES", "").split(",") if n]

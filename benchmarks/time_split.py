@@ -38,8 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402,F401 - JAX platform set-up before jax is imported
-from harness.core import compat, contract, reference  # noqa: E402
+from harness.core import contract, reference  # noqa: E402
 from harness.running.search import search  # noqa: E402
+from harness.runtime import compat  # noqa: E402
 from harness.store.files import RunStore, atomic_write_json  # noqa: E402
 
 STEPS = ("kernel", "kernel faithful", "truth", "ruler", "torch", "harness")

@@ -34,10 +34,11 @@ def child(kernels: list[str]) -> dict[str, Any]:
     import numpy as np
 
     import harness  # noqa: F401 - JAX platform set-up before jax is imported
-    from harness.core import compat, contract
+    from harness.core import contract
     from harness.core.inputs import make_inputs
     from harness.core.smoke import smoke_cases
     from harness.running.execute import execute
+    from harness.runtime import compat
 
     fast = compat.InterpretOptions(interpreter="fast")
     first = rerun = 0.0

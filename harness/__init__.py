@@ -5,7 +5,7 @@ the oracles (harness.running.runner), compared with a float64 truth (harness.cor
 (harness.store) and reported. Kernels and oracles register through harness.core.contract.
 
 Importing the package changes nothing in the process: JAX_PLATFORMS (kept off a TPU plugin that
-has no TPU to find, harness.core.compat.default_platforms_env) is set where a process starts: the
+has no TPU to find, harness.runtime.compat.default_platforms_env) is set where a process starts: the
 CLI (harness.cli.main), the worker processes, tests/conftest.py and the nox sessions.
 """
 

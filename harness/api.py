@@ -31,7 +31,6 @@ from hypothesis import strategies as st
 from harness.cli import console
 from harness.core import contract, probes, smoke, strategies, strips, verdicts
 from harness.core.case import Case
-from harness.core.compat import InterpretOptions
 from harness.core.contract import Implementation
 from harness.core.errors import InputError
 from harness.core.masks import Mask
@@ -39,6 +38,7 @@ from harness.running import probes as worker_probes
 from harness.running import runner, worker
 from harness.running.failures import write_failure
 from harness.running.runner import CaseResult
+from harness.runtime.compat import InterpretOptions
 from harness.store.derive import repro_command
 
 __all__ = [

@@ -151,7 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("attention_kernel"):
         # A process start (harness/__init__.py): JAX reads its platforms when imported, and checking the
         # options imports it (harness.running.runner).
-        from harness.core.devices import default_platforms_env
+        from harness.runtime.devices import default_platforms_env
 
         default_platforms_env()
     options = _options(config)

@@ -2,7 +2,7 @@
 
 A Pallas kernel runs natively on its platform and otherwise as the same kernel code under an
 interpreter: `TpuKernel` (the Pallas TPU interpreter, set up around the call by
-harness.core.interpret.tpu_kernel_context) or `GpuKernel` (Triton on a GPU, `interpret=True` elsewhere).
+harness.runtime.interpret.tpu_kernel_context) or `GpuKernel` (Triton on a GPU, `interpret=True` elsewhere).
 Either keeps the function under test (upstream's, or a drop-in with its signature), names the
 backend a result was computed on, and computes the outputs (the logsumexp from a forward call of
 its own) on the kernel device. Beside them: lane-aligned tiles and the block-name check every
@@ -17,11 +17,12 @@ from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
-from harness.core import devices, interpret, placement, probes
+from harness.core import probes
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
+from harness.runtime import devices, interpret, placement
 
 # The TPU's vector lanes: Pallas TPU kernels tile key (and most query) axes in whole multiples of them
 # (flash_attention.MIN_BLOCK_SIZE, splash_attention_kernel.NUM_LANES).
@@ -95,7 +96,7 @@ class PallasKernel(Implementation):
 
 class TpuKernel(PallasKernel):
     """A Pallas TPU kernel: native on a TPU, else the same kernel code under a Pallas interpreter
-    (harness.core.interpret.INTERPRETERS: "fast" or "faithful", as InterpretOptions.interpreter says)."""
+    (harness.runtime.interpret.INTERPRETERS: "fast" or "faithful", as InterpretOptions.interpreter says)."""
 
     # A small case inside the adapter's contract (a forward and, where it has one, a backward pass):
     # what `interpreters` probes the kernel on. Adapters whose contract excludes it set their own.

@@ -47,13 +47,13 @@ import tokamax
 from absl import flags
 from hypothesis import strategies as st
 
-from harness.core import compat, placement
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
 from harness.core.contract import About, Capabilities, Conventions, Implementation, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import Mask, Window, dense_mask
+from harness.runtime import compat, placement
 
 # The parameters the adapter passes; a tokamax without one of them is not usable here.
 NEEDED = (

@@ -331,8 +331,8 @@ def probe() -> str | None:
     import numpy as np
     from jax.experimental import pallas as pl
 
-    from harness.core import interpret
     from harness.core.errors import one_line
+    from harness.runtime import interpret
 
     faithful = interpret.InterpretOptions(interpreter="faithful")
     # jax logs the traceback of a failing io_callback before raising it; here the failure is the answer.

@@ -33,12 +33,13 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import paged_attention as upstream
 from jax.experimental.pallas.ops.tpu.paged_attention import quantization_utils
 
-from harness.core import compat, paging
 from harness.core import coverage as cov
+from harness.core import paging
 from harness.core.case import Case
 from harness.core.contract import About, Capabilities, Conventions, Outputs, Restriction, register
 from harness.core.inputs import Inputs, int8_grid
 from harness.core.masks import Lengths, Mask
+from harness.runtime import compat
 from kernels._pallas import TpuKernel, block_names, divisors
 
 PAGE_SIZES = (8, 16, 32, 64)

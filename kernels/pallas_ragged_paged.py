@@ -48,11 +48,12 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu import ragged_paged_attention as upstream
 
 from harness.core import coverage as cov
-from harness.core import interpret, paging, probes
+from harness.core import paging, probes
 from harness.core.case import Case
 from harness.core.contract import About, Capabilities, Conventions, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.masks import LENGTHS_Q_LE_KV, SHAPE_REQUIRED, SLIDING_WINDOW, Lengths, Mask
+from harness.runtime import interpret
 from kernels import _tpu_interpret_fix as interpret_fix
 from kernels._pallas import TpuKernel, block_names
 

@@ -45,11 +45,11 @@ from tokamax._src.ops.attention import pallas_mosaic_tpu_vjp as mosaic_vjp
 from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_kernel as splash
 
 from harness.core import coverage as cov
-from harness.core import interpret
 from harness.core.case import REGIMES, Case
 from harness.core.contract import About, Capabilities, Conventions, Outputs, Restriction, register
 from harness.core.inputs import Inputs
 from harness.core.masks import Mask
+from harness.runtime import interpret
 from kernels._pallas import TpuKernel, block_names, lane_tiles
 from kernels._tokamax import PRECISION, default_flags
 

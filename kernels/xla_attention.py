@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.core import compat, extended, placement
 from harness.core import coverage as cov
+from harness.core import extended
 from harness.core.case import DTYPES, FLOAT64, Case
 from harness.core.contract import (
     About,
@@ -40,6 +40,7 @@ from harness.core.contract import (
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import WINDOW_ALIGNED, Mask
+from harness.runtime import compat, placement
 
 # Present (value 1) in a case's blocks: causal, window and lengths go in as the boolean `mask`
 # argument instead of their own parameters. Never changes the mathematics, as blocks never do.
@@ -212,7 +213,7 @@ class DotProductAttention(Implementation):
         return self._call(case, residual=False)
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
-        # float64 only around the call (harness.core.compat.enable_x64); every other dtype without it.
+        # float64 only around the call (harness.runtime.compat.enable_x64); every other dtype without it.
         wide = compat.enable_x64() if case.dtype == FLOAT64 else contextlib.nullcontext()
         device = placement.kernel_device()
         with wide:

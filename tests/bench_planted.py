@@ -36,15 +36,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core.caches import COMPILATION_CACHE_ENV
+from harness.runtime.caches import COMPILATION_CACHE_ENV
 
 TARGET_CPU_S = 10.0
 
 
 def measure(name: str, *, first_failure: bool = False) -> dict:
     """Search one planted kernel in this process; called in a fresh child per bug."""
-    from harness.core import compat, contract
+    from harness.core import contract
     from harness.running.search import search
+    from harness.runtime import compat
     from tests.planted import FIXTURES, INTERPRET, PLANTED, spec
 
     options = compat.InterpretOptions(**INTERPRET.get(name, {}))

@@ -2,7 +2,7 @@
 
 import os
 
-from harness.core import compat
+from harness.runtime import compat
 
 compat.default_platforms_env()  # a process start: JAX_PLATFORMS=cpu where no TPU is attached, before jax loads
 

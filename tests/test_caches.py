@@ -1,4 +1,4 @@
-"""harness.core.caches: JAX's persistent compilation cache, kept to its size by one trim per process
+"""harness.runtime.caches: JAX's persistent compilation cache, kept to its size by one trim per process
 (JAX's own limit scans the whole directory on every write), and used by the kernel worker too."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import caches, compat
 from harness.running import worker
+from harness.runtime import caches, compat
 from tests._fakes import CORRECT, small_case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def test_enabling_leaves_jaxs_size_limit_off_and_trims_once(tmp_path: Path) -> N
     _entry(cache / "stale-cache", 5000, 100)
     script = (
         "import jax, jax.numpy as jnp\n"
-        "from harness.core import caches\n"
+        "from harness.runtime import caches\n"
         "caches.COMPILATION_CACHE_MAX_BYTES = 1000\n"
         "print(caches.enable_compilation_cache())\n"
         "print(jax.config.jax_compilation_cache_max_size)\n"
@@ -70,7 +70,7 @@ def test_the_kernel_worker_writes_its_programs_to_the_cache(tmp_path: Path, monk
 
 
 def _enable_in_a_fresh_process(cache: Path, setup: str = "") -> subprocess.CompletedProcess:
-    script = f"from harness.core import caches\n{setup}print(caches.enable_compilation_cache())\n"
+    script = f"from harness.runtime import caches\n{setup}print(caches.enable_compilation_cache())\n"
     env = {**os.environ, caches.COMPILATION_CACHE_ENV: str(cache), "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
 

@@ -244,7 +244,7 @@ ONE_FILE_KERNEL = '''"""softmax(QK^T * scale) V in plain JAX: a kernel that is o
 import jax
 import jax.numpy as jnp
 
-from harness.core import placement
+from harness.runtime import placement
 from harness.core.contract import About, Capabilities, Conventions, Implementation, register
 from harness.core.jaxvjp import jax_outputs
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from harness.cli import main
-from harness.core import compat, contract, devices
+from harness.core import contract
 from harness.core.case import Case
 from harness.running.runner import run_case
+from harness.runtime import compat, devices
 from harness.tpu import crosscheck
 from kernels.pallas_flash import uniform_blocks
 

@@ -7,11 +7,12 @@ import json
 import pytest
 
 from harness import cli
-from harness.core import compat, contract
+from harness.core import contract
 from harness.core.compare import TOLERANCE_VERSION
 from harness.running.failures import FailureFileError, load_failure, replay, version_differences, write_failure
 from harness.running.runner import run_case
 from harness.running.worker import implementation_spec
+from harness.runtime import compat
 from tests import _fakes
 
 

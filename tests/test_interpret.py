@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
 
-from harness.core import interpret
+from harness.runtime import interpret
 
 
 def _add_one(x_ref, o_ref):

@@ -1,4 +1,4 @@
-"""harness.core.isa: the level XLA's CPU compiler targets, from /proc/cpuinfo and XLA_FLAGS."""
+"""harness.runtime.isa: the level XLA's CPU compiler targets, from /proc/cpuinfo and XLA_FLAGS."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import isa
+from harness.runtime import isa
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,9 +80,10 @@ def test_a_replay_at_another_level_is_named(monkeypatch, recorded, here, said) -
 
 
 _RULER = """
-from harness.core import compat
+from harness.runtime import compat
 compat.default_platforms_env()
-from harness.core import isa, reference
+from harness.core import reference
+from harness.runtime import isa
 from harness.core.case import Case
 from harness.core.errors import InputError
 from harness.core.inputs import make_inputs

@@ -8,10 +8,11 @@ import jax
 import numpy as np
 import pytest
 
-from harness.core import isa, jaxvjp, placement
+from harness.core import jaxvjp
 from harness.core.case import Case
 from harness.core.inputs import make_inputs
 from harness.core.masks import Mask, Segments
+from harness.runtime import isa, placement
 from oracles import jax_reference
 
 

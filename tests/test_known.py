@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 
 from harness import findings
-from harness.core.compat import DEFAULT_INTERPRET
 from harness.core.errors import InputError
 from harness.running import known
 from harness.running.runner import run_case
+from harness.runtime.compat import DEFAULT_INTERPRET
 from tests import _fakes
 
 # A fork with a bug of its own where upstream (BROKEN: head_dim 64 and kv_len >= 32) is right.

@@ -20,6 +20,8 @@ PACKAGES = ("harness", "kernels", "oracles")
 
 # (layer, {group: module prefixes}). A prefix names a module and everything under it.
 LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
+    # Devices, interpreters, library versions and shims, caches, thread races, the ISA: no case, no kernel.
+    ("runtime", {"runtime": ("harness.runtime",)}),
     (
         "core",
         {
@@ -36,14 +38,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.core.locate",
                 "harness.core.strips",
                 "harness.core.contract",
-                "harness.core.devices",
-                "harness.core.caches",
-                "harness.core.versions",
-                "harness.core.interpret",
-                "harness.core.races",
                 "harness.core.probes",
-                "harness.core.compat",
-                "harness.core.placement",
                 "harness.core.jaxvjp",
                 "harness.core.torchvjp",
                 "harness.core.reference",

@@ -37,7 +37,7 @@ def test_the_interpreters_a_kernel_runs_under_are_probed() -> None:
 
 
 def test_a_kernel_the_hlo_interpreter_cannot_run_is_declared_faithful_only() -> None:
-    from harness.core import compat
+    from harness.runtime import compat
     from kernels.pallas_flash import PallasFlash
 
     class FaithfulOnly(PallasFlash):
@@ -56,8 +56,9 @@ def test_an_api_this_jax_lacks_is_cannot_run_here_never_a_failure(monkeypatch, t
     import json
 
     from harness import cli
-    from harness.core import probes, versions
+    from harness.core import probes
     from harness.running import probes as worker_probes
+    from harness.runtime import versions
     from kernels import _pallas, pallas_gpu
 
     monkeypatch.delattr(pallas_gpu.upstream, "BlockSizes")
@@ -84,10 +85,11 @@ def test_a_residuals_case_run_again_lowers_nothing_anew() -> None:
     # call traced and lowered the kernel again (0.2-0.3 CPU s a case, paid again by every rerun).
     import jax
 
-    from harness.core import compat, contract
+    from harness.core import contract
     from harness.core.case import Case
     from harness.core.inputs import make_inputs
     from harness.running.execute import execute
+    from harness.runtime import compat
 
     flash = contract.resolve("pallas_flash")
     case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=128, residuals=True)

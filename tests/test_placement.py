@@ -1,4 +1,4 @@
-"""References run on the CPU backend whatever JAX's default device is (harness.core.placement).
+"""References run on the CPU backend whatever JAX's default device is (harness.runtime.placement).
 
 A CPU host has no accelerator to move the default device to, so the test makes two host
 devices and sets the default to the second: every reference array must still land on the
@@ -22,7 +22,8 @@ SCRIPT = textwrap.dedent(
     import jax
     jax.config.update("jax_default_device", jax.devices("cpu")[1])
 
-    from harness.core import contract, jaxvjp, placement
+    from harness.core import contract, jaxvjp
+    from harness.runtime import placement
     from harness.running import runner
     from harness.core.case import Case
     from harness.core.inputs import make_inputs

@@ -11,11 +11,12 @@ from __future__ import annotations
 import pytest
 
 from harness import cli
-from harness.core import compat, contract, pool
+from harness.core import contract, pool
 from harness.core.case import Case
 from harness.running.failures import load_failure, write_divergence, write_failure
 from harness.running.runner import run_case
 from harness.running.search import search
+from harness.runtime import compat
 from kernels.pallas_flash import uniform_blocks
 from tests.planted import INTERPRET, PLANTED, SUBTLE, TRIGGERS, spec
 

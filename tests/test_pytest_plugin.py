@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import caches
+from harness.runtime import caches
 
 pytest_plugins = ["pytester"]
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
 
-from harness.core import interpret, races
+from harness.runtime import interpret, races
 from tests._racy import racy
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.core import isa
 from harness.running.failures import failure_document, write_failure
 from harness.running.runner import run_case
+from harness.runtime import isa
 from kernels.pallas_flash import uniform_blocks
 from tests import _fakes
 

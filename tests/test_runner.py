@@ -10,11 +10,12 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
 
-from harness.core import compat, contract, interpret, reference
+from harness.core import contract, reference
 from harness.core.case import Case
 from harness.core.inputs import make_inputs
 from harness.core.masks import Lengths, Mask
 from harness.running.runner import run_case
+from harness.runtime import compat, interpret
 from kernels.pallas_flash import uniform_blocks
 from oracles import jax_reference
 from tests import _fakes

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from harness.core import features, pool, profiles, strategies
 from harness.core.case import Case
-from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.masks import Mask
 from harness.core.smoke import smoke_cases
 from harness.running import runner as harness_runner
@@ -27,6 +26,7 @@ from harness.running import search as search_module
 from harness.running import signatures
 from harness.running.runner import CaseResult, SubjectResult
 from harness.running.search import search
+from harness.runtime.compat import DEFAULT_INTERPRET, InterpretOptions
 from tests import _fakes
 
 # --- end to end, on the real runner (JAX computes the reference for every case) ---

@@ -201,10 +201,10 @@ _MUTABLE_CALLS = frozenset({"list", "dict", "set", "collections.OrderedDict", "c
 ALLOWED_STATE: dict[str, str] = {
     "harness/core/jaxvjp.py:_COMPILED": "a cache: compiled reference programs, LRU-bounded (COMPILED_KEEP)",
     "harness/core/reference.py:_TRUTH_SEEN": "a cache: which truth programs are worth compiling (both paths agree)",
-    "harness/core/caches.py:_REFUSED": "a cache: the compilation cache directories this process found untrustworthy",
+    "harness/runtime/caches.py:_REFUSED": "a cache: the compilation cache directories this process found untrustworthy",
     "harness/running/worker.py:_session": "a context variable: the worker of the session open in this context",
-    "harness/core/interpret.py:_interpret": "a context variable: the interpreter options of the block open here",
-    "harness/core/interpret.py:_force_interpret": "a context variable: whether the block open here forces interpret",
+    "harness/runtime/interpret.py:_interpret": "a context variable: the interpreter options of the block open here",
+    "harness/runtime/interpret.py:_force_interpret": "a context variable: whether the block open here forces interpret",
     # The registry, nox's pattern (STYLE.md): filled once by register() as the kernel modules import,
     # read through copies; a kernel is one file because nothing else lists it.
     "harness/core/contract.py:_REGISTRY": "the registry: what registered here",

@@ -10,13 +10,14 @@ import numpy as np  # noqa: E402
 import tokamax  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 
-from harness.core import compat, contract, paging  # noqa: E402
+from harness.core import contract, paging
 from harness.core.case import Case  # noqa: E402
 from harness.core.compare import compare, tolerance  # noqa: E402
 from harness.core.inputs import make_inputs  # noqa: E402
 from harness.core.masks import Chunk, Lengths, Mask, Window  # noqa: E402
 from harness.core.strategies import cases  # noqa: E402
 from harness.running.runner import run_case  # noqa: E402
+from harness.runtime import compat  # noqa: E402
 from kernels import _tokamax  # noqa: E402
 
 

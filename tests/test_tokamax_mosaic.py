@@ -17,11 +17,11 @@ from harness.core import contract  # noqa: E402
 from harness.core.case import Case  # noqa: E402
 from harness.core.compare import compare, tolerance  # noqa: E402
 from harness.core.inputs import make_inputs  # noqa: E402
-from harness.core.interpret import InterpretOptions, using_interpret_options  # noqa: E402
 from harness.core.masks import Lengths, Mask, Segments, Window  # noqa: E402
 from harness.core.reference import run_reference, truth  # noqa: E402
 from harness.core.strategies import cases  # noqa: E402
 from harness.running.runner import run_case  # noqa: E402
+from harness.runtime.interpret import InterpretOptions, using_interpret_options  # noqa: E402
 from kernels.tokamax_mosaic import GATED, TokamaxMosaic, gate_opened, remat_takes_callbacks  # noqa: E402
 
 CONFIG = {

@@ -17,7 +17,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
 
-from harness.core import interpret
+from harness.runtime import interpret
 from kernels import _tpu_interpret_fix as interpret_fix
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,7 +179,8 @@ _BITWISE = """
 import hashlib, json, sys
 import jax
 import numpy as np
-from harness.core import contract, interpret
+from harness.core import contract
+from harness.runtime import interpret
 from harness.core.inputs import make_inputs
 from kernels import _tpu_interpret_fix as interpret_fix
 

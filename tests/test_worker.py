@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core import compat
 from harness.running import worker
+from harness.runtime import compat
 from tests._fakes import small_case
 from tests.fixtures import faults
 

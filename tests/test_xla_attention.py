@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.core import compat, contract
+from harness.core import contract
 from harness.core.case import Case
 from harness.core.masks import Lengths, Mask, Segments, Window
 from harness.running.runner import run_case
+from harness.runtime import compat
 
 
 def test_xla_attention_with_gqa_bias_causal_and_orphan_segments_matches_the_oracles() -> None:

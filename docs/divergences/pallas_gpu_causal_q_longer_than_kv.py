@@ -49,6 +49,8 @@ shown = False
 for q_len, kv_len in ((64, 128), (128, 64)):
     errs = worst(q_len, kv_len)
     shown |= q_len > kv_len and max(errs.values()) > 1e-4
-    print(f"causal q_len={q_len:3} kv_len={kv_len:3}: max |mha - mha_reference| "
-          + ", ".join(f"{n} {e:.1e}" for n, e in errs.items()))
+    print(
+        f"causal q_len={q_len:3} kv_len={kv_len:3}: max |mha - mha_reference| "
+        + ", ".join(f"{n} {e:.1e}" for n, e in errs.items())
+    )
 sys.exit(1 if shown else 0)

@@ -20,14 +20,18 @@ dense = np.broadcast_to(np.arange(Q_LEN)[:, None] < VALID, (Q_LEN, KV_LEN))
 kernel = splash.make_splash_mha(
     mask_lib.MultiHeadMask([mask_lib.NumpyMask(dense)]),
     block_sizes=splash.BlockSizes(block_q=128, block_kv=128, block_kv_compute=128),
-    head_shards=1, q_seq_shards=1, interpret=jax.default_backend() != "tpu",
+    head_shards=1,
+    q_seq_shards=1,
+    interpret=jax.default_backend() != "tpu",
 )
 rng = np.random.default_rng(0)
 q, k, v = (jnp.asarray(rng.standard_normal((1, n, D)), jnp.float32) for n in (Q_LEN, KV_LEN, KV_LEN))
 out = np.asarray(kernel(q, k, v))[0]
 mean_v = np.asarray(v[0]).mean(0)
 shared, alone = out[VALID:128], out[128:]
-print(f"rows {VALID}..127 (tile visits keys): NaN rows {int(np.isnan(shared).any(-1).sum())}, "
-      f"max |row - mean of v| {float(np.nanmax(np.abs(shared - mean_v))):.1e}")
+print(
+    f"rows {VALID}..127 (tile visits keys): NaN rows {int(np.isnan(shared).any(-1).sum())}, "
+    f"max |row - mean of v| {float(np.nanmax(np.abs(shared - mean_v))):.1e}"
+)
 print(f"rows 128..255 (tile visits no key):  NaN rows {int(np.isnan(alone).any(-1).sum())}")
 sys.exit(1 if np.isnan(alone).any() != np.isnan(shared).any() else 0)

@@ -27,8 +27,13 @@ def grads(block_q_dkv: int, block_q_dq: int | None = 128, sinks: bool = False):
     """dq, dk, dv with the forward's block_q = 128; block_q_dq=None is the fused backward (dq in the dkv kernel)."""
     dq_blocks = {"use_fused_bwd_kernel": True} if block_q_dq is None else {"block_q_dq": block_q_dq, "block_kv_dq": 128}
     sizes = splash.BlockSizes(
-        block_q=128, block_kv=128, block_kv_compute=128,
-        block_q_dkv=block_q_dkv, block_kv_dkv=128, block_kv_dkv_compute=128, **dq_blocks,
+        block_q=128,
+        block_kv=128,
+        block_kv_compute=128,
+        block_q_dkv=block_q_dkv,
+        block_kv_dkv=128,
+        block_kv_dkv_compute=128,
+        **dq_blocks,
     )
     kernel = splash.make_splash_mha(mask, block_sizes=sizes, head_shards=1, q_seq_shards=1, interpret=interpret)
     extra = {"sinks": jnp.ones((1,), jnp.float32)} if sinks else {}

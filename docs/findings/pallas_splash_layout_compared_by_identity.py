@@ -23,9 +23,17 @@ q, k, v = (jnp.asarray(rng.standard_normal((1, L, D)), jnp.float32) for _ in ran
 def grads(layout):
     """dq, dk, dv of sum(out) with every layout set to `layout`."""
     sizes = splash.BlockSizes(
-        block_q=128, block_kv=128, block_kv_compute=128,
-        block_q_dkv=128, block_kv_dkv=128, block_kv_dkv_compute=128, block_q_dq=128, block_kv_dq=128,
-        q_layout=layout, k_layout=layout, v_layout=layout,
+        block_q=128,
+        block_kv=128,
+        block_kv_compute=128,
+        block_q_dkv=128,
+        block_kv_dkv=128,
+        block_kv_dkv_compute=128,
+        block_q_dq=128,
+        block_kv_dq=128,
+        q_layout=layout,
+        k_layout=layout,
+        v_layout=layout,
     )
     kernel = splash.make_splash_mha(mask, block_sizes=sizes, head_shards=1, q_seq_shards=1, interpret=interpret)
     return jax.grad(lambda q, k, v: kernel(q, k, v).sum(), argnums=(0, 1, 2))(q, k, v)
@@ -37,6 +45,8 @@ as_int = grads(int(splash.QKVLayout.HEAD_DIM_MINOR))
 jax.clear_caches()
 as_enum = grads(splash.QKVLayout.HEAD_DIM_MINOR)
 for name, a, b in zip(("dq", "dk", "dv"), as_int, as_enum, strict=True):
-    print(f"{name}: max|{name}| {float(jnp.abs(b).max()):.3g}, layout 1 vs QKVLayout.HEAD_DIM_MINOR differ by "
-          f"{float(jnp.abs(a - b).max()):.3g}; all zero with layout 1: {bool((a == 0).all())}")
+    print(
+        f"{name}: max|{name}| {float(jnp.abs(b).max()):.3g}, layout 1 vs QKVLayout.HEAD_DIM_MINOR differ by "
+        f"{float(jnp.abs(a - b).max()):.3g}; all zero with layout 1: {bool((a == 0).all())}"
+    )
 sys.exit(1 if any(float(jnp.abs(a - b).max()) > 0 for a, b in zip(as_int, as_enum, strict=True)) else 0)

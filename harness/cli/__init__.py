@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.core import compat, probes
+from harness.core import probes
 from harness.core.contract import NotLoadedHere
 from harness.core.errors import InputError
 from harness.core.exit_codes import (  # noqa: F401 - the commands read them from here
@@ -30,6 +30,7 @@ from harness.core.exit_codes import (  # noqa: F401 - the commands read them fro
 )
 from harness.environments import envs, matrix
 from harness.running import probes as worker_probes
+from harness.runtime import compat
 
 # Bad usage or input, from any layer: one line, exit 2. envs and matrix import only the
 # standard library (the noxfile loads them before the harness's dependencies are installed),

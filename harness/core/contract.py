@@ -317,10 +317,10 @@ class Implementation(abc.ABC):
 
     def device(self) -> str:
         """The device it computes on, as records show it: for JAX, the kernel device for kernels and
-        the CPU for oracles (harness.core.placement); others override when they leave the CPU."""
+        the CPU for oracles (harness.runtime.placement); others override when they leave the CPU."""
         if self.framework != "jax":
             return "cpu"
-        from harness.core import placement
+        from harness.runtime import placement
 
         return placement.describe(placement.device_for(self.role))
 
@@ -356,7 +356,7 @@ class Implementation(abc.ABC):
         return None
 
     def interpreters(self) -> tuple[str, ...]:
-        """The interpreters (harness.core.compat.INTERPRETERS) it runs under here, each found by a
+        """The interpreters (harness.runtime.compat.INTERPRETERS) it runs under here, each found by a
         probe; empty when it is not interpreted (it runs natively, or is no Pallas TPU kernel)."""
         return ()
 

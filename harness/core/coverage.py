@@ -269,7 +269,9 @@ NO_SOFT_CAP = "the case model has no logits soft cap yet"
 NO_SINKS = "the case model has no attention sinks yet"
 NO_RESIDUALS = "the case model does not check residuals (logsumexp, max) yet"
 NO_MASK_VALUE = "the default mask value: it only shows on rows with no visible key, judged as declared"
-INTERPRET_FORCED = "the Pallas TPU interpreter is forced around the call (harness.core.compat), not through this flag"
+INTERPRET_FORCED = (
+    "the Pallas TPU interpreter is forced around the call (harness.runtime.compat), not through this flag"
+)
 DEBUG = "prints the kernel's jaxpr; no numerical effect"
 LAUNCH = "Triton launch parameters: only a GPU runs Triton (the interpreter ignores them); needs a GPU"
 SHARDING = "sharding across devices: the harness runs one device"

@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness.core import placement
 from harness.core.contract import Outputs
 from harness.core.inputs import Inputs
+from harness.runtime import placement
 
 
 def _as64(a: jax.Array) -> np.ndarray:
@@ -34,7 +34,7 @@ def _gradients(names: tuple[str, ...], cots: Any) -> dict[str, np.ndarray]:
 
 def jax_outputs(f: Callable[..., jax.Array], inputs: Inputs, *, grads: bool, device: jax.Device) -> Outputs:
     """Run f(q, k, v[, bias][, sinks]) (bias and sinks only when the case has them) and, with grads,
-    its VJP of inputs.dout, on `device` (harness.core.placement: the kernel device for kernels, the
+    its VJP of inputs.dout, on `device` (harness.runtime.placement: the kernel device for kernels, the
     CPU for references). The sinks are a primal like q, so their gradient is the implementation's own."""
     names, arrays = _differentiable(inputs)
     # Explicit placement commits the arguments, so the computation runs where they are; constants
@@ -101,7 +101,7 @@ def compiled_outputs(
     Python values, so one program serves every case of the same shapes and dtypes, and a
     compiled program is never reused for a case it was not compiled for. Compiling once costs
     about what running the operations one by one costs for a new shape, and the program is
-    kept (COMPILED_KEEP) and cached on disk by JAX's persistent cache (harness.core.compat).
+    kept (COMPILED_KEEP) and cached on disk by JAX's persistent cache (harness.runtime.compat).
     """
     names, arrays = _differentiable(inputs)
     n_primals = len(arrays)

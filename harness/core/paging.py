@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness.core import compat, placement
 from harness.core.case import Case
+from harness.runtime import compat, placement
 
 # Salt for the page-table generator: not the inputs' stream (harness.core.inputs uses case.seed).
 _TABLE_SALT = 0x9A6E

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from harness.core import interpret, versions
 from harness.core.errors import one_line
+from harness.runtime import interpret, versions
 
 if TYPE_CHECKING:
     from harness.core.case import Case

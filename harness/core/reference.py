@@ -18,12 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness.core import compat, extended, isa, placement
+from harness.core import extended
 from harness.core.case import FLOAT64, Case
 from harness.core.contract import Outputs
 from harness.core.errors import InputError
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import compiled_outputs
+from harness.runtime import compat, isa, placement
 
 
 def _logits(q, k, bias, visible, scale, soft_cap):
@@ -75,7 +76,7 @@ def logsumexp(q, k, bias, visible, scale, soft_cap=None, sinks=None):
 def run_reference(case: Case, inputs: Inputs, *, grads: bool, dtype) -> Outputs:
     """The reference in `dtype` (a numpy/jax dtype); inputs are cast from the case dtype exactly.
 
-    Always on the CPU backend (harness.core.placement), whatever JAX's default device is; with
+    Always on the CPU backend (harness.runtime.placement), whatever JAX's default device is; with
     float64 enabled around the call only. The logsumexp only when the case asks for residuals.
     """
     wide = jnp.dtype(dtype) == jnp.float64

@@ -39,9 +39,10 @@ from pathlib import Path
 import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 
-from harness.core import compat, coverage, features, strategies
+from harness.core import coverage, features, strategies
 from harness.core.case import EXTREME_REGIMES, Case, CaseError
 from harness.core.contract import Implementation
+from harness.runtime import compat
 
 # The groups smoke cases cover (harness.core.features), in the order their values are paired.
 GROUPS = ("mask", "tiling", "dtype")

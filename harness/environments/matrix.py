@@ -3,7 +3,7 @@
 Each cell is a virtualenv with these exact versions, in which the suite (ci profile: every
 kernel that installs there, EXAMPLES cases each), the TPU compile checks and the benchmarks
 run, all recording into one store; each run's run.json holds the versions it ran with
-(harness.core.versions.library_versions) and which parameters of each wrapped API exist there
+(harness.runtime.versions.library_versions) and which parameters of each wrapped API exist there
 (api_parameters, harness.core.coverage).
 
 Adding a version is adding a line. A release whose API moved is handled in harness/core
@@ -14,7 +14,7 @@ torch ("-": none), and optionally tokamax ("-" or absent: none). Choices, and wh
 - MATRIX starts at jax 0.7.0, the oldest release with the TPU interpret mode (the faithful
   interpreter: pltpu.force_tpu_interpret_mode first appears in 0.7.0). HISTORY holds the releases
   before it, back to 0.4.30, where the Pallas TPU kernels run under the HLO interpreter alone
-  (harness.core.interpret) and a kernel whose module or API the release lacks is left out or
+  (harness.runtime.interpret) and a kernel whose module or API the release lacks is left out or
   "cannot run here"; `nox -s history` runs them apart, so that `nox -s matrix` still fits its hour.
 - jax[tpu] 0.4.30 to 0.5.0 pin a libtpu-nightly no index serves any more: those cells have no libtpu
   (no compile checks). jax 0.4.30 installs beside numpy 2.4.6 and runs its kernels (measured).

@@ -46,7 +46,7 @@ KERNELS = (
     "import json; from harness.core import contract; r = contract.registry(); "
     "print(json.dumps({n: r[n].about.cases for n in contract.names('kernel')}))"
 )
-VERSIONS = "import json; from harness.core import compat; print(json.dumps(compat.library_versions()))"
+VERSIONS = "import json; from harness.runtime import compat; print(json.dumps(compat.library_versions()))"
 # Cases per kernel by default: the matrix's budget (the kernel's whole smoke set and at least one
 # drawn case, harness.environments.matrix.EXAMPLES) and this many drawn cases more, so that an
 # upgrade sees what the kernel's smoke set would and a few larger drawn cases besides, where

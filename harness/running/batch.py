@@ -17,11 +17,11 @@ import numpy as np
 
 from harness.core.case import Case
 from harness.core.compare import Comparison
-from harness.core.compat import InterpretOptions
 from harness.core.contract import Implementation, Outputs
 from harness.core.inputs import Inputs
 from harness.core.rows import batch_row
 from harness.running.execute import execute
+from harness.runtime.compat import InterpretOptions
 
 BATCH_INVARIANT = "batch_invariant"
 # The row alone is a new program (batch 1), compiled once per shape: one case in ONE_IN (by case id,

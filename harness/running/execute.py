@@ -12,14 +12,14 @@ import dataclasses
 import time
 import traceback
 
-from harness.core import interpret as interpreters
-from harness.core import versions
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.core.errors import one_line
 from harness.core.inputs import Inputs
-from harness.core.interpret import InterpretOptions
-from harness.core.races import RaceCounter
+from harness.runtime import interpret as interpreters
+from harness.runtime import versions
+from harness.runtime.interpret import InterpretOptions
+from harness.runtime.races import RaceCounter
 from harness.tpu import native
 
 

@@ -10,7 +10,7 @@ harness.store.failures.FailureRecord) holds everything a replay needs and what t
   time_limit         per-subject seconds, or null
   tolerance_version  harness.core.compare.TOLERANCE_VERSION when it failed
   versions           python, jax, jaxlib, libtpu, torch, numpy, hypothesis and the harness
-  host               the ISA XLA's CPU compiler targeted (harness.core.isa.describe): the float16 and
+  host               the ISA XLA's CPU compiler targeted (harness.runtime.isa.describe): the float16 and
                      float32 rulers may round otherwise at another (docs/tolerance.md)
   failure            one line: why it failed
   results            per implementation: passed, backend, error, comparisons (the error table),
@@ -40,12 +40,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.core import compat, contract, isa, verdicts
+from harness.core import contract, verdicts
 from harness.core.case import Case, CaseError
 from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
 from harness.running.runner import CaseResult, SubjectResult, run_case
 from harness.running.worker import default_time_limit, implementation_spec
+from harness.runtime import compat, isa
 from harness.store.failures import FailureRecord
 from harness.store.files import atomic_write_json
 from harness.store.schema import RecordError

@@ -16,11 +16,11 @@ import dataclasses
 
 from harness import findings
 from harness.core import contract
-from harness.core.compat import InterpretOptions
 from harness.core.errors import InputError
 from harness.running import runner, signatures
 from harness.running.failures import FailureFileError, load_failure
 from harness.running.runner import CaseResult
+from harness.runtime.compat import InterpretOptions
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

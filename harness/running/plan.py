@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.core import compat, profiles
+from harness.core import profiles
 from harness.core.errors import InputError
 from harness.running import runner, shards, worker
+from harness.runtime import compat
 
 # The kernel a run checks when none is named, and where its records go.
 DEFAULT_KERNEL = "pallas_flash"

@@ -7,10 +7,10 @@ NaN) does so here, unjudged, and its run's own worker still starts from a first 
 from __future__ import annotations
 
 from harness.core.case import Case
-from harness.core.compat import InterpretOptions
 from harness.core.contract import Implementation
 from harness.core.probes import Probe, in_process
 from harness.running import worker
+from harness.runtime.compat import InterpretOptions
 
 
 def in_worker(impl: Implementation, case: Case, grads: bool, interpreter: str) -> Probe:

@@ -15,7 +15,6 @@ import numpy as np
 from harness.core import coverage, reference, verdicts
 from harness.core.case import Case
 from harness.core.compare import Comparison, check_empty_rows, compare, exact_zero, tolerance
-from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.contract import GRADIENTS, QUANTITIES, Implementation, Outputs
 from harness.core.inputs import Inputs, make_inputs
 from harness.core.locate import Located, locate
@@ -23,6 +22,7 @@ from harness.core.magnitudes import term_magnitudes
 from harness.core.verdicts import Replay
 from harness.running import batch, determinism
 from harness.running.execute import Execution, execute
+from harness.runtime.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.store.derive import reason
 
 
@@ -39,7 +39,7 @@ class SubjectResult:
     error: str | None = None
     traceback: str | None = None
     seconds: float = 0.0
-    device: str = "cpu"  # where it computed (harness.core.placement)
+    device: str = "cpu"  # where it computed (harness.runtime.placement)
     native: dict | None = None  # harness.tpu.native.NativeTiming.to_json() on an accelerator
     located: Located | None = None  # where the errors sit, on a failure (harness.core.locate)
     digest: str | None = None  # outputs_digest of what it returned: bit-identical results have equal digests

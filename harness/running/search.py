@@ -32,15 +32,16 @@ from hypothesis import Verbosity, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from harness.core import compat, features, pool, profiles, smoke, strategies
+from harness.core import features, pool, profiles, smoke, strategies
 from harness.core.case import Case
-from harness.core.compat import DEFAULT_INTERPRET, InterpretOptions
 from harness.core.contract import Implementation
 from harness.core.smoke import iter_smoke_cases
 from harness.running import runner, signatures
 from harness.running.distinct import Failures, Shrink, ShrinkStats
 from harness.running.execute import is_interrupt
 from harness.running.runner import CaseResult
+from harness.runtime import compat
+from harness.runtime.compat import DEFAULT_INTERPRET, InterpretOptions
 
 
 def _release_freed_memory() -> None:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.core import contract, features, placement, profiles
+from harness.core import contract, features, profiles
 from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
@@ -29,6 +29,7 @@ from harness.running.plan import RunPlan
 from harness.running.runner import CaseResult
 from harness.running.search import Search, SearchOptions, SearchOutcome
 from harness.running.settle import Failure
+from harness.runtime import placement
 from harness.store.derive import repro_command
 from harness.store.files import RunStore
 from harness.store.schema import KernelStatus, RunStatus
@@ -222,7 +223,7 @@ def _prepare(plan: RunPlan, sink: Sink, stop: StopToken) -> _Run:
     meta |= {"interpret": plan.interpret.to_json(), "case_timeout": time_limit}
     # The report renders conventions from records, never from live objects.
     meta["conventions"] = {i.name: i.conventions.to_json() for i in (*kernels, *oracles)}
-    # Where each side computed: kernels on the accelerator, the references on the CPU (harness.core.placement).
+    # Where each side computed: kernels on the accelerator, the references on the CPU (harness.runtime.placement).
     meta["placement"] = {"references": placement.describe(placement.reference_device())}
     meta["placement"] |= {i.name: i.device() for i in (*kernels, *oracles)}
     records = sink.open(meta, [i.name for i in (*kernels, *oracles)])

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.core import contract
-from harness.core.compat import InterpretOptions
 from harness.running import known, runner, shards, signatures
 from harness.running.distinct import ShrinkStats
 from harness.running.failures import write_failure
 from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome
+from harness.runtime.compat import InterpretOptions
 from harness.store.derive import repro_command
 
 

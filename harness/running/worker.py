@@ -42,10 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.core import compat, contract
+from harness.core import contract
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.running.execute import Execution
+from harness.runtime import compat
 
 # Importing jax, torch and an implementation's module takes seconds, several times longer on a
 # loaded machine; neither the start-up nor loading the implementation is part of a case's time limit.

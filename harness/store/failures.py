@@ -109,7 +109,7 @@ class FailureRecord(_FailureFile):
     case: JSON  # harness.core.case.Case JSON, block sizes included
     id: str | None = None
     created: str | None = None
-    interpret: JSON | None = None  # harness.core.compat.InterpretOptions JSON
+    interpret: JSON | None = None  # harness.runtime.compat.InterpretOptions JSON
     time_limit: float | None = None  # per-subject seconds
     tolerance_version: int | None = None  # harness.core.compare.TOLERANCE_VERSION when it failed
     versions: dict[str, str | None] | None = None  # library -> version where it failed
@@ -119,7 +119,7 @@ class FailureRecord(_FailureFile):
     results: dict[str, JSON] | None = None
     search: JSON | None = None  # how it was found: profile, shrink_runs, shrink_exhausted
     pinned: JSON | None = None  # set by `pin`: time, source, found_with
-    # The ISA XLA's CPU compiler targeted where it failed (harness.core.isa.describe: isa, host,
+    # The ISA XLA's CPU compiler targeted where it failed (harness.runtime.isa.describe: isa, host,
     # xla_cpu_max_isa); absent in files written before it was recorded, and from the gate's replays.
     host: dict[str, str | None] | None = None
 

@@ -25,12 +25,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.core import compat
 from harness.core.case import Case
 from harness.core.compare import TOLERANCE_VERSION, Comparison
 from harness.core.errors import InputError
 from harness.core.locate import Located
 from harness.core.verdicts import Replay
+from harness.runtime import compat
 from harness.store.failures import failure_from_json
 from harness.store.records import BenchRecord, CaseRecord, CompileRecord, Record, RunRecord, Shadow, now
 from harness.store.schema import RecordError, RunStatus

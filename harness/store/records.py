@@ -177,7 +177,7 @@ class CaseRecord(_Record):
     case: JSON | None = None  # harness.core.case.Case JSON
     role: str | None = None  # "kernel" or "oracle"
     backend: str | None = None
-    device: str | None = None  # where it computed (harness.core.placement)
+    device: str | None = None  # where it computed (harness.runtime.placement)
     native: JSON | None = None  # on an accelerator: harness.tpu.native timings and device memory
     digest: str | None = None  # a hash of the returned arrays, to the bit; None when it raised
     empty_rows: str | None = None
@@ -191,7 +191,7 @@ class CaseRecord(_Record):
     shrunk: bool = False  # the minimal failure Hypothesis shrank to
     failure_file: str | None = None  # its replayable failure file (harness.running.failures)
     located: JSON | None = None  # where its errors sit (harness.core.locate.Located JSON)
-    # The Pallas interpreter that computed it (harness.core.compat.INTERPRETERS); None in records written
+    # The Pallas interpreter that computed it (harness.runtime.compat.INTERPRETERS); None in records written
     # before there were two (those ran the faithful one: interpreted_by) and where none ran.
     interpreter: str | None = None
     # The same kernel under the other interpreter, where both ran; None where one ran.
@@ -365,7 +365,7 @@ class RunRecord(_Record):
     command: list[str] | str | None = None
     profile: str | None = None
     error: str | None = None  # why a run failed or stopped
-    interpret: JSON | None = None  # harness.core.compat.InterpretOptions JSON
+    interpret: JSON | None = None  # harness.runtime.compat.InterpretOptions JSON
     case_timeout: float | None = None
     cannot_run: dict[str, str] | None = None  # `run`: kernel -> the interpreter's error
     conventions: dict[str, JSON] | None = None  # implementation -> its declared conventions

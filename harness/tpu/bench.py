@@ -18,10 +18,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from harness.core import compat, placement
 from harness.core.case import Case
 from harness.core.contract import Implementation
 from harness.core.inputs import make_inputs
+from harness.runtime import compat, placement
 from harness.store.records import BenchRecord, now
 
 # Timed calls per benchmark in one process; the process's median is its one sample for the gate
@@ -72,7 +72,7 @@ def timed_call(impl: Implementation, case: Case, pass_: str) -> Callable[[], Any
     f = impl.jax_fn(case)
     if f is None:
         return lambda: impl.run(case, inputs, grads=grads)
-    # Kernels on the kernel device, oracles on the CPU (harness.core.placement), as in a run.
+    # Kernels on the kernel device, oracles on the CPU (harness.runtime.placement), as in a run.
     device = placement.device_for(impl.role)
     args = [jax.device_put(jnp.asarray(a), device) for a in (inputs.q, inputs.k, inputs.v)]
     if inputs.bias is not None:

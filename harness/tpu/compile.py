@@ -25,11 +25,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.core import compat, contract
+from harness.core import contract
 from harness.core import shapes as shapes_mod
 from harness.core.case import Case
 from harness.core.contract import Implementation
 from harness.core.shapes import PASSES, BenchShape
+from harness.runtime import compat
 from harness.store.derive import compile_command
 from harness.store.failures import CompileFailureRecord
 from harness.store.files import RunStore

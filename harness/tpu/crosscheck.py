@@ -10,10 +10,10 @@ the chip, recorded like any other result under the twin's name, "<kernel>@interp
 
 from __future__ import annotations
 
-from harness.core import compat
 from harness.core.case import Case
 from harness.core.contract import EmptyRows, Implementation, Outputs
 from harness.core.inputs import Inputs
+from harness.runtime import compat
 
 SUFFIX = "@interpret"
 

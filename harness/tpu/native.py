@@ -15,9 +15,9 @@ import statistics
 import time
 from typing import Any
 
-from harness.core import compat
 from harness.core.case import Case
 from harness.core.contract import Implementation
+from harness.runtime import compat
 from harness.tpu import bench
 
 # Backends whose timings measure the kernel itself: never an interpreter, never the CPU stand-in.
@@ -58,7 +58,7 @@ class NativeTiming:
 
 def measured(impl: Implementation) -> bool:
     """Whether `impl` is measured natively per case: a kernel on an accelerator, not an interpreter
-    (oracles always run on the CPU, harness.core.placement)."""
+    (oracles always run on the CPU, harness.runtime.placement)."""
     return impl.role == "kernel" and impl.backend() in NATIVE_BACKENDS
 
 

@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.core import compat, placement
 from harness.core.contract import Implementation
 from harness.core.inputs import make_inputs
 from harness.core.shapes import BenchShape
+from harness.runtime import compat, placement
 
 PHASES: tuple[str, ...] = ("inputs", "compile", "warmup", "call")
 SCOPE = "harness"  # phase scopes are named "harness.<phase>"; no ":" (the profiler splits names there)

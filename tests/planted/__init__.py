@@ -71,7 +71,7 @@ OUTLINE: dict[str, str] = {
     "anonymous_kernel": "the forward kernel named _lambda_ (a profiler shows it anonymous)",
 }
 
-# Interpreter checks a bug needs to be seen (harness.core.compat.InterpretOptions fields).
+# Interpreter checks a bug needs to be seen (harness.runtime.compat.InterpretOptions fields).
 INTERPRET: dict[str, dict] = {"fwd_kv_axis_parallel": {"random_seed": 1, "check_grid_order": True}}
 
 

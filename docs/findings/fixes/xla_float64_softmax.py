@@ -37,5 +37,9 @@ class DrawsFloat64(xa.DotProductAttention):
         return [v for v in super().violations(case) if not v.startswith("float64: this jax computes")]
 
 
-fixed = DrawsFloat64("xla", f"{__name__}:fixed", CAPABILITIES, xa.XLA_CONVENTIONS, xa.XLA_ABOUT, fn=_module.dot_product_attention)
-unfixed = DrawsFloat64("xla", f"{__name__}:unfixed", CAPABILITIES, xa.XLA_CONVENTIONS, xa.XLA_ABOUT, fn=jax.nn.dot_product_attention)
+fixed = DrawsFloat64(
+    "xla", f"{__name__}:fixed", CAPABILITIES, xa.XLA_CONVENTIONS, xa.XLA_ABOUT, fn=_module.dot_product_attention
+)
+unfixed = DrawsFloat64(
+    "xla", f"{__name__}:unfixed", CAPABILITIES, xa.XLA_CONVENTIONS, xa.XLA_ABOUT, fn=jax.nn.dot_product_attention
+)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.cli.commands._shared import add_out, create_store
-from harness.core import compat, shapes
+from harness.core import shapes
+from harness.runtime import compat
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import bench
 

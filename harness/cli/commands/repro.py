@@ -8,10 +8,11 @@ import os
 from pathlib import Path
 
 from harness.cli import EXIT_FAIL, EXIT_OK, EXIT_REFUSED, UsageError, console
-from harness.core import isa, strips, verdicts
+from harness.core import strips, verdicts
 from harness.core.case import Case
 from harness.core.compare import TOLERANCE_VERSION
 from harness.running.failures import CaseRefused, load_failure, replay, version_differences
+from harness.runtime import isa
 
 NAME = "repro"
 HELP = (

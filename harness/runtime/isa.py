@@ -100,7 +100,7 @@ def float16_refusal() -> str | None:
     import jax
     import numpy as np
 
-    from harness.core import placement
+    from harness.runtime import placement
 
     x = jax.device_put(np.ones(4, np.float16), placement.reference_device())
     try:

@@ -1,5 +1,5 @@
 """The installed releases of every library whose upgrade can change a result, and the one API
-outside the interpreter (harness.core.interpret) whose place moved between them: float64 mode."""
+outside the interpreter (harness.runtime.interpret) whose place moved between them: float64 mode."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from harness.core import devices
+from harness.runtime import devices
 
 
 class InterpreterUnavailable(RuntimeError):

@@ -1,25 +1,25 @@
 """The old import path of what is now split by concern; new code imports the module it needs:
 
-- harness.core.interpret: which Pallas interpreter runs a kernel, with which checks (InterpretOptions,
+- harness.runtime.interpret: which Pallas interpreter runs a kernel, with which checks (InterpretOptions,
   tpu_kernel_context, the HLO interpreter, what a release lacks);
-- harness.core.races: counting the data races the TPU interpret mode reports (RaceCounter);
-- harness.core.caches: JAX's persistent compilation cache;
-- harness.core.devices: the platform, compile-only TPU devices, compiled and device memory;
-- harness.core.versions: the installed library versions, float64 mode.
+- harness.runtime.races: counting the data races the TPU interpret mode reports (RaceCounter);
+- harness.runtime.caches: JAX's persistent compilation cache;
+- harness.runtime.devices: the platform, compile-only TPU devices, compiled and device memory;
+- harness.runtime.versions: the installed library versions, float64 mode.
 
 Nothing is defined here; it holds no state. A test that replaces a function replaces it in its
-own module (harness.core.devices.has_tpu), which is where the callers look it up.
+own module (harness.runtime.devices.has_tpu), which is where the callers look it up.
 """
 
 from __future__ import annotations
 
-from harness.core.caches import (
+from harness.runtime.caches import (
     COMPILATION_CACHE_ENV,
     COMPILATION_CACHE_MAX_BYTES,
     compilation_cache_dir,
     enable_compilation_cache,
 )
-from harness.core.devices import (
+from harness.runtime.devices import (
     compile_only_env,
     compiled_cost,
     compiled_memory,
@@ -31,7 +31,7 @@ from harness.core.devices import (
     tpu_compile_device,
     tpu_device_files,
 )
-from harness.core.interpret import (
+from harness.runtime.interpret import (
     DEFAULT_INTERPRET,
     INTERPRETERS,
     UNINITIALIZED_MEMORY,
@@ -46,7 +46,7 @@ from harness.core.interpret import (
     tpu_kernel_context,
     using_interpret_options,
 )
-from harness.core.versions import enable_x64, library_versions
+from harness.runtime.versions import enable_x64, library_versions
 
 __all__ = [
     "COMPILATION_CACHE_ENV",
