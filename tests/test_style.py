@@ -202,6 +202,7 @@ ALLOWED_STATE: dict[str, str] = {
     "harness/core/jaxvjp.py:_COMPILED": "a cache: compiled reference programs, LRU-bounded (COMPILED_KEEP)",
     "harness/core/reference.py:_TRUTH_SEEN": "a cache: which truth programs are worth compiling (both paths agree)",
     "harness/runtime/caches.py:_REFUSED": "a cache: the compilation cache directories this process found untrustworthy",
+    "harness/running/exactness.py:_MEASURED": "a cache: the exactness probe's answers in this process",
     "harness/running/worker.py:_session": "a context variable: the worker of the session open in this context",
     "harness/runtime/interpret.py:_interpret": "a context variable: the interpreter options of the block open here",
     "harness/runtime/interpret.py:_force_interpret": "a context variable: whether the block open here forces interpret",

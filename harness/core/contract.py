@@ -8,6 +8,7 @@ ATTN_HARNESS_KERNELS) that builds an `Implementation`, declares what it is (`Abo
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
 import importlib
 import importlib.util
@@ -45,6 +46,8 @@ EmptyRows = Literal["zeros", "uniform", "convex", "nan", "nan_or_convex", "unwri
 EMPTY_ROWS: tuple[str, ...] = ("zeros", "uniform", "convex", "nan", "nan_or_convex", "unwritten")
 QUANTITIES: tuple[str, ...] = ("out", "dq", "dk", "dv", "dbias", "lse", "dsinks")
 GRADIENTS: tuple[str, ...] = ("dq", "dk", "dv", "dbias", "dsinks")
+# The checks of the same bits (Conventions): each declared True, or a reason and the quantities it is about.
+EXACT_CHECKS: dict[str, str] = {"reproducible": "rerun_varies", "batch_invariant": "batch_varies"}
 
 
 class ContractError(ValueError):
@@ -251,23 +254,35 @@ class Conventions:
     # True where two runs of one case on fresh copies of its inputs return the same bits, outputs and
     # gradients (harness.running.determinism), else the reason they may not (atomics, a random order).
     reproducible: bool | str = True
+    # Where reproducible gives a reason: the quantities it is about, held to the tolerance alone; every other
+    # quantity stays bitwise. Empty: every quantity.
+    rerun_varies: tuple[str, ...] = ()
     # True where a batch row's results are the same bits computed alone as in the whole batch, else why
     # not (then held to the tolerance instead) (harness.running.batch).
     batch_invariant: bool | str = True
     # Where batch_invariant gives a reason: the quantities it is about, held to the tolerance alone; every other
     # quantity stays bitwise, so a fork loses nothing upstream keeps. Empty: every quantity, as before.
     batch_varies: tuple[str, ...] = ()
+    # What the exactness probe measured on the installed upstream kernel, and what it changed here, in
+    # words (harness.core.exactness.refine); empty where no probe ran (the declaration as written).
+    probed: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("reproducible", "batch_invariant"):
+        for name, varies in EXACT_CHECKS.items():
             value = getattr(self, name)
             if value is not True and not (isinstance(value, str) and value):
                 raise ValueError(f"Conventions.{name}={value!r} must be True or the reason it does not hold")
-        unknown = sorted(set(self.batch_varies) - set(QUANTITIES))
-        if unknown:
-            raise ValueError(f"Conventions.batch_varies names {unknown}; quantities are {QUANTITIES}")
-        if self.batch_varies and self.batch_invariant is True:
-            raise ValueError(f"Conventions.batch_varies={self.batch_varies} needs batch_invariant to say why, not True")
+            unknown = sorted(set(getattr(self, varies)) - set(QUANTITIES))
+            if unknown:
+                raise ValueError(f"Conventions.{varies} names {unknown}; quantities are {QUANTITIES}")
+            if getattr(self, varies) and value is True:
+                raise ValueError(f"Conventions.{varies}={getattr(self, varies)} needs {name} to say why, not True")
+
+    def varies(self, check: str) -> tuple[str, ...]:
+        """The quantities `check` ("reproducible" or "batch_invariant") holds to the tolerance, not to the bit."""
+        if getattr(self, check) is True:
+            return ()
+        return getattr(self, EXACT_CHECKS[check]) or QUANTITIES
 
     def to_json(self) -> dict[str, str]:
         return dataclasses.asdict(self)
@@ -306,6 +321,10 @@ class Implementation(abc.ABC):
     about: About  # see About
     # Every parameter of the public functions it wraps (harness.core.coverage), each drawn or said why not.
     api: tuple[Api, ...] = ()
+    # The built-in kernel this one is a drop-in for (`KERNEL=MODULE:ATTR`), set by `resolve`; None otherwise.
+    drops_into: str | None = None
+    # The implementation a copy under other conventions was made from (`with_conventions`), itself if none.
+    original: Implementation | None = None
 
     @abc.abstractmethod
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
@@ -348,6 +367,13 @@ class Implementation(abc.ABC):
         if factory is None:
             raise UnknownImplementation(f"built-in {self.name!r} accepts no drop-in function")
         return factory(fn, name=name)
+
+    def with_conventions(self, conventions: Conventions) -> Implementation:
+        """A copy checked under `conventions` (a run's, refined by harness.running.exactness); it runs the
+        same code and resolves by the same name in another process."""
+        twin = copy.copy(self)
+        twin.conventions, twin.original = conventions, self.original or self
+        return twin
 
     def cannot_run(self) -> str | None:
         """Why this implementation cannot run in this environment at all (the interpreter's own
@@ -567,4 +593,6 @@ def resolve(spec: str) -> Implementation:
         raise UnknownImplementation(
             f"unknown built-in kernel {base!r} for drop-in {target!r}; known: {names('kernel')}"
         )
-    return builtin.dropin(obj, name=spec)
+    impl = builtin.dropin(obj, name=spec)
+    impl.drops_into = builtin.name
+    return impl

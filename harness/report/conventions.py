@@ -50,9 +50,14 @@ def _bitwise(conv: dict[str, Any]) -> str:
 
 
 def _not_bitwise(conv: dict[str, Any]) -> list[str]:
-    return [
-        f"Not bitwise ({label}): {conv[name]}." for name, label in _BITWISE.items() if conv.get(name, True) is not True
+    """Each reason a check is not bitwise, with the quantities it is about; then what the exactness probe found."""
+    varies = {"reproducible": "rerun_varies", "batch_invariant": "batch_varies"}
+    said = [
+        f"Not bitwise ({label}{': ' + ', '.join(conv[varies[name]]) if conv.get(varies[name]) else ''}): {conv[name]}."
+        for name, label in _BITWISE.items()
+        if conv.get(name, True) is not True
     ]
+    return said + ([str(conv["probed"])] if conv.get("probed") else [])
 
 
 def collect(records: Records) -> tuple[list[ConventionRow], str]:

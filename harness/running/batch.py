@@ -6,7 +6,8 @@ flashinfer and vLLM require a sequence's output to be bitwise the same whatever 
 (harness.core.contract.Conventions.batch_invariant: True, or why not); on a share of its cases with
 batch > 1 (`wanted`) the runner runs one row alone, with the same interpreter, and compares each
 quantity of that row: bitwise, except the quantities a kernel declares to vary (Conventions.batch_varies, all
-where it names none), held to the bound the case's verdict used.
+where it names none), held to the bound the case's verdict used. A run refines the declaration from what the
+installed upstream kernel does (harness.running.exactness): a quantity upstream keeps bitwise is checked bitwise.
 """
 
 from __future__ import annotations
@@ -115,11 +116,8 @@ def checked(
         # The kernel refuses the row alone (pallas_flash: block_b=2 > batch=1, which its adapter's
         # contract does not see): a configuration of the whole batch, not a result to compare.
         return subject
-    conventions = impl.conventions
-    varies = conventions.batch_varies or ROW_QUANTITIES  # the quantities held to the tolerance, not bitwise
-    bounds = None
-    if conventions.batch_invariant is not True:
-        bounds = {c.quantity: c.bound for c in subject.comparisons if c.quantity in varies}
+    varies = impl.conventions.varies(BATCH_INVARIANT)  # the quantities held to the tolerance, not bitwise
+    bounds = {c.quantity: c.bound for c in subject.comparisons if c.quantity in varies} or None
     comp = comparison(subject.outputs, ex.error if ex.lost else ex.outputs, b, rows=~one.empty, bounds=bounds)
     # A lost worker says how it died, as the case's own crash would (its kind: "raised WorkerDied").
     lost = {"error": f"{ex.error} (batch row {b} alone)", "traceback": ex.traceback} if ex.lost else {}

@@ -44,6 +44,7 @@ from harness.core import contract, verdicts
 from harness.core.case import Case, CaseError
 from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
+from harness.running import exactness
 from harness.running.runner import CaseResult, SubjectResult, run_case
 from harness.running.worker import default_time_limit, implementation_spec
 from harness.runtime import compat, isa
@@ -297,7 +298,8 @@ def replay(ff: FailureFile, *, time_limit: float | None = None) -> CaseResult:
     reproducible results is rerun whatever share a run reruns (harness.running.determinism)."""
     # In a worker process whatever the file says: a file written by an --in-process run has no time limit.
     limit = next((t for t in (time_limit, ff.time_limit) if t is not None), None) or default_time_limit()
-    subjects = [ff.kernel, *ff.oracles]
+    # Checked as a run checks it: under its upstream's declaration as the installed upstream refines it.
+    subjects = [*exactness.refined([ff.kernel], lambda line: None), *ff.oracles]
     return run_case(ff.case, subjects, grads=ff.grads, time_limit=limit, interpret=ff.interpret, rerun_every=True)
 
 

@@ -243,7 +243,7 @@ def judge(
     comps = _errors(impl, case, inputs, ex.outputs, ref) + _interpreter_checks(ex)
     reran = ex.rerun is not None
     if reran:
-        comps.append(determinism.comparison(ex.outputs, ex.rerun))
+        comps.append(determinism.comparison(ex.outputs, ex.rerun, bounds=determinism.bounds(impl, comps)))
     passed = all(c.passed for c in comps)
     located = None if passed else _locate(case, inputs, ex.outputs, ref.truth, comps)
     return SubjectResult(

@@ -23,7 +23,7 @@ from harness.core import contract, features, profiles
 from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
-from harness.running import known, settle, shards, summaries, worker
+from harness.running import exactness, known, settle, shards, summaries, worker
 from harness.running.failures import divergence_line, write_divergence
 from harness.running.plan import RunPlan
 from harness.running.runner import CaseResult
@@ -221,6 +221,8 @@ def _prepare(plan: RunPlan, sink: Sink, stop: StopToken) -> _Run:
     if os.environ.get(shards.PARENT_ENV):
         meta["jobs_parent"] = os.environ[shards.PARENT_ENV]
     meta |= {"interpret": plan.interpret.to_json(), "case_timeout": time_limit}
+    # Checked as exact as the installed upstream kernel is: its own behaviour, probed, refines the declaration.
+    kernels = exactness.refined(kernels, sink.say)
     # The report renders conventions from records, never from live objects.
     meta["conventions"] = {i.name: i.conventions.to_json() for i in (*kernels, *oracles)}
     # Where each side computed: kernels on the accelerator, the references on the CPU (harness.runtime.placement).
@@ -412,6 +414,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
     The workers handle a stop themselves (harness.running.shards.run_workers forwards it to them).
     """
     kernels = resolve(plan.kernels, "kernel")  # bad input is said once, before any worker starts
+    exactness.refined(kernels, sink.say)  # probed once here, read from its cache by every worker
     create_dir(plan.out)
     sink.say(f"{plan.jobs} worker processes, one shard each, into {plan.out}")
     done = shards.run_workers(lambda shard: plan.worker(shard).to_argv(), plan.jobs)

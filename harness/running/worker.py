@@ -120,7 +120,7 @@ def _builtin(name: str) -> Implementation | None:
 
 def implementation_spec(impl: Implementation) -> str:
     """A string `contract.resolve` turns back into `impl` in another process."""
-    if ":" in impl.name or _builtin(impl.name) is impl:
+    if ":" in impl.name or _builtin(impl.name) is (impl.original or impl):
         return impl.name
     module = sys.modules.get(type(impl).__module__)
     for attr, value in vars(module or object()).items():

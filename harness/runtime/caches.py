@@ -1,4 +1,5 @@
-"""JAX's persistent compilation cache: where compiled programs are kept across runs.
+"""JAX's persistent compilation cache: where compiled programs are kept across runs; and where the
+answers of probes too slow to repeat every run are kept (probe_cache_dir).
 
 The references compile once per shape and dtype (harness.core.jaxvjp.compiled_outputs) and are read
 back from here by the next run; so are the kernels the worker compiles under the fast interpreter
@@ -26,6 +27,19 @@ def compilation_cache_dir() -> str | None:
         return None if chosen.strip().lower() in ("off", "") else chosen
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "attention-harness", "jax")
+
+
+# The directory of the probes' answers kept across runs (harness.running.exactness), or "off".
+PROBE_CACHE_ENV = "ATTN_HARNESS_PROBE_CACHE"
+
+
+def probe_cache_dir() -> str | None:
+    """$ATTN_HARNESS_PROBE_CACHE, else $XDG_CACHE_HOME (or ~/.cache)/attention-harness/probes; None when "off"."""
+    chosen = os.environ.get(PROBE_CACHE_ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("off", "") else chosen
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "attention-harness", "probes")
 
 
 def enable_compilation_cache() -> str | None:

@@ -60,6 +60,7 @@ SUBTLE: dict[str, str] = {"fwd_p_bfloat16": "precision loss (subtle)"}
 CONTROLS: dict[str, str] = {
     "flash_rerun_ulp": "reproducible (one ulp on every other call)",
     "xla_batch_ulp": "batch_invariant (one ulp when the batch holds more than one row)",
+    "flash_batch_ulp": "batch_invariant of out alone (one ulp per batch row beyond the first)",
     "fwd_mask_value_finite": "extreme_values (a finite mask value of -5e4)",
 }
 
