@@ -41,6 +41,7 @@ def _load(name: str):  # noqa: ANN202 - a module object
 
 
 MATRIX = _load("environments/matrix")
+ENVS = _load("environments/envs")
 DEVICES = _load("runtime/devices")
 ISA = _load("runtime/isa")
 # `python -c HARNESS ...`: the CLI, with a crash (even while importing) exiting 3, never 1.
@@ -236,26 +237,16 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "harness", "bench", *session.posargs)
 
 
-# Prints the kernels that register in an environment, each as NAME=CASES (its declared matrix budget,
-# harness.core.contract.About.cases), after this marker (one line, space-separated):
-# jax may write warnings to the same output.
-KERNELS_MARKER = "kernels:"
-LIST_KERNELS = (
-    "from harness.core import contract; r = contract.registry(); "
-    f"print({KERNELS_MARKER!r}, *(f'{{n}}={{r[n].about.cases}}' for n in contract.names('kernel')))"
-)
-
-
-def _kernels(session: nox.Session) -> dict[str, int]:
-    """The kernels that register in the session's environment (harness.core.contract decides), with their budgets."""
-    out = session.run("python", "-c", LIST_KERNELS, silent=True, log=False)
+def _kernels(session: nox.Session, *frameworks: str) -> dict[str, int]:
+    """The kernels that register in the session's environment (harness.core.contract decides), with their budgets;
+    only those of `frameworks` where some are named."""
+    out = session.run("python", "-c", MATRIX.LIST_KERNELS, *frameworks, silent=True, log=False)
     if out is None:
         return {}  # `nox --install-only`: nox skips every run (the environment is what was asked for)
-    out = str(out)
-    lines = [ln for ln in out.splitlines() if ln.startswith(KERNELS_MARKER)]
-    if not lines:
-        session.error(f"listing the kernels printed no {KERNELS_MARKER!r} line:\n{out[-2000:]}")
-    return {name: int(cases) for name, _, cases in (kv.partition("=") for kv in lines[-1].split()[1:])}
+    try:
+        return MATRIX.listed_kernels(str(out))
+    except MATRIX.MatrixError as e:
+        session.error(str(e))
 
 
 @nox.session
@@ -272,12 +263,42 @@ def history(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.env
     _run_cell(session, cell)
 
 
-def _run_cell(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.environments.matrix.Cell
+@nox.session
+@nox.parametrize(
+    ["python", "cell"], [nox.param(interpreter(c.python), c, id=c.name) for c in MATRIX.TORCH_HISTORY_CELLS]
+)
+def torch_history(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.environments.matrix.Cell
+    """One torch release from 2.4 on beside the default jax: the torch kernels only, installed with uv (CUDA wheels)."""
+    _run_cell(session, cell, frameworks=(MATRIX.TORCH_HISTORY_FRAMEWORK,), install=_uv_install)
+
+
+def _uv_install(session: nox.Session, *args: str) -> None:
+    """`uv pip install` into the session's virtualenv: each multi-GB torch wheel is downloaded once into uv's
+    cache and linked into every cell. uv reads none of pip's configuration, so pip's index options are given."""
+    session.install("-c", DEFAULT_CONSTRAINTS, "uv")
+    python = str(Path(session.virtualenv.location) / "bin" / "python")
+    index = ENVS.IndexOptions.from_pip(python).args()
+    session.run("uv", "pip", "install", "--python", python, "--index-strategy", "unsafe-best-match", *index, *args)
+
+
+def _pip_install(session: nox.Session, *args: str) -> None:
+    session.install(*args)
+
+
+def _run_cell(
+    session: nox.Session,
+    cell,  # noqa: ANN001 - a harness.environments.matrix.Cell
+    *,
+    frameworks: tuple[str, ...] = (),
+    install=_pip_install,  # noqa: ANN001 - _pip_install or _uv_install
+) -> None:
+    """A cell's runs: every kernel that registers there (only those of `frameworks` where some are named); for a
+    whole cell (no `frameworks`) also the compile checks and the benchmarks."""
     constraints = Path(session.create_tmp()) / "constraints.txt"
     constraints.write_text(cell.constraints((ROOT / DEFAULT_CONSTRAINTS).read_text()))
     # --no-deps for the project: a cell without torch must not pull it in as a dependency.
-    session.install("-c", str(constraints), "--no-deps", "-e", ".")
-    session.install("-c", str(constraints), *MATRIX.COMMON, *cell.pins())
+    install(session, "-c", str(constraints), "--no-deps", "-e", ".")
+    install(session, "-c", str(constraints), *MATRIX.COMMON, *cell.pins())
     session.run("python", "-c", "from harness.runtime import versions; print(versions.library_versions())")
     # Runs go on after a recorded discrepancy (exit 1), so every cell yields all its records;
     # bad usage (2) or a crash stops the cell.
@@ -285,7 +306,7 @@ def _run_cell(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.e
     ok = [0, RECORDED_FAILURE, CANNOT_RUN]
     harness = ("python", "-c", HARNESS)
     # Every kernel that registers here, derandomized, with its case budget (harness.environments.matrix.EXAMPLES).
-    kernels = _kernels(session)
+    kernels = _kernels(session, *frameworks)
     steps = MATRIX.run_steps(kernels)
     progress = _Progress(session, cell.name, [int(a[a.index("--examples") + 1]) for a in steps])
     for argv in steps:
@@ -294,9 +315,10 @@ def _run_cell(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harness.e
     # The Pallas TPU kernels that register here, compiled for every TPU generation: memory, cost, the
     # trace, lowering and compile times, and the Mosaic kernel bodies they lower to. Not without libtpu.
     compiled = [x for k in ("pallas_flash", "pallas_splash") if k in kernels for x in ("--kernel", k)]
-    if cell.libtpu:
+    if cell.libtpu and not frameworks:
         session.run(*harness, "compile", *compiled, "--out", STORE, success_codes=ok)
-    session.run(*harness, "bench", "--out", STORE, success_codes=ok)
+    if not frameworks:
+        session.run(*harness, "bench", "--out", STORE, success_codes=ok)
     # Per cell so far and kernel: the verdict and the API coverage (1: a drawn parameter no case exercised).
     session.run(*harness, "coverage", "--store", STORE, success_codes=[0, RECORDED_FAILURE])
 

@@ -61,13 +61,9 @@ FORCED = (SDPBackend.FLASH_ATTENTION,)
 MASK_FORMS = ("neg_inf", "bool", "finfo_min", "float32")
 MASK_SHAPES = ("full", "compact", "compact_2d")
 LAYOUTS = ("contiguous", "transposed", "packed_kv")
-# Block names and their values: what `violations` accepts and `block_strategy` draws from.
 # What the installed scaled_dot_product_attention takes, read from its documented signature, not its version
 # (enable_gqa came in torch 2.5).
 PARAMETERS = frozenset(cov.parameters(F.scaled_dot_product_attention))
-ENABLE_GQA = "enable_gqa" in PARAMETERS
-OPTIONS: dict[str, int] = {"mask_form": len(MASK_FORMS), "mask_shape": len(MASK_SHAPES), "layout": len(LAYOUTS)}
-OPTIONS |= {"causal_mask": 2} | ({"gqa": 2} if ENABLE_GQA else {})
 
 
 def _flash(q, k, v, **kw):  # noqa: ANN001, ANN003, ANN202 - torch tensors in, one out
@@ -107,6 +103,16 @@ def _other_cpu_backends() -> bool:
         return call
 
     return all(_refuses(forced(b)) for b in others)
+
+
+def _gqa_taken() -> bool:
+    """Whether the kernel takes enable_gqa=True with fewer kv heads than query heads. Having the parameter is
+    not enough: torch 2.5.1's CPU flash refuses unequal head counts ("both fused kernels require query, key
+    and value to have the same num_heads", measured in the torch history cell), so it is probed."""
+    if "enable_gqa" not in PARAMETERS:
+        return False
+    q, k, v = _tiny()
+    return not _refuses(lambda: _flash(q, k[:, :1], v[:, :1], enable_gqa=True))
 
 
 def _mask_grad_refused() -> bool:
@@ -187,7 +193,7 @@ def api() -> cov.Api:
     gqa = (
         cov.Param(name="enable_gqa", drawn="True (kv heads as they are), False (repeated)", exercised=_opt("gqa"))
         if ENABLE_GQA
-        else cov.Param(name="enable_gqa", why="this torch has none: the adapter repeats k/v heads")
+        else cov.Param(name="enable_gqa", why=f"{_NO_GQA}: the adapter repeats k/v heads")
     )
     layouts = "contiguous, or with the strides of [B, T, N, H] (k and v maybe slices of one packed tensor)"
     return cov.Api(
@@ -211,6 +217,13 @@ def api() -> cov.Api:
             gqa,
         ),
     )
+
+
+_NO_GQA = (
+    "this torch has none"
+    if "enable_gqa" not in PARAMETERS
+    else "the kernel refuses fewer kv heads than query heads in this torch (probed)"
+)
 
 
 def _opt(name: str) -> cov.Exercised:
@@ -337,6 +350,10 @@ def _form_drawn(form: str, case: Case) -> bool:
 
 
 NO_OTHER_CPU_BACKEND = _other_cpu_backends()
+ENABLE_GQA = _gqa_taken()
+# Block names and their values: what `violations` accepts and `block_strategy` draws from.
+OPTIONS: dict[str, int] = {"mask_form": len(MASK_FORMS), "mask_shape": len(MASK_SHAPES), "layout": len(LAYOUTS)}
+OPTIONS |= {"causal_mask": 2} | ({"gqa": 2} if ENABLE_GQA else {})
 MASK_GRAD_REFUSED = _mask_grad_refused()
 THREE_D_MASK_REFUSED = _three_d_mask_refused()
 EMPTY_ROWS = _empty_rows_probe()
@@ -390,6 +407,7 @@ ABOUT = About(
     notes=f"the only fused torch backend with a CPU kernel (others refuse: probed); empty rows per mask form: {_EMPTY}",
     restrictions=(
         Restriction(on="dbias", rule="no gradient for attn_mask: a mask that requires grad", probe="MASK_GRAD_REFUSED"),
+        Restriction(on="violations", rule="enable_gqa only where the kernel takes fewer kv heads", probe="ENABLE_GQA"),
         Restriction(on="head_dims", rule="the values drawn", choice="the kernel takes any head_dim"),
         Restriction(
             on="violations",

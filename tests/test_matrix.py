@@ -162,3 +162,47 @@ def test_history_cells_reach_back_to_jax_0_4_30_and_a_cell_may_have_no_libtpu():
     assert all(_key(c.jax) < _key(matrix.CELLS[0].jax) for c in matrix.HISTORY_CELLS)
     (cell,) = matrix.parse("3.11  0.4.30  -  2.13.0\n")
     assert cell.libtpu is None and cell.pins() == ["jax==0.4.30", "jaxlib==0.4.30", "torch==2.13.0"]
+
+
+TORCH_RELEASES = ("2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0")
+
+
+def test_torch_history_cells_are_torch_releases_from_2_4_beside_the_default_jax() -> None:
+    default = (Path(__file__).resolve().parent.parent / "constraints" / "default.txt").read_text()
+    jax = next(ln.split("==")[1].strip() for ln in default.splitlines() if ln.startswith("jax=="))
+    cells = matrix.TORCH_HISTORY_CELLS
+    assert tuple(c.torch for c in cells) == TORCH_RELEASES
+    assert {(c.python, c.jax, c.libtpu, c.tokamax) for c in cells} == {("3.11", jax, None, None)}
+    assert cells[0].pins() == [f"jax=={jax}", f"jaxlib=={jax}", "torch==2.4.1"]
+    # The torch pin replaced, libtpu and tokamax left out (none in the cell); numpy 2 and the rest as everywhere.
+    changed = set(cells[0].constraints(default).splitlines()) ^ set(default.splitlines())
+    assert {ln.split("==")[0] for ln in changed if not ln.startswith("#") and ln.strip()} == {
+        "torch",
+        "libtpu",
+        "tokamax",
+    }
+    numpy = next(ln for ln in default.splitlines() if ln.startswith("numpy=="))
+    assert "torch==2.4.1" in changed and numpy in cells[0].constraints(default).splitlines()
+
+
+def _listed(*frameworks: str) -> dict[str, int]:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    cmd = [sys.executable, "-c", matrix.LIST_KERNELS, *frameworks]
+    return matrix.listed_kernels(subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout)
+
+
+def test_a_torch_history_cell_lists_only_the_torch_kernels_with_their_budgets() -> None:
+    from harness.core import contract
+
+    every, torch_only = _listed(), _listed(matrix.TORCH_HISTORY_FRAMEWORK)
+    registry = contract.registry()
+    assert torch_only == {n: c for n, c in every.items() if registry[n].framework == "torch"}
+    assert "torch_cpu_flash" in torch_only and "pallas_flash" in every and "pallas_flash" not in torch_only
+    steps = matrix.run_steps(torch_only)
+    assert [a for s in steps for a in s if a in every] == list(torch_only)
+
+
+def test_a_listing_without_its_marker_is_named() -> None:
+    assert matrix.listed_kernels("W: a warning\nkernels: a=3 b=5\n") == {"a": 3, "b": 5}
+    with pytest.raises(matrix.MatrixError, match="printed no 'kernels:' line"):
+        matrix.listed_kernels("Traceback ...\n")

@@ -25,6 +25,14 @@ torch ("-": none), and optionally tokamax ("-" or absent: none). Choices, and wh
   (several GB, taken from a local wheel mirror), so it appears in one cell only. PyPI has
   no CPU-only Linux torch for Python 3.12, so the 3.12 cells run without the SDPA oracle
   rather than download a multi-GB CUDA build.
+- TORCH_HISTORY holds torch's releases from 2.4 on, each beside the project's default jax (the
+  pins of constraints/default.txt), and `nox -s torch_history` runs only the kernels of framework
+  torch there (TORCH_HISTORY_FRAMEWORK): rerunning every jax kernel with each torch release would
+  test jax ten times. PyPI's Linux torch wheels other than 2.13.0 (this machine's CPU build) are CUDA
+  builds that run on a CPU; the session installs them with uv, whose cache holds each download once
+  and links it into every environment (docs/history-torch.md has the measured disk and time).
+  The range starts at 2.4, which installs beside the default numpy 2.4.6 (measured; torch before
+  2.3 needs numpy < 2).
 - tokamax needs jax >= 0.9.2 (its package metadata), so only those cells install it; the
   kernels/tokamax_* adapters register only where it imports (harness.core.contract.OPTIONAL_FRAMEWORKS).
 This module imports only the standard library: the noxfile loads it before any
@@ -56,6 +64,24 @@ HISTORY = """
 3.11      0.5.3     0.0.11.*   2.13.0
 3.11      0.6.2     0.0.17.*   2.13.0
 """
+
+# torch releases from 2.4 on, the latest patch of each minor, beside the default jax (libtpu: none, no
+# compile checks). `nox -s torch_history` runs these cells' torch kernels only.
+TORCH_HISTORY = """
+# python  jax       libtpu     torch
+3.11      0.10.2    -          2.4.1
+3.11      0.10.2    -          2.5.1
+3.11      0.10.2    -          2.6.0
+3.11      0.10.2    -          2.7.1
+3.11      0.10.2    -          2.8.0
+3.11      0.10.2    -          2.9.1
+3.11      0.10.2    -          2.10.0
+3.11      0.10.2    -          2.11.0
+3.11      0.10.2    -          2.12.1
+3.11      0.10.2    -          2.13.0
+"""
+# The framework (harness.core.contract.Implementation.framework) whose kernels a torch history cell runs.
+TORCH_HISTORY_FRAMEWORK = "torch"
 
 # Installed in every cell at the versions of constraints/default.txt, besides the pins above.
 # absl-py: jax 0.9.x's Pallas TPU interpreter imports it without declaring it.
@@ -165,6 +191,26 @@ def parse(text: str = MATRIX) -> list[Cell]:
 
 CELLS: list[Cell] = parse()
 HISTORY_CELLS: list[Cell] = parse(HISTORY)
+TORCH_HISTORY_CELLS: list[Cell] = parse(TORCH_HISTORY)
+
+
+# Run in a cell's environment (`python -c LIST_KERNELS [FRAMEWORK ...]`), it prints the kernels that register
+# there, each as NAME=CASES (its declared budget, harness.core.contract.About.cases), only those of the frameworks
+# named if any, after this marker on one line: jax may write warnings to the same output.
+KERNELS_MARKER = "kernels:"
+LIST_KERNELS = (
+    "import sys; from harness.core import contract; r = contract.registry(); "
+    "ns = [n for n in contract.names('kernel') if r[n].framework in sys.argv[1:] or not sys.argv[1:]]; "
+    f"print({KERNELS_MARKER!r}, *(f'{{n}}={{r[n].about.cases}}' for n in ns))"
+)
+
+
+def listed_kernels(out: str) -> dict[str, int]:
+    """kernel -> case budget, from what LIST_KERNELS printed (the last marker line); MatrixError without one."""
+    lines = [ln for ln in out.splitlines() if ln.startswith(KERNELS_MARKER)]
+    if not lines:
+        raise MatrixError(f"listing the kernels printed no {KERNELS_MARKER!r} line:\n{out[-2000:]}")
+    return {name: int(cases) for name, _, cases in (kv.partition("=") for kv in lines[-1].split()[1:])}
 
 
 def run_steps(kernels: Sequence[str] | Mapping[str, int]) -> list[list[str]]:
