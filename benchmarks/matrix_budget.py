@@ -8,13 +8,17 @@ here (for the same capabilities); their CPU time bounds their wall time on an ot
 machine whatever the load now (wall time under load measures the load). Each kernel's About.cases
 is chosen from these figures (tests/test_matrix.py holds it to them).
 
-    python benchmarks/matrix_budget.py [--examples N] [--kernel K ...] [--out FILE]
+    python benchmarks/matrix_budget.py [--examples N] [--kernel K ...] [--out FILE] [--update]
+
+--update measures only the kernels named and replaces their rows in FILE, keeping the others; each row
+measured so carries its own time and versions (the file's are those of its last full measurement).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import subprocess
 import sys
 import time
@@ -92,21 +96,30 @@ def main() -> None:
     p.add_argument("--examples", type=int, help="cases per kernel (default its matrix budget)")
     p.add_argument("--kernel", action="append", help="kernels to measure (default every registered kernel)")
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--update", action="store_true", help="replace only the --kernel rows in --out, keep the rest")
     args = p.parse_args()
+    if args.update and not (args.kernel and args.out.is_file() and args.examples is None):
+        p.error("--update needs --kernel, an existing --out to update, and each kernel's own budget (no --examples)")
     kernels = [contract.resolve(k) for k in args.kernel or contract.names("kernel")]
     oracles = [contract.resolve(o) for o in contract.names("oracle") if o != RULER]
-    result = {
-        "benchmark": "matrix_budget",
-        "time": dt.datetime.now(dt.UTC).isoformat(),
-        "versions": compat.library_versions(),
-        "examples": args.examples or "matrix",
-        "oracles": [o.name for o in oracles],
-        "startup_cpu_s": round(_startup_cpu_s(), 2),
-        "kernels": {},
-    }
+    now = {"time": dt.datetime.now(dt.UTC).isoformat(), "versions": compat.library_versions()}
+    if args.update:
+        result = json.loads(args.out.read_text())
+        here = [o.name for o in oracles]
+        if result["oracles"] != here:
+            p.error(f"--update: {args.out} measured against oracles {result['oracles']}, here {here}: measure all")
+    else:
+        result = {
+            "benchmark": "matrix_budget",
+            **now,
+            "examples": args.examples or "matrix",
+            "oracles": [o.name for o in oracles],
+            "startup_cpu_s": round(_startup_cpu_s(), 2),
+            "kernels": {},
+        }
     for kernel in kernels:
-        result["kernels"][kernel.name] = measure(kernel, oracles, args.examples or kernel.about.cases)
-        row = result["kernels"][kernel.name]
+        row = measure(kernel, oracles, args.examples or kernel.about.cases)
+        result["kernels"][kernel.name] = {**row, **now} if args.update else row
         print(f"{kernel.name}: cpu {row['cpu_s']} s, wall {row['wall_s']} s", flush=True)
         atomic_write_json(args.out, result)  # after each kernel: a long measurement keeps what it has
     print(f"-> {args.out}")

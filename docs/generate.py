@@ -244,7 +244,7 @@ def parts() -> dict[Path, str]:
 
 
 def finding_counts() -> str:
-    """The catalogue in numbers (docs/found.md): notes by kind, the bugs with a fix the harness proves, and the
+    """The catalogue in numbers (docs/found.md): notes by kind, the fixes the harness proves, and the
     releases each note records as measured, so that no count in the docs is typed by hand."""
     from harness import findings
 
@@ -254,7 +254,7 @@ def finding_counts() -> str:
     upstream = [f for f in notes if f.fix is not None and f.fix.upstream]
     by_kind = ", ".join(f"{kinds[k]} {k}{'s' if kinds[k] != 1 else ''}" for k in findings.KINDS if kinds[k])
     lines = [
-        f"{len(notes)} notes ({by_kind}); {len(proved)} bugs with a fix the harness proves "
+        f"{len(notes)} notes ({by_kind}); {len(proved)} with a fix the harness proves "
         f"(`nox -s findings`), {len(upstream)} fixed upstream.",
         "",
         "| finding | kind | releases measured | fix |",

@@ -18,13 +18,16 @@ A note is Markdown that opens with a TOML block between two `+++` lines:
     [releases]                    # measured, per jax release: "shows" | "fixed" | "cannot run"
     "0.10.2" = "shows"
 
-    [fix]                         # bugs only: a fix the harness proves (`nox -s findings`)
+    [fix]                         # a bug's (or a limitation's) fix the harness proves (`nox -s findings`)
     fixed = "pallas_splash=docs.findings.fixes.splash_backward_nan:make_splash"
     unfixed = "pallas_splash"
     case = "fixes/splash_backward_nan.json"   # a failure file of the shrunk case, found with `unfixed`
     run = ["--examples", "4", "--seed", "0"]  # a full run: `fixed` must pass it
-    unfixed_run = "fails"                     # measured: the same run on `unfixed` fails ("fails"), or
-                                              # does not meet the bug at that budget ("passes")
+    unfixed_run = "fails"                     # measured: the same run on `unfixed` fails ("fails"), does
+                                              # not meet the bug at that budget ("passes"), or cannot run
+                                              # at all ("cannot run", exit 4)
+    unfixed_env = { NAME = "value" }          # optional: set for the `unfixed` steps only (a fix that
+                                              # is not a kernel: the switch that leaves it out)
     upstream = "jax-ml/jax#32357"             # instead of the above, for a bug fixed upstream
     +++
 
@@ -54,7 +57,7 @@ KINDS = ("bug", "limitation", "convention")
 MEASURED = ("shows", "fixed", "cannot run")
 FENCE = "+++"
 FIX_PROOF = ("fixed", "unfixed", "case", "run", "unfixed_run")
-UNFIXED_RUN = ("fails", "passes")
+UNFIXED_RUN = ("fails", "passes", "cannot run")
 # Output kept from a script for the status line: its last line says what it saw.
 TAIL_LINES = 1
 # Exit code of a script that raised: Python would exit 1, which reads as "still shows it", so the
@@ -93,6 +96,7 @@ class Fix:
     case: Path | None = None
     run: tuple[str, ...] = ()
     unfixed_run: str = ""
+    unfixed_env: dict[str, str] = dataclasses.field(default_factory=dict)
     upstream: str = ""
 
 
@@ -164,12 +168,16 @@ def _fix(path: Path, meta: dict[str, Any]) -> Fix | None:
         raise FindingError(f"{path}: [fix] case {case} does not exist")
     if raw["unfixed_run"] not in UNFIXED_RUN:
         raise FindingError(f"{path}: [fix] unfixed_run={raw['unfixed_run']!r} must be one of {UNFIXED_RUN}")
+    env = raw.get("unfixed_env", {})
+    if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        raise FindingError(f'{path}: [fix] unfixed_env must be a table of strings (NAME = "value"), got {env!r}')
     return Fix(
         fixed=_str(path, raw, "fixed"),
         unfixed=_str(path, raw, "unfixed"),
         case=case.resolve(),
         run=tuple(run),
         unfixed_run=raw["unfixed_run"],
+        unfixed_env=dict(env),
     )
 
 

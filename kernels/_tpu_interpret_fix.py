@@ -13,7 +13,9 @@ NotImplementedError naming the transform instead of an AttributeError.
 The edits replace functions in the interpreter's own modules (exec'd in their namespaces): pallas_call
 dispatches to the installed modules, so a patched copy (tests/planted/_patch.py) would never be called. They
 are applied only where PROBES fail on the installed interpreter (`ensure`), once per process, and every
-result computed under them says so (`STATUS_NOTE`, in the adapters' conventions).
+result computed under them says so (`STATUS_NOTE`, in the adapters' conventions). With SWITCH=off in the
+environment they are never applied: the kernels that need them are then "cannot run here", their reason naming
+the switch (the unfixed side of the fix's proof, `nox -s findings`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import functools
 import importlib
 import inspect
 import logging
+import os
 import textwrap
 import threading
 import types
@@ -219,6 +222,12 @@ STATUS_NOTE = (
 )
 
 
+# The environment switch that leaves the installed interpreter unpatched; any other value does too, and the
+# reason says to unset it (a misspelt "on" must not read as applied).
+SWITCH = "ATTN_HARNESS_TPU_INTERPRET_FIX"
+OFF = "off"
+
+
 class FixError(RuntimeError):
     """The installed interpreter's source no longer has the text an edit replaces."""
 
@@ -378,6 +387,10 @@ def ensure() -> Status:
         before = probe()
         if before is None:
             return Status(applied=False, before=None)
+        switch = os.environ.get(SWITCH)
+        if switch is not None:
+            why = "switched off" if switch == OFF else f"not applied: {switch!r} is not {OFF!r}; unset it to apply"
+            return Status(applied=False, before=before, error=f"{before}; the fix is {why} ({SWITCH}={switch})")
         try:
             _apply()
         except FixError as e:

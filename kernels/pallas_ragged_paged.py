@@ -162,9 +162,10 @@ class PallasRaggedPaged(TpuKernel):
     about = About(
         summary="the Pallas TPU ragged paged-attention kernel: packed queries of several lengths over paged K/V",
         source="jax/experimental/pallas/ops/tpu/ragged_paged_attention/kernel.py: ragged_paged_attention",
-        # Measured under the patched TPU interpret mode: run --examples 20 --seed 1 took 135 CPU s (6.8 a case);
-        # not yet in benchmarks/results/matrix_budget.json, which measured it when it could not run here.
-        cases=6,
+        # 10 smoke, 1 drawn: 0.02-3.5 CPU s a case, 9.8 to find the smoke set, under the patched TPU interpret
+        # mode (benchmarks/results/matrix_budget.json). Cases drawn outside ci cost more: run --examples 20 --seed 1,
+        # 135 CPU s.
+        cases=11,
         blocks=(
             "page_size, num_kv_pages_per_block, num_queries_per_block, spare_pages, k_scale_exp / v_scale_exp, "
             "spare_tokens"

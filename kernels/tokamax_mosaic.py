@@ -314,7 +314,8 @@ class TokamaxMosaic(TpuKernel):
         source="tokamax/_src/ops/attention/pallas_mosaic_tpu.py: PallasMosaicTpuFlashAttention",
         # 10 smoke (on the faithful interpreter), 1 drawn. `run --examples 20 --seed 1 --profile ci`: 353 CPU s from
         # cold caches (17.7 a case, references and probes in; 870 s wall at load 12 on 2 cores), 203 CPU s on a
-        # rerun (10.1 a case; 267 s wall); finding the smoke set: 49 CPU s.
+        # rerun (10.1 a case; 267 s wall); finding the smoke set: 49 CPU s. Its matrix cases (ci, smoke first):
+        # 1.3-10.7 CPU s a case, 38 in all (benchmarks/results/matrix_budget.json).
         cases=11,
         blocks="none (heuristics), or every Config field of the op and its VJP; precision_highest",
         notes="off a TPU under both Pallas interpreters, its device gate (supported_on) opened around the call",

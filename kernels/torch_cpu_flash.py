@@ -402,7 +402,8 @@ CONVENTIONS = Conventions(
 ABOUT = About(
     summary="torch SDPA forced onto its fused CPU backend (FLASH_ATTENTION), forward and backward",
     source="torch/nn/functional.py: scaled_dot_product_attention (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp)",
-    cases=20,  # 17 smoke cases and 3 drawn; 0.1 to 1 CPU s a case (not yet in benchmarks/results/matrix_budget.json)
+    # 17 smoke, 3 drawn; 0.01-2.1 CPU s a case, 48 to find the smoke set (benchmarks/results/matrix_budget.json)
+    cases=20,
     blocks="API options: mask_form, mask_shape, layout, gqa, causal_mask (the module's docstring)",
     notes=f"the only fused torch backend with a CPU kernel (others refuse: probed); empty rows per mask form: {_EMPTY}",
     restrictions=(

@@ -143,3 +143,36 @@ def test_the_splash_pull_request_raises_a_value_error_with_a_message():
     pr.make_splash(
         mask_lib.MultiHeadMask([mask_lib.CausalMask((128, 128))]), head_shards=1, q_seq_shards=1, is_mqa=False
     )
+
+
+FIX = """
+[fix]
+fixed = "a_kernel=a.module:fixed"
+unfixed = "a_kernel"
+case = "a_case.json"
+run = ["--examples", "2"]
+unfixed_run = "{unfixed_run}"
+{env}
+"""
+
+
+@pytest.mark.parametrize(
+    ("unfixed_run", "env", "message"),
+    [
+        pytest.param("cannot run", 'unfixed_env = { A_SWITCH = "off" }', None, id="a-switch-and-cannot-run"),
+        pytest.param("crashes", "", "unfixed_run='crashes' must be one of", id="unknown-unfixed-run"),
+        pytest.param("fails", "unfixed_env = { A_SWITCH = 0 }", "unfixed_env must be a table of strings", id="env"),
+    ],
+)
+def test_a_fix_table_reads_its_unfixed_run_and_environment(folder, unfixed_run, env, message):
+    (folder / "a_case.json").write_text("{}")
+    extra = FIX.format(unfixed_run=unfixed_run, env=env)
+    note = folder / "a_shows.md"
+    # The [fix] table goes last in the front matter (after [releases]).
+    note.write_text(note.read_text().replace('"0.10.2" = "shows"\n', '"0.10.2" = "shows"\n' + extra, 1))
+    if message is not None:
+        with pytest.raises(findings.FindingError, match=message.replace("[", r"\[")):
+            findings.load(note)
+        return
+    fix = findings.load(note).fix
+    assert (fix.unfixed_run, fix.unfixed_env) == ("cannot run", {"A_SWITCH": "off"})

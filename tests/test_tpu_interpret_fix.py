@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jax.experimental import pallas as pl
 from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
 
@@ -148,9 +150,8 @@ F32_TOLERANCE = 4e-6
 BF16_STEP = 2.0**-8
 
 
-@pytest.mark.parametrize(("dtype", "q_lens", "kv_lens", "heads", "page", "kv_block", "q_block", "kw"), RAGGED)
-def test_ragged_paged_attention_equals_upstreams_reference(dtype, q_lens, kv_lens, heads, page, kv_block, q_block, kw):
-    rng = np.random.default_rng(3)
+def _assert_ragged_equals_reference(dtype, q_lens, kv_lens, heads, page, kv_block, q_block, kw, *, seed=3):
+    rng = np.random.default_rng(seed)
     (q_heads, kv_heads), pages_per_seq = heads, -(-max(kv_lens) // page)
     pool = len(q_lens) * pages_per_seq + 1
     table = rng.permutation(pool)[: pool - 1].reshape(len(q_lens), pages_per_seq).astype(np.int32)
@@ -172,6 +173,45 @@ def test_ragged_paged_attention_equals_upstreams_reference(dtype, q_lens, kv_len
         return
     v_max = float(jnp.abs(args[1][:, :, 1::2].astype(jnp.float32)).max()) * kw.get("v_scale", 1.0)
     np.testing.assert_allclose(got, want, atol=BF16_STEP * v_max, rtol=2 * BF16_STEP)
+
+
+@pytest.mark.parametrize(("dtype", "q_lens", "kv_lens", "heads", "page", "kv_block", "q_block", "kw"), RAGGED)
+def test_ragged_paged_attention_equals_upstreams_reference(dtype, q_lens, kv_lens, heads, page, kv_block, q_block, kw):
+    _assert_ragged_equals_reference(dtype, q_lens, kv_lens, heads, page, kv_block, q_block, kw)
+
+
+@st.composite
+def ragged_calls(draw):
+    """Arguments of one ragged_paged_attention call: 1 to 3 sequences of 1 to 40 keys (kv_len 0 is
+    docs/findings/pallas_ragged_paged_empty_sequence.md), each with 0 to kv_len queries."""
+    kv_lens = draw(st.lists(st.integers(1, 40), min_size=1, max_size=3))
+    q_lens = [draw(st.integers(0, kv)) for kv in kv_lens]
+    q_lens[0] = max(q_lens[0], int(sum(q_lens) == 0))  # a query at least: an empty q is a zero-size pallas_call
+    page = draw(st.sampled_from((8, 16)))
+    kv_block = draw(st.integers(1, -(-max(kv_lens) // page)))  # "must be in range (0, pages_per_seq]"
+    kw = {}
+    if draw(st.booleans()):
+        kw["sliding_window"] = draw(st.integers(1, 16))
+    if draw(st.booleans()):
+        kw["soft_cap"] = draw(st.sampled_from((1.0, 5.0)))
+    return {
+        "dtype": draw(st.sampled_from((jnp.float32, jnp.bfloat16))),
+        "q_lens": tuple(q_lens),
+        "kv_lens": tuple(kv_lens),
+        "heads": draw(st.sampled_from(((2, 1), (4, 2), (2, 2)))),
+        "page": page,
+        "kv_block": kv_block,
+        "q_block": draw(st.sampled_from((8, 16))),
+        "kw": kw,
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+# A handful: each call runs the whole kernel under the TPU interpret mode (seconds).
+@settings(max_examples=4, deadline=None, database=None)
+@given(ragged_calls())
+def test_ragged_paged_attention_equals_upstreams_reference_on_drawn_calls(call):
+    _assert_ragged_equals_reference(**call)
 
 
 # Other Pallas TPU kernels, run before and after the fix in one fresh process (the jit caches cleared between).
@@ -212,3 +252,31 @@ def test_other_kernels_compute_the_same_bits_with_the_fix():
         pytest.skip("the installed interpreter needs no fix: nothing patched to compare")
     assert result["before"] == result["after"]
     assert all(result["before"].values())
+
+
+_SWITCHED = """
+import json
+from kernels import _tpu_interpret_fix as interpret_fix
+status = interpret_fix.ensure()
+print(json.dumps({"applied": status.applied, "before": status.before, "error": status.error}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        pytest.param("off", "the fix is switched off (ATTN_HARNESS_TPU_INTERPRET_FIX=off)", id="off"),
+        pytest.param("on", "'on' is not 'off'; unset it to apply", id="anything-else"),
+    ],
+)
+def test_the_switch_leaves_the_interpreter_unpatched_and_says_so(value, says):
+    # The unfixed side of the fix's proof (docs/findings/pallas_ragged_paged_interpreter.md, nox -s findings).
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": path, interpret_fix.SWITCH: value}
+    done = subprocess.run([sys.executable, "-c", _SWITCHED], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["before"] is None:
+        pytest.skip("the installed interpreter needs no fix: the switch has nothing to leave out")
+    assert not result["applied"]
+    assert result["error"].startswith(result["before"]) and says in result["error"]

@@ -10,6 +10,10 @@ upstream's reference is printed either way it runs).
 
 --fixed (from the repository root) first applies the harness's fix, kernels/_tpu_interpret_fix.py, to the
 installed interpreter: the same three kernels then run, and the script exits 0.
+
+Then, for the record and whatever the exit code, the HLO ("fast") interpreter (pallas_call(interpret=True), which
+the fix does not touch) on a masked store into `o_ref.at[1]` and on ragged_paged_attention, which stores so; and
+last, the TPU interpret mode's verdict in one line.
 """
 
 import sys
@@ -51,7 +55,7 @@ def masked_store(x_ref, o_ref):
 
 x = jnp.arange(2 * 8 * 128, dtype=jnp.float32).reshape(2, 8, 128)
 x3 = x.reshape(8, 2, 128)
-shown = False
+shown = None  # the TPU interpret mode's first error
 for name, kernel, arg, want in [
     ("reshaped ref read", reshaped_read, x, x.reshape(16, 128)),
     ("masked store into a 3-D ref", masked_store, x3, jnp.where(jnp.arange(8)[:, None, None] < 5, x3, 0)),
@@ -62,7 +66,7 @@ for name, kernel, arg, want in [
     except Exception as e:  # noqa: BLE001 - the error is the finding
         pltpu.reset_tpu_interpret_mode_state()
         print(f"{name}: {last_line(e)}")
-        shown = True
+        shown = shown or f"{name}: {last_line(e)}"
 
 rng = np.random.default_rng(0)
 num_seqs, q_heads, kv_heads, head_dim, page_size = 2, 4, 2, 128, 8
@@ -86,4 +90,25 @@ try:
     print("ragged_paged_attention: runs; max |kernel - reference| =", float(jnp.max(jnp.abs(got - want))))
 except Exception as e:  # noqa: BLE001 - the error is the finding
     print(f"ragged_paged_attention: {last_line(e)}")
+
+
+# 3. The HLO interpreter: a masked store into the rows of o_ref.at[1] (a Python-int index).
+def masked_store_at(x_ref, o_ref):
+    o_ref[...] = jnp.zeros(o_ref.shape, o_ref.dtype)
+    row = o_ref.at[1]
+    pltpu.store(row, x_ref[1], mask=lax.broadcasted_iota(jnp.int32, row.shape, 0) < 5)
+
+
+for name, call in [
+    ("masked store into o_ref.at[1]", lambda: pl.pallas_call(masked_store_at, out_shape=x)(x)),
+    ("ragged_paged_attention", lambda: rpa.ragged_paged_attention(*args, **kw)),
+]:
+    try:
+        with pltpu.force_tpu_interpret_mode(True):  # True, not InterpretParams: the HLO interpreter
+            jax.block_until_ready(call())
+        print(f"HLO interpreter, {name}: runs")
+    except Exception as e:  # noqa: BLE001 - recorded, not the exit code: the fix serves the TPU interpret mode
+        print(f"HLO interpreter, {name}: {last_line(e)}")
+# Last, the line `python -m harness findings` shows: the TPU interpret mode's verdict.
+print(f"TPU interpret mode fails: {shown}" if shown else "TPU interpret mode: serves both")
 sys.exit(1 if shown else 0)

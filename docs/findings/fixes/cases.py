@@ -4,7 +4,10 @@
 
 Each file is an ordinary failure file (harness/running/failures.py): `python -m harness repro FILE`
 replays it against the unfixed kernel (exit 1), and `--kernel FIXED` against the fix (exit 0).
-Writing one fails (exit 1) when the unfixed kernel passes its case: the case shows nothing.
+Writing one fails (exit 1) when the unfixed kernel passes its case: the case shows nothing. A fix that is
+not a kernel edit is left out by its note's [fix] unfixed_env, set when writing its case:
+
+    ATTN_HARNESS_TPU_INTERPRET_FIX=off python -m docs.findings.fixes.cases ragged_interpreter
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from harness.core.case import Case
 from harness.core.masks import BlockSparse, Lengths, Mask, Window
 from harness.running.failures import failure_document
 from harness.running.runner import run_case
+from harness.running.worker import default_time_limit
 from harness.store.files import atomic_write_json
 
 HERE = Path(__file__).parent
@@ -131,6 +135,21 @@ CASES = {
             blocks={"page_size": 16, "num_kv_pages_per_block": 1, "num_queries_per_block": 16, "spare_pages": 1},
         ),
     ),
+    "ragged_interpreter": (
+        "pallas_ragged_paged",
+        # The adapter's probe (kernels/pallas_ragged_paged.py): a decode query over 9 keys and 8 prefill queries
+        # over 16, two 8-key pages each; any case reads its K/V pages through the reshape.
+        lambda: Case(
+            batch=2,
+            q_heads=2,
+            kv_heads=1,
+            q_len=8,
+            kv_len=16,
+            head_dim=128,
+            mask=Mask(causal="bottom_right", lengths=Lengths(q=(1, 8), kv=(9, 16))),
+            blocks={"page_size": 8, "num_kv_pages_per_block": 1, "num_queries_per_block": 8, "spare_pages": 1},
+        ),
+    ),
 }
 
 
@@ -141,7 +160,9 @@ def write(name: str) -> Path:
     problems = kernel.violations(case)
     if problems:
         raise SystemExit(f"{name}: case outside {kernel.name}'s contract: {'; '.join(problems)}")
-    result = run_case(case, [kernel, *oracles])
+    # In a worker, as `run` and `repro` call kernels: an interpreter that cannot serve the kernel is then its
+    # failure (as repro reports it), not an exception here.
+    result = run_case(case, [kernel, *oracles], time_limit=default_time_limit())
     if all(s.passed for s in result.subjects if s.implementation == kernel.name):
         raise SystemExit(f"{name}: {spec} passes {case}: the case shows nothing")
     doc = failure_document(result, kernel=spec, oracles=ORACLES, grads=True)

@@ -9,13 +9,17 @@ with the exit code it must give:
   repro CASE --kernel FIXED       0   and passes with the fix
   run --kernel FIXED RUN...       0   a full run of the fixed kernel passes
   run --kernel UNFIXED RUN...     1   where [fix] unfixed_run = "fails": the same run fails unfixed
+                                  4   where unfixed_run = "cannot run": unfixed, the kernel cannot run at all
 
 (`unfixed_run = "passes"` records, measured, that the run's budget does not meet the bug on the
-unfixed kernel; the shrunk case is then the proof.) Exits 1 when any command gives another code.
+unfixed kernel; the shrunk case is then the proof.) The two unfixed commands run with [fix] unfixed_env
+added to the environment: a fix that is not a kernel edit (the TPU interpreter's) is left out by its
+switch, and `fixed` and `unfixed` may then name the same kernel. Exits 1 when any command gives another code.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -24,15 +28,28 @@ import time
 from pathlib import Path
 
 from harness import findings
-from harness.core.exit_codes import ENTRY
+from harness.core.exit_codes import ENTRY, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
 
 STEPS = ("repro unfixed", "repro fixed", "run fixed", "run unfixed")
+# The exit code the unfixed run must give, per [fix] unfixed_run ("passes": the run is not made).
+UNFIXED_RUN_EXIT = {"fails": EXIT_FAIL, "cannot run": EXIT_CANNOT_RUN}
 
 
-def _harness(*args: str) -> tuple[int, float, str]:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Step:
+    """One harness command of a proof and the exit code it must give."""
+
+    name: str
+    args: list[str]
+    want: int
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # added to this process's environment
+
+
+def _harness(args: list[str], env: dict[str, str]) -> tuple[int, float, str]:
     start = time.perf_counter()
     env = {
         **os.environ,
+        **env,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(findings.ROOT), os.environ.get("PYTHONPATH")])),
     }
     done = subprocess.run(
@@ -42,30 +59,32 @@ def _harness(*args: str) -> tuple[int, float, str]:
     return done.returncode, time.perf_counter() - start, (lines[-1] if lines else "")[:160]
 
 
-def commands(f: findings.Finding, out: Path) -> list[tuple[str, list[str], int]]:
-    """(step, harness arguments, the exit code it must give) for one finding's fix."""
+def commands(f: findings.Finding, out: Path) -> list[Step]:
+    """The harness commands that prove one finding's fix, each with the exit code it must give."""
     fix = f.fix
     assert fix is not None and fix.case is not None
     run = ["run", *fix.run, "--max-shrinks", "0", "--jobs", "1", "--no-database"]
+    unfixed = fix.unfixed_env
     steps = [
-        ("repro unfixed", ["repro", str(fix.case)], 1),
-        ("repro fixed", ["repro", str(fix.case), "--kernel", fix.fixed], 0),
-        ("run fixed", [*run, "--kernel", fix.fixed, "--out", str(out / "fixed")], 0),
+        Step(name="repro unfixed", args=["repro", str(fix.case)], want=EXIT_FAIL, env=unfixed),
+        Step(name="repro fixed", args=["repro", str(fix.case), "--kernel", fix.fixed], want=EXIT_OK),
+        Step(name="run fixed", args=[*run, "--kernel", fix.fixed, "--out", str(out / "fixed")], want=EXIT_OK),
     ]
-    if fix.unfixed_run == "fails":
-        steps.append(("run unfixed", [*run, "--kernel", fix.unfixed, "--out", str(out / "unfixed")], 1))
+    if fix.unfixed_run in UNFIXED_RUN_EXIT:
+        args = [*run, "--kernel", fix.unfixed, "--out", str(out / "unfixed")]
+        steps.append(Step(name="run unfixed", args=args, want=UNFIXED_RUN_EXIT[fix.unfixed_run], env=unfixed))
     return steps
 
 
 def prove(f: findings.Finding) -> bool:
     ok = True
     with tempfile.TemporaryDirectory(prefix=f"findings-{f.name}-") as tmp:
-        for step, args, want in commands(f, Path(tmp)):
-            code, seconds, last = _harness(*args)
-            ok &= code == want
-            verdict = "ok" if code == want else f"WRONG (want exit {want})"
-            print(f"  {step:14s} exit {code} {verdict:22s} {seconds:6.1f}s  {last}", flush=True)
-    if f.fix.unfixed_run != "fails":
+        for step in commands(f, Path(tmp)):
+            code, seconds, last = _harness(step.args, step.env)
+            ok &= code == step.want
+            verdict = "ok" if code == step.want else f"WRONG (want exit {step.want})"
+            print(f"  {step.name:14s} exit {code} {verdict:22s} {seconds:6.1f}s  {last}", flush=True)
+    if f.fix.unfixed_run == "passes":
         print("  run unfixed    not run: this budget's run passes unfixed (measured); the shrunk case is the proof")
     return ok
 
