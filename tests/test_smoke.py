@@ -12,7 +12,6 @@ import pytest
 
 from harness.core import contract, coverage, features, smoke
 from harness.core.case import EXTREME_REGIMES, REGIMES, Case
-from harness.running import search as search_module
 from harness.running.search import search
 from tests import _fakes
 
@@ -57,9 +56,8 @@ def test_a_failing_smoke_case_is_the_reported_failure():
     kernel = _fakes.FakeKernel("tests._fakes:causal_broken", broken=lambda c: c.mask.causal is not None)
     outcome = search(kernel, [], examples=10, profile="ci", grads=False, smoke=True)
     assert outcome.shrunk is not None and outcome.shrunk.case == smoke.smoke_cases(kernel)[0]
-    # Its one feature beyond the plainest case left out: the plainest case, which passes, with its values
-    # and with RESEEDS others (a feature is needed only where no values make the case fail without it).
-    assert outcome.shrunk.case.mask.causal == "top_left" and outcome.shrink_runs == 1 + search_module.RESEEDS
+    # Its one feature beyond the plainest case left out: the plainest case, which passes.
+    assert outcome.shrunk.case.mask.causal == "top_left" and outcome.shrink_runs == 1
     without = search(kernel, [], examples=1, profile="ci", grads=False, reuse=False)
     assert without.results[0].case.mask.causal is None  # Hypothesis alone starts from no mask
 
@@ -78,22 +76,6 @@ def test_a_failing_smoke_case_is_shrunk_over_its_features():
     # The budget bounds it: with no shrink runs the smoke case is reported as found.
     kept = search(kernel, [], examples=2, profile="ci", grads=False, smoke=[rich], shrink_runs=0)
     assert kept.failures[0].case == rich and kept.shrinks[0].exhausted
-
-
-def test_a_feature_is_needed_only_where_other_values_pass_without_it_too():
-    # A causal bug that unequal lengths show with any values and equal lengths with all but the smoke case's:
-    # the smoke case without unequal lengths passes, the same case with other values fails, so the trigger
-    # is the causal mask alone (a data-dependent bug, as a rescaling bug that needs a row's maximum to move).
-    kernel = _fakes.FakeKernel(
-        "tests._fakes:causal_broken_by_values",
-        broken=lambda c: c.mask.causal is not None and (c.q_len != c.kv_len or c.seed != 0),
-    )
-    rich = smoke.smallest(kernel, frozenset({"mask:causal_top_left", "lengths:unequal"}))
-    assert rich is not None and rich.seed == 0
-    outcome = search(kernel, [], examples=2, profile="ci", grads=False, smoke=[rich])
-    (failure,) = outcome.failures
-    assert failure.case.q_len == failure.case.kv_len and failure.case.seed == search_module.RESEED_STEP
-    assert outcome.shrinks[0].trigger == ("mask:causal_top_left",) and "lengths:unequal" not in outcome.shrinks[0].needs
 
 
 def _scale(case: Case) -> bool:

@@ -109,11 +109,6 @@ FRESH_ONE_IN = 16
 # should not spend a run shrinking.
 MAX_SHRUNK = 6
 
-# The trigger search (Search.reduce_features): where the failing case without a feature passes, the same case
-# with RESEEDS other values (the seed RESEED_STEP on) is run too before the feature is called needed.
-RESEEDS = 1
-RESEED_STEP = 7919
-
 
 @dataclasses.dataclass(kw_only=True)
 class SearchOutcome:
@@ -542,7 +537,7 @@ class Search:
         a shrink candidate; the first that fails the same way is the new best, until no feature can be left
         out or the budget is spent. What is left is the failure's trigger (Shrink.trigger): two failures with
         one trigger are one bug (harness.running.distinct explains the later by the first). A feature is shown
-        needed (Shrink.needs) only where the same case without it passed, with its values and with others."""
+        needed (Shrink.needs) only where the same case without it passed."""
         shrink = self.shrink
         assert shrink is not None
         tried: set[Case] = {shrink.best.case}
@@ -554,7 +549,10 @@ class Search:
                 candidate = edited or smoke.smallest(self.kernel, have - {left_out})
                 if candidate is None or candidate in tried:
                     continue
-                if self.fails_without(candidate, tried, reseed=edited is not None):
+                tried.add(candidate)
+                try:
+                    self.check(candidate)
+                except CaseFailed:
                     shrink.needs.clear()
                     break  # a smaller failure of the same kind: shrink.best now; try its features
                 if shrink.exhausted:
@@ -565,22 +563,6 @@ class Search:
                 # No feature can be left out: the best is as small as its features allow, and they are its trigger.
                 shrink.trigger = tuple(sorted(have))
                 return
-
-    def fails_without(self, candidate: Case, tried: set[Case], *, reseed: bool) -> bool:
-        """Whether `candidate` (a feature left out) fails the same way; True makes it the best. Where it passes
-        and is the failing case itself without the feature (`reseed`), the same case with other values is tried
-        too, RESEEDS of them: a bug that shows only where the values meet it (a later key tile raising a row's
-        maximum) must not have a feature called needed because one draw of values passed without it."""
-        for k in range(1 + (RESEEDS if reseed else 0)):
-            case = candidate if k == 0 else candidate.replace(seed=(candidate.seed + k * RESEED_STEP) % 2**16)
-            if case in tried or self.shrink is None or self.shrink.exhausted:
-                continue
-            tried.add(case)
-            try:
-                self.check(case)
-            except CaseFailed:
-                return True
-        return False
 
     def keep_shrinking(self) -> None:
         """The failure being shrunk when the search stopped, reported as shrunk so far."""
