@@ -55,7 +55,7 @@ from harness.core.contract import (
 )
 from harness.core.inputs import Inputs
 from harness.core.masks import MASK_COMPONENTS
-from harness.core.torchvjp import TORCH_DTYPES, repeat_kv, torch_outputs
+from harness.core.torchvjp import TORCH_DTYPES, classify_empty_row, repeat_kv, torch_outputs
 
 FORCED = (SDPBackend.FLASH_ATTENTION,)
 MASK_FORMS = ("neg_inf", "bool", "finfo_min", "float32")
@@ -128,23 +128,6 @@ def _three_d_mask_refused() -> bool:
     return _refuses(lambda: _flash(q, k, v, attn_mask=torch.ones(2, 4, 24, dtype=torch.bool)))
 
 
-def _classify(row: np.ndarray, values: np.ndarray) -> EmptyRows:
-    """The EmptyRows name of one output row of a query that sees no key, given the value rows it could average."""
-    if np.isnan(row).all():
-        return "nan"
-    if not np.isfinite(row).all():
-        raise RuntimeError(f"a row with no visible key came out partly non-finite: {row}")
-    spread = max(float(np.abs(values).max()), 1.0)
-    if np.abs(row).max() <= 1e-6 * spread:
-        return "zeros"
-    if np.abs(row - values.mean(axis=0)).max() <= 1e-2 * spread:
-        return "uniform"
-    inside = (row >= values.min(axis=0) - 1e-2 * spread) & (row <= values.max(axis=0) + 1e-2 * spread)
-    if not inside.all():
-        raise RuntimeError(f"a row with no visible key is outside the values' range: {row}")
-    return "convex"
-
-
 def _empty_rows_probe() -> dict[tuple[str, str], EmptyRows]:
     """(mask_form, dtype) -> what the kernel writes on a query row that sees no key, measured on a tiny case
     whose row 1 hides every key (unit-normal logits): each release's own convention, never assumed.
@@ -160,7 +143,7 @@ def _empty_rows_probe() -> dict[tuple[str, str], EmptyRows]:
             got = _flash(q, k, v, attn_mask=attn_mask(visible, None, form, dt))
             values = v.to(torch.float64).numpy()[0]
             # Every head's row 1 sees nothing; the first head's kv head 0 holds its values.
-            out[(form, dtype)] = _classify(got.to(torch.float64).numpy()[0, 0, 1], values[0])
+            out[(form, dtype)] = classify_empty_row(got.to(torch.float64).numpy()[0, 0, 1], values[0])
     return out
 
 

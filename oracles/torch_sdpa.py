@@ -13,10 +13,10 @@ import torch.nn.functional as F
 
 from harness.core import coverage as cov
 from harness.core import extended
-from harness.core.case import REGIMES, Case
-from harness.core.contract import DENSE_ORACLE, About, Conventions, Implementation, Outputs, register
+from harness.core.case import DTYPES, REGIMES, Case
+from harness.core.contract import DENSE_ORACLE, About, Conventions, EmptyRows, Implementation, Outputs, register
 from harness.core.inputs import Inputs
-from harness.core.torchvjp import repeat_kv, torch_outputs
+from harness.core.torchvjp import TORCH_DTYPES, classify_empty_row, repeat_kv, torch_outputs
 
 API = (
     cov.Api(
@@ -38,6 +38,46 @@ API = (
         ),
     ),
 )
+
+
+MASK_FORMS = ("bool", "neg_inf")  # the attn_mask it is given: the visibility, or the bias with -inf where hidden
+
+
+def _sdpa(q, k, v, bias, visible, scale):  # noqa: ANN001, ANN202 - torch tensors in, one out
+    """The oracle's one call: `visible` [B or 1, H or 1, T, S] bool; the bias [.., T, S] or None."""
+    if bias is not None:
+        mask = bias.masked_fill(~visible, float("-inf"))
+    else:
+        mask = None if bool(visible.all()) else visible
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def _empty_rows_probe() -> dict[tuple[str, str], EmptyRows]:
+    """(mask form, dtype) -> what the installed torch writes on a query row that sees no key, measured through
+    `_sdpa` on a tiny case whose row 1 hides every key: each release's own convention, never assumed (torch
+    2.4.1 writes NaN there, 2.5 on zeros: docs/history-torch.md, TH-1)."""
+    out: dict[tuple[str, str], EmptyRows] = {}
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, n, 8, generator=g, dtype=torch.float64) for n in (4, 8, 8))
+    visible = torch.ones(4, 8, dtype=torch.bool)
+    visible[1] = False
+    for dtype in (*DTYPES, "float64"):
+        dt = TORCH_DTYPES[dtype]
+        for form in MASK_FORMS:
+            bias = torch.zeros(4, 8, dtype=dt) if form == "neg_inf" else None
+            got = _sdpa(q.to(dt), k.to(dt), v.to(dt), bias, visible, None)
+            out[(form, dtype)] = classify_empty_row(got.to(torch.float64).numpy()[0, 0, 1], v.numpy()[0, 0])
+    return out
+
+
+EMPTY_ROWS = _empty_rows_probe()
+
+
+def _said() -> str:
+    values = set(EMPTY_ROWS.values())
+    if len(values) == 1:
+        return f"{next(iter(values))} (every mask form and dtype)"
+    return "; ".join(f"{f} {d}: {v}" for (f, d), v in EMPTY_ROWS.items())
 
 
 class TorchSDPA(Implementation):
@@ -66,23 +106,21 @@ class TorchSDPA(Implementation):
         bias="QK^T * scale + attn_mask (float mask)",
         causal="is_causal is top-left; the adapter passes the dense mask instead",
         gqa="k/v heads repeated in the adapter (enable_gqa is torch>=2.5 only)",
-        empty_rows="zeros",
-        notes="a fully masked row gives 0 output and 0 gradient (torch>=2.5 safe softmax)",
+        # The float32 boolean mask's value; per case, empty_rows() gives the probed one.
+        empty_rows=EMPTY_ROWS[("bool", "float32")],
+        notes=f"a row that sees no key, probed in this torch: {_said()}",
     )
     api = API
+
+    def empty_rows(self, case: Case) -> EmptyRows:
+        return EMPTY_ROWS[("neg_inf" if case.bias else "bool", case.dtype)]
 
     def run(self, case: Case, inputs: Inputs, *, grads: bool) -> Outputs:
         group = case.q_heads // case.kv_heads
         visible = torch.from_numpy(inputs.visible)
 
         def f(q, k, v, bias):
-            if bias is not None:
-                mask = bias.masked_fill(~visible, float("-inf"))
-            else:
-                mask = None if bool(visible.all()) else visible
-            return F.scaled_dot_product_attention(
-                q, repeat_kv(k, group), repeat_kv(v, group), attn_mask=mask, scale=case.sm_scale
-            )
+            return _sdpa(q, repeat_kv(k, group), repeat_kv(v, group), bias, visible, case.sm_scale)
 
         return torch_outputs(f, inputs, case.dtype, grads=grads)
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from harness.core import contract, strategies
 from harness.core.case import Case
 from harness.core.masks import Lengths, Mask, Segments, Window
+from harness.core.torchvjp import classify_empty_row
 from harness.running.failures import load_failure
 from harness.running.runner import run_case
 from kernels import torch_cpu_flash as tcf
@@ -95,12 +96,12 @@ def test_each_api_option_matches_the_truth(kw: dict) -> None:
 
 def test_rows_with_no_visible_key_are_classified_as_measured() -> None:
     values = np.array([[1.0, -2.0], [3.0, 4.0]])
-    assert tcf._classify(np.zeros(2), values) == "zeros"
-    assert tcf._classify(values.mean(axis=0), values) == "uniform"
-    assert tcf._classify(np.array([1.5, 0.0]), values) == "convex"
-    assert tcf._classify(np.full(2, np.nan), values) == "nan"
+    assert classify_empty_row(np.zeros(2), values) == "zeros"
+    assert classify_empty_row(values.mean(axis=0), values) == "uniform"
+    assert classify_empty_row(np.array([1.5, 0.0]), values) == "convex"
+    assert classify_empty_row(np.full(2, np.nan), values) == "nan"
     with pytest.raises(RuntimeError, match="outside the values' range"):
-        tcf._classify(np.array([9.0, 0.0]), values)
+        classify_empty_row(np.array([9.0, 0.0]), values)
     # Every form and dtype was probed, and the kernel's declaration per case is the probe's.
     assert set(tcf.EMPTY_ROWS) == {
         (f, d) for f in tcf.MASK_FORMS for d in ("float32", "bfloat16", "float16", "float64")

@@ -1,4 +1,5 @@
-"""The one way a PyTorch implementation turns inputs into Outputs: call, then autograd dout."""
+"""The one way a PyTorch implementation turns inputs into Outputs (call, then autograd dout), and how its probes
+read what the installed release writes on a row that sees no key."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from harness.core.contract import Outputs
+from harness.core.contract import EmptyRows, Outputs
 from harness.core.inputs import Inputs
 
 TORCH_DTYPES = {
@@ -21,6 +22,24 @@ TORCH_DTYPES = {
 def repeat_kv(t: torch.Tensor, group: int) -> torch.Tensor:
     """k or v [batch, kv_heads, len, dim] repeated to the query heads; autograd sums back."""
     return t if group == 1 else t.repeat_interleave(group, dim=1)
+
+
+def classify_empty_row(row: np.ndarray, values: np.ndarray) -> EmptyRows:
+    """The EmptyRows name of one output row of a query that sees no key, given the value rows it could average:
+    how a torch implementation's probe reads the convention of the installed release."""
+    if np.isnan(row).all():
+        return "nan"
+    if not np.isfinite(row).all():
+        raise RuntimeError(f"a row with no visible key came out partly non-finite: {row}")
+    spread = max(float(np.abs(values).max()), 1.0)
+    if np.abs(row).max() <= 1e-6 * spread:
+        return "zeros"
+    if np.abs(row - values.mean(axis=0)).max() <= 1e-2 * spread:
+        return "uniform"
+    inside = (row >= values.min(axis=0) - 1e-2 * spread) & (row <= values.max(axis=0) + 1e-2 * spread)
+    if not inside.all():
+        raise RuntimeError(f"a row with no visible key is outside the values' range: {row}")
+    return "convex"
 
 
 def _as64(t: torch.Tensor) -> np.ndarray:
