@@ -215,9 +215,15 @@ class PallasRaggedPaged(TpuKernel):
         """The declared conventions, and where this process serves the kernel through the interpreter fix,
         that fact (so run.json, written from these, names the patched interpreter)."""
         note = _fix_note()
-        if note is None:
+        if note is None or note in self.declared.notes:
             return self.declared
         return dataclasses.replace(self.declared, notes=f"{self.declared.notes}; {note}")
+
+    @conventions.setter
+    def conventions(self, conventions: Conventions) -> None:
+        """A run's conventions (Implementation.with_conventions: refined by the exactness probe, read from
+        these, so the fix's note may be in them already: it is said once)."""
+        self.declared = conventions
 
     def cannot_run(self) -> str | None:
         if self.native():

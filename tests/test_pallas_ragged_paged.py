@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -123,3 +124,15 @@ def test_a_case_without_queries_calls_the_kernel_with_one_padding_row():
     empty = PROBE.replace(q_len=1, mask=Mask(causal="bottom_right", lengths=Lengths(q=(0, 0), kv=(9, 16))))
     assert RAGGED.violations(empty) == []
     assert run_case(empty, [RAGGED], grads=False).passed
+
+
+def test_a_run_checks_the_kernel_under_its_refined_conventions_with_the_fix_named_once():
+    # Implementation.with_conventions (a run's conventions, refined by harness.running.exactness; repro replays
+    # with them) sets conventions, which this adapter computes: a property without a setter made every repro of
+    # a ragged failure a harness failure (found by nox -s findings, the interpreter fix's proof).
+    kernel = contract.resolve("pallas_ragged_paged")
+    refined = dataclasses.replace(kernel.conventions, reproducible="reruns vary (a test's refinement)")
+    twin = kernel.with_conventions(refined)
+    assert twin.conventions.reproducible == refined.reproducible and kernel.conventions.reproducible is True
+    notes = twin.conventions.notes
+    assert all(notes.count(part) == 1 for part in kernel.conventions.notes.split("; ") if part)
