@@ -10,6 +10,7 @@ from harness.core import contract
 from harness.core.case import Case
 from harness.core.masks import Mask, Segments
 from harness.running.runner import run_case
+from harness.runtime import isa
 from kernels.pallas_gpu import PallasGpu
 
 BLOCKS = {"block_q": 32, "block_k": 64, "block_q_dkv": 16, "block_kv_dkv": 32, "block_q_dq": 32, "block_kv_dq": 64}
@@ -48,6 +49,8 @@ def test_violations_name_the_value_and_limit(changes: dict, message: str) -> Non
 
 
 def test_shared_segments_and_causal_with_gqa_match_the_oracles_forward_and_backward() -> None:
+    if refused := isa.float16_refusal():
+        pytest.skip(refused)  # a float16 case: no float16 ruler at this --xla_cpu_max_isa (the harness says exit 2)
     # With mha's other arguments: the Triton launch parameters and the residuals.
     blocks = {**BLOCKS, "num_warps": 2, "num_stages": 3}
     case = _case(

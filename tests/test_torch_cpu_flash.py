@@ -17,6 +17,7 @@ from harness.core.masks import Lengths, Mask, Segments, Window
 from harness.core.torchvjp import classify_empty_row
 from harness.running.failures import load_failure
 from harness.running.runner import run_case
+from harness.runtime import isa
 from kernels import torch_cpu_flash as tcf
 
 FIX_CASE = Path(__file__).resolve().parent.parent / "docs" / "findings" / "fixes" / "torch_float32_mask.json"
@@ -84,6 +85,8 @@ OPTION_CASES = [
 
 @pytest.mark.parametrize("kw", OPTION_CASES, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw["blocks"].items()))
 def test_each_api_option_matches_the_truth(kw: dict) -> None:
+    if kw.get("dtype") == "float16" and (refused := isa.float16_refusal()):
+        pytest.skip(refused)  # no float16 ruler at this --xla_cpu_max_isa: the harness refuses the case (exit 2)
     blocks = tuple(kw.pop("blocks").items())
     case = Case(batch=2, q_heads=4, kv_heads=2, q_len=16, kv_len=100, head_dim=32, blocks=blocks, **kw)
     assert FLASH.violations(case) == []
