@@ -262,6 +262,9 @@ class TorchCPUFlash(Implementation):
     def violations(self, case: Case) -> list[str]:
         out = super().violations(case)
         blocks = case.block_dict
+        if "gqa" in blocks and not ENABLE_GQA:
+            out.append("enable_gqa: the installed kernel refuses fewer kv heads than query heads (ENABLE_GQA)")
+            blocks = {k: v for k, v in blocks.items() if k != "gqa"}
         bad = {k: v for k, v in blocks.items() if k not in OPTIONS or not 0 < v < OPTIONS[k]}
         if bad:
             out.append(f"blocks {bad} are not options of this adapter (name: number of values): {OPTIONS}")
