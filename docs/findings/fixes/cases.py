@@ -137,18 +137,9 @@ CASES = {
     ),
     "ragged_interpreter": (
         "pallas_ragged_paged",
-        # The adapter's probe (kernels/pallas_ragged_paged.py): a decode query over 9 keys and 8 prefill queries
-        # over 16, two 8-key pages each; any case reads its K/V pages through the reshape.
-        lambda: Case(
-            batch=2,
-            q_heads=2,
-            kv_heads=1,
-            q_len=8,
-            kv_len=16,
-            head_dim=128,
-            mask=Mask(causal="bottom_right", lengths=Lengths(q=(1, 8), kv=(9, 16))),
-            blocks={"page_size": 8, "num_kv_pages_per_block": 1, "num_queries_per_block": 8, "spare_pages": 1},
-        ),
+        # The adapter's own probe case (a decode query over 9 keys and 8 prefill queries over 16, two 8-key pages
+        # each): any case reads its K/V pages through the reshape.
+        lambda: contract.resolve("pallas_ragged_paged").probe_case,
     ),
 }
 
