@@ -112,6 +112,9 @@ API = (
 # Tiling classes of the forward pass (harness.core.features): a single tile per axis; several query
 # tiles; several major key blocks per sequence; several inner key steps per major block.
 TILINGS = ("one_tile", "several_q_tiles", "several_major", "several_minor")
+# A query row visits more than one key tile under either key tiling: a bug of the key loop (the online
+# softmax's rescaling) needs one or the other, and is named by the family (Capabilities.tiling_families).
+TILING_FAMILIES = (("several_key_tiles", ("several_major", "several_minor")),)
 # Every restriction the adapter applies, with its source (harness.core.contract.Restriction).
 _F = "jax/experimental/pallas/ops/tpu/flash_attention.py"
 _LANE = dict(upstream=_F, check="MIN_BLOCK_SIZE = 128")
@@ -145,6 +148,7 @@ class PallasFlash(TpuKernel):
         seq_lens=(128, 256, 384, 512),
         mask_components=frozenset({"causal_top_left", "segments", "bias"}),
         tilings=TILINGS,
+        tiling_families=TILING_FAMILIES,
     )
     conventions = Conventions(
         bias="(QK^T + ab) * sm_scale: the adapter passes ab = bias / scale, in float32",

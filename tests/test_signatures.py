@@ -174,3 +174,74 @@ def test_a_reduced_failure_that_raised_explains_the_same_error_elsewhere():
         how=(("k", "raised ValueError", frozenset()),), features=frozenset({"mask:causal_top_left", "dtype:float16"})
     )
     assert subsumes(raised, again, trigger=True) and subsumes(raised, again)
+
+
+def _flash():
+    from harness.core import contract
+
+    return contract.resolve("pallas_flash")
+
+
+def test_equal_lengths_grow_the_shorter_side_so_that_no_tile_is_taken_away():
+    # Cutting the keys to the queries' length took the key tiles with it: a bug of the key loop (the planted
+    # fwd_rescale_alpha) then claimed unequal lengths needed.
+    from harness.core import contract, features
+    from harness.core.case import Case
+    from harness.running.signatures import without
+    from kernels.pallas_flash import uniform_blocks
+
+    flash = _flash()
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=64, blocks=uniform_blocks(), seed=5)
+    assert "tiling:several_major" in features.of(case, flash)
+    equal = without(case, "lengths:unequal", flash)
+    assert (equal.q_len, equal.kv_len, equal.blocks, equal.seed) == (256, 256, case.blocks, case.seed)
+    assert {"tiling:several_major", "lengths:equal"} <= features.of(equal, flash)
+    longer_queries = Case(batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=128, head_dim=64, seed=5)
+    assert without(longer_queries, "lengths:unequal", contract.resolve("jax_xla")).kv_len == 256
+
+
+def test_a_trigger_names_the_tiling_family_where_another_member_fails_alike():
+    # pallas_flash's "several key tiles": several major or several minor key blocks. A bug of the key loop
+    # shrinks to either, shard by shard; named by the family, its two shards' failures are one bug.
+    from harness.core import features
+    from harness.core.case import Case
+    from harness.running.signatures import Signature, subsumes, trigger
+    from kernels.pallas_flash import uniform_blocks
+
+    flash = _flash()
+    major, family = "tiling:several_major", "tiling:several_key_tiles"
+    assert trigger(frozenset({major}), {major}, flash) == (family,)
+    assert trigger(frozenset({major}), set(), flash) == (major,)  # the other member passed: this one is needed
+    assert trigger(frozenset({"mask:causal_top_left"}), {"mask:causal_top_left"}, flash) == ("mask:causal_top_left",)
+    how = (("k", "wrong values", frozenset({"out"})),)
+    by_family = Signature(how=how, features=features.with_families(flash, frozenset({family})))
+    by_minor = Signature(how=how, features=features.with_families(flash, frozenset({"tiling:several_minor"})))
+    assert by_minor.features == {"tiling:several_minor", family}
+    assert subsumes(by_family, by_minor, trigger=True) and not subsumes(by_minor, by_family, trigger=True)
+    # A case is in the family by either member, and not with one key tile.
+    minor = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=64, seed=1)
+    minor = minor.replace(blocks=uniform_blocks() | {"block_k_major": 256})
+    assert family in features.with_families(flash, features.of(minor, flash))
+    one = minor.replace(kv_len=128, blocks=uniform_blocks())
+    assert family not in features.with_families(flash, features.of(one, flash))
+
+
+def test_the_smallest_case_leaves_out_what_is_unwanted_and_has_a_family_by_another_member():
+    from harness.core import features, smoke
+
+    flash = _flash()
+    case = smoke.smallest(flash, frozenset({"tiling:several_key_tiles"}), frozenset({"tiling:several_major"}))
+    assert case is not None
+    have = features.of(case, flash)
+    assert "tiling:several_minor" in have and "tiling:several_major" not in have
+
+
+def test_a_tiling_family_names_two_declared_tilings_and_is_none_of_them():
+    from harness.core.contract import Capabilities
+
+    base = dict(dtypes=("float32",), head_dims=(64,), seq_lens=(128,), mask_components=frozenset())
+    tilings = ("one_tile", "a", "b")
+    Capabilities(**base, tilings=tilings, tiling_families=(("ab", ("a", "b")),))
+    for bad in (("ab", ("a", "c")), ("a", ("a", "b")), ("ab", ("a",))):
+        with pytest.raises(ValueError, match="tiling family"):
+            Capabilities(**base, tilings=tilings, tiling_families=(bad,))

@@ -63,15 +63,16 @@ def test_a_failing_smoke_case_is_the_reported_failure():
 
 
 def test_a_failing_smoke_case_is_shrunk_over_its_features():
-    # A causal bug met first in a causal case with unequal lengths: each feature left out in turn, the
-    # smallest causal case fails the same way and is reported; leaving causal out passes.
+    # A causal bug met first in a causal case with unequal lengths: each feature left out in turn, the same
+    # case with its queries grown to the keys' length fails the same way and is reported; leaving causal out
+    # passes.
     kernel = _fakes.FakeKernel("tests._fakes:causal_broken", broken=lambda c: c.mask.causal is not None)
     rich = smoke.smallest(kernel, frozenset({"mask:causal_top_left", "lengths:unequal"}))
     assert rich is not None and rich.q_len != rich.kv_len
     outcome = search(kernel, [], examples=2, profile="ci", grads=False, smoke=[rich])
     (failure,) = outcome.failures
-    assert failure.case == smoke.smallest(kernel, frozenset({"mask:causal_top_left"}))
-    assert failure.case.q_len == failure.case.kv_len and outcome.shrinks[0].shrunk
+    assert failure.case == rich.replace(q_len=rich.kv_len) and rich.kv_len > rich.q_len
+    assert outcome.shrinks[0].shrunk and outcome.shrinks[0].trigger == ("mask:causal_top_left",)
     assert [r.case for r in outcome.results][:1] == [rich]  # the smoke case is the run's, its shrink apart
     # The budget bounds it: with no shrink runs the smoke case is reported as found.
     kept = search(kernel, [], examples=2, profile="ci", grads=False, smoke=[rich], shrink_runs=0)

@@ -105,6 +105,10 @@ class Capabilities:
     return the logsumexp residual (harness.core.case.Case); strategies draw them only where True.
     tilings: the tiling classes its block strategy draws ("one_tile" first, when declared),
     as `Implementation.tiling` names them for a case (harness.core.features).
+    tiling_families: names for tiling classes that are one condition to a bug, (family, members):
+      pallas_flash's "several_key_tiles" is several major or several minor key blocks, each of which
+      gives a query row more than one key tile. A failure's trigger (harness.running.search) names the
+      family where a case with another member fails alike, so that one bug is one trigger.
     `Implementation.violations` is the authoritative check.
     """
 
@@ -122,6 +126,7 @@ class Capabilities:
     q_lens: tuple[int, ...] = ()
     kv_formats: tuple[str, ...] = ()
     tilings: tuple[str, ...] = ()
+    tiling_families: tuple[tuple[str, tuple[str, ...]], ...] = ()
     soft_cap: bool = False
     sinks: bool = False
     residuals: bool = False
@@ -142,6 +147,12 @@ class Capabilities:
             raise ValueError(
                 f"restrictions {sorted(set(self.restrictions) - set(RESTRICTIONS))} are unknown; use {RESTRICTIONS}"
             )
+        for family, members in self.tiling_families:
+            if family in self.tilings or len(members) < 2 or set(members) - set(self.tilings):
+                raise ValueError(
+                    f"tiling family {family!r}: its members {members} must be two or more of tilings "
+                    f"{self.tilings}, and its name none of them"
+                )
         if self.kv_format_only_dtypes and not self.kv_formats:
             raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
 

@@ -76,6 +76,22 @@ def of(case: Case, impl: Implementation) -> frozenset[str]:
     return frozenset(out)
 
 
+def families(impl: Implementation, have: frozenset[str]) -> dict[str, frozenset[str]]:
+    """The tiling families (Capabilities.tiling_families) a case with features `have` is in: each family's
+    feature ("tiling:several_key_tiles") -> its members' features; a case is in a family when it has a member."""
+    out = {}
+    for family, members in impl.capabilities.tiling_families:
+        named = frozenset(f"tiling:{m}" for m in members)
+        if named & have:
+            out[f"tiling:{family}"] = named
+    return out
+
+
+def with_families(impl: Implementation, have: frozenset[str]) -> frozenset[str]:
+    """`have` with the tiling families it is in (families): what a trigger naming a family is matched against."""
+    return have | frozenset(families(impl, have))
+
+
 def declared_pairs(impl: Implementation) -> set[frozenset[str]]:
     """Pairs of declared features: values of two different groups, or two of one group a case can have together."""
     named = [(group, f"{group}:{v}") for group, values in declared(impl).items() for v in values]

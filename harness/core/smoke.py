@@ -77,10 +77,16 @@ def _order(group: str, values: tuple[str, ...]) -> list[str]:
     return sorted(values, key=lambda v: (v == "none", not v.startswith("causal"), v))
 
 
-def smallest(impl: Implementation, wanted: frozenset[str]) -> Case | None:
-    """The smallest case of `impl` with every feature in `wanted` (harness.core.features), found as the
-    smoke cases are (Hypothesis's find, derandomized); None where no case in the contract has them all."""
-    return _smallest_where(impl, lambda c: wanted <= features.of(c, impl))
+def smallest(impl: Implementation, wanted: frozenset[str], unwanted: frozenset[str] = frozenset()) -> Case | None:
+    """The smallest case of `impl` with every feature in `wanted` (harness.core.features; a tiling family's name
+    is had by a case with one of its members) and none in `unwanted`, found as the smoke cases are (Hypothesis's
+    find, derandomized); None where no case in the contract has them all."""
+
+    def wants(case: Case) -> bool:
+        have = features.of(case, impl)
+        return not unwanted & have and wanted <= features.with_families(impl, have)
+
+    return _smallest_where(impl, wants)
 
 
 def _smallest_where(impl: Implementation, condition: Callable[[Case], bool]) -> Case | None:

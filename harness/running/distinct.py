@@ -89,7 +89,7 @@ class Failures:
 
     def add(self, result: CaseResult, stats: ShrinkStats, tried: Sequence[Case] = ()) -> None:
         """Report `result`; it and the cases `tried` count as explained from now on."""
-        sig = signatures.signature(result, self.impl)
+        sig = signatures.signature(result, self.impl, stats.trigger)
         out = self.outcome
         gone: list[int] = []
         if stats.shrunk:

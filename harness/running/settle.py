@@ -120,7 +120,7 @@ class Settle:
         kernel, out = self.kernel, []
         by_finding: dict[str, Path] = {}
         for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
-            sig = signatures.signature(failure, kernel)
+            sig = signatures.signature(failure, kernel, shrink.trigger)
             search_info: dict[str, Any] = {
                 "profile": self.profile,
                 "cases": len(outcome.results),

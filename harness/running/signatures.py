@@ -21,7 +21,8 @@ from harness.core.inputs import make_inputs
 from harness.core.masks import Mask
 from harness.running.runner import CaseResult, SubjectResult
 
-__all__ = ["Signature", "explains", "how", "plain", "same_kind", "signature", "subsumes", "trigger_words", "without"]
+__all__ = ["Signature", "explains", "how", "plain", "same_kind", "signature", "subsumes", "trigger"]
+__all__ += ["trigger_words", "without"]
 
 # A comparison note the harness writes where the kernel returned non-finite values (harness.core.compare).
 _NON_FINITE = "non-finite"
@@ -76,9 +77,13 @@ def plain(impl: Implementation) -> frozenset[str]:
     return frozenset(out | ({f"dtype:{caps.dtypes[0]}"} if caps.dtypes else set()))
 
 
-def signature(result: CaseResult, impl: Implementation) -> Signature:
-    """The signature of a failing `result` of `impl`'s search."""
-    return Signature(how=how(result), features=features.of(result.case, impl) - plain(impl))
+def signature(result: CaseResult, impl: Implementation, trigger: tuple[str, ...] | None = None) -> Signature:
+    """The signature of a failing `result` of `impl`'s search: where its trigger is known (the features it cannot
+    fail without, harness.running.search), those; else its case's beyond the plainest. With the tiling families
+    they are in (features.with_families), so that a trigger naming a family ("several key tiles") explains
+    a failure whose trigger names one of its members."""
+    have = frozenset(trigger) if trigger is not None else features.of(result.case, impl) - plain(impl)
+    return Signature(how=how(result), features=features.with_families(impl, have))
 
 
 def same_kind(a: CaseResult, b: CaseResult) -> bool:
@@ -95,7 +100,7 @@ def explains(
     trigger (harness.running.search reduced it to the features it cannot fail without): then a case with
     them that fails the same way in any of its quantities is the same bug, one trigger one bug (a bfloat16
     case of a forward bug may keep its gradients inside their looser bound, failing in `out` alone)."""
-    other = Signature(how=how(result), features=features.of(result.case, impl))
+    other = Signature(how=how(result), features=features.with_families(impl, features.of(result.case, impl)))
     return subsumes(known, other, anywhere=anywhere, trigger=trigger)
 
 
@@ -111,6 +116,18 @@ def subsumes(known: Signature, other: Signature, *, anywhere: bool = False, trig
     if not same or not quantities:
         return False
     return anywhere or known.features <= other.features
+
+
+def trigger(have: frozenset[str], replaced: set[str], impl: Implementation) -> tuple[str, ...]:
+    """A failure's trigger from the features `have` of the case no feature can be left out of: a tiling family
+    (features.families) in place of its members where each it has was `replaced` (a case with another member
+    of the family failed alike without it, harness.running.search), so that the trigger says what the bug
+    needs ("several key tiles"), not which of them the shrink happened to reach."""
+    out = set(have)
+    for family, members in features.families(impl, have).items():
+        if members & have <= replaced:
+            out = out - members | {family}
+    return tuple(sorted(out))
 
 
 # How each feature group reads in a failure's trigger (trigger_words).
@@ -144,9 +161,10 @@ def trigger_words(trigger: tuple[str, ...], needs: tuple[str, ...] = ()) -> str:
 
 
 def without(case: Case, feature: str, impl: Implementation) -> Case | None:
-    """`case` with one feature taken away and nothing else changed (the same shapes, tiles and seed): the
-    trigger search's candidate (harness.running.search); None where no single edit removes it inside
-    `impl`'s contract (a tiling class, a length side other masks are cut to)."""
+    """`case` with one feature taken away and nothing else changed (the same shapes, tiles and seed; equal
+    lengths by the shorter side grown to the longer): the trigger search's candidate (harness.running.search);
+    None where no single edit removes it inside `impl`'s contract (a tiling class, a length side other masks
+    are cut to)."""
     group, _, value = feature.partition(":")
     plainest = {f.partition(":")[0]: f.partition(":")[2] for f in plain(impl)}
     edits: dict[str, Any] = {}
@@ -159,7 +177,9 @@ def without(case: Case, feature: str, impl: Implementation) -> Case | None:
     elif group == "heads":
         edits["kv_heads"] = case.q_heads
     elif group == "lengths":
-        edits["kv_len"] = case.q_len
+        # The shorter side grown to the longer: cutting the keys to the queries' length would take key tiles
+        # away with the unequal lengths (a bug of the key loop would then claim unequal lengths needed).
+        edits["q_len"] = edits["kv_len"] = max(case.q_len, case.kv_len)
     elif group == "mask" and value == "bias":
         edits["bias"] = False
     elif group != "mask":

@@ -24,11 +24,9 @@ TRIGGERS: dict[str, tuple[str, Callable[[tuple[str, ...]], bool]]] = {
     # The causal comparison is edited: no causal mask, nothing changes.
     "fwd_causal_off_by_one": ("a causal mask", lambda t: any(f.startswith("mask:causal") for f in t)),
     "bwd_dkv_causal": ("a causal mask", lambda t: any(f.startswith("mask:causal") for f in t)),
-    # The running denominator is rescaled only between key tiles: one tile, nothing changes.
-    "fwd_rescale_alpha": (
-        "more than one key tile",
-        lambda t: bool({"tiling:several_major", "tiling:several_minor"} & set(t)),
-    ),
+    # The running denominator is rescaled only between key tiles: one tile, nothing changes; several major or
+    # several minor key blocks alike (pallas_flash's tiling family, Capabilities.tiling_families).
+    "fwd_rescale_alpha": ("more than one key tile", lambda t: "tiling:several_key_tiles" in t),
     # Only a minor key step inside a major tile reads the wrong v.
     "fwd_v_offset_minor_blocks": ("minor key blocks", lambda t: "tiling:several_minor" in t),
     # A float32 case loses its logits' precision; no mask, tiling or value regime is needed.
