@@ -4,6 +4,8 @@ An implementation is one module in `kernels/` or `oracles/` (or in a package nam
 ATTN_HARNESS_KERNELS) that builds an `Implementation`, declares what it is (`About`), and calls
 `register()`. The runner never names an implementation.
 """
+# Long module: the whole contract an adapter fills in (Capabilities, Restriction, About, Conventions,
+# Implementation) on one page, with the registry that resolves a name to one; 212 call sites name it.
 
 from __future__ import annotations
 
@@ -104,11 +106,8 @@ class Capabilities:
     soft_cap, sinks, residuals: whether it takes a logits soft cap, attention sinks, and can
     return the logsumexp residual (harness.core.case.Case); strategies draw them only where True.
     tilings: the tiling classes its block strategy draws ("one_tile" first, when declared),
-    as `Implementation.tiling` names them for a case (harness.core.features).
-    tiling_families: names for tiling classes that are one condition to a bug, (family, members):
-      pallas_flash's "several_key_tiles" is several major or several minor key blocks, each of which
-      gives a query row more than one key tile. A failure's trigger (harness.running.search) names the
-      family where a case with another member fails alike, so that one bug is one trigger.
+    as `Implementation.tiling` names them for a case (harness.core.features); tiling_families, (name,
+    members): tilings a trigger may name as one (pallas_flash's several major or minor key blocks).
     `Implementation.violations` is the authoritative check.
     """
 
@@ -147,12 +146,9 @@ class Capabilities:
             raise ValueError(
                 f"restrictions {sorted(set(self.restrictions) - set(RESTRICTIONS))} are unknown; use {RESTRICTIONS}"
             )
-        for family, members in self.tiling_families:
+        for family, members in self.tiling_families:  # two or more declared tilings, named as none of them
             if family in self.tilings or len(members) < 2 or set(members) - set(self.tilings):
-                raise ValueError(
-                    f"tiling family {family!r}: its members {members} must be two or more of tilings "
-                    f"{self.tilings}, and its name none of them"
-                )
+                raise ValueError(f"tiling family {family!r}: {members} must be two or more of {self.tilings}")
         if self.kv_format_only_dtypes and not self.kv_formats:
             raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
 

@@ -32,7 +32,7 @@ from hypothesis import Verbosity, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from harness.core import features, pool, profiles, smoke, strategies
+from harness.core import features, pool, profiles, strategies
 from harness.core.case import Case
 from harness.core.contract import Implementation
 from harness.core.smoke import iter_smoke_cases
@@ -532,14 +532,14 @@ class Search:
 
         Shrinking leaves features the bug does not need (a smoke case is the smallest case with its features;
         Hypothesis shrinks each draw towards its own minimum, and keeps a bias or a head group it cannot take
-        away without changing the draw). So each feature is left out in turn (reductions), run as a shrink
-        candidate; the first that fails the same way is the new best, until no feature can be left out or the
-        budget is spent. What is left is the failure's trigger (Shrink.trigger): two failures with one trigger
-        are one bug (harness.running.distinct explains the later by the first). A feature is shown needed
-        (Shrink.needs) only where the same case without it passed. A tiling family's member (pallas_flash's
-        several major key blocks, of "several key tiles") that a case with another member replaces, failing
-        alike, is named by its family in the trigger: one bug of the key loop is one trigger, whichever tiling
-        a shard shrank to."""
+        away without changing the draw). So each feature is left out in turn, run as a shrink candidate
+        (signatures.reductions); the first that fails the same way is the new best, until no feature can be
+        left out or the budget is spent. What is left is the failure's trigger (Shrink.trigger): two failures
+        with one trigger are one bug (harness.running.distinct explains the later by the first). A feature is
+        shown needed (Shrink.needs) only where the same case without it passed. A tiling family's member
+        (pallas_flash's several major key blocks, of "several key tiles") that a case with another member
+        replaces, failing alike, is named by its family in the trigger: one bug of the key loop is one
+        trigger, whichever tiling a shard shrank to."""
         shrink = self.shrink
         assert shrink is not None
         failed: dict[Case, bool] = {shrink.best.case: True}  # each candidate tried: whether it failed the same way
@@ -547,7 +547,7 @@ class Search:
         while not shrink.exhausted:
             have = features.of(shrink.best.case, self.kernel) - signatures.plain(self.kernel)
             replaced: set[str] = set()  # members of a family a case with another member fails alike without
-            for left_out, candidate, edited in self.reductions(have):
+            for left_out, candidate, edited in signatures.reductions(shrink.best.case, have, self.kernel):
                 if candidate is None or candidate in failed:
                     if candidate is not None and failed[candidate]:
                         replaced.add(left_out)
@@ -567,24 +567,6 @@ class Search:
                 # No feature can be left out: the best is as small as its features allow, and they are its trigger.
                 shrink.trigger = signatures.trigger(have, replaced, self.kernel)
                 return
-
-    def reductions(self, have: frozenset[str]) -> Iterator[tuple[str, Case | None, bool]]:
-        """Each feature of the best case left out in turn: (the feature, the candidate without it, whether it
-        is the same case with that one feature taken away, signatures.without). Else the smallest case with the
-        others and without it (smoke.smallest); a tiling family's member is left out for another member of
-        its family, and the family (features.families) for none of them."""
-        best, kernel = self.shrink.best.case, self.kernel  # type: ignore[union-attr]
-        families = features.families(kernel, have)
-        for left_out in sorted(have | set(families)):
-            if left_out in families:
-                yield left_out, smoke.smallest(kernel, have - families[left_out], families[left_out]), False
-                continue
-            edited = signatures.without(best, left_out, kernel)
-            if edited is not None:
-                yield left_out, edited, True
-                continue
-            kept = {family for family, members in families.items() if left_out in members}
-            yield left_out, smoke.smallest(kernel, have - {left_out} | kept, frozenset({left_out})), False
 
     def keep_shrinking(self) -> None:
         """The failure being shrunk when the search stopped, reported as shrunk so far."""

@@ -12,16 +12,17 @@ with segments only those with both.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
-from harness.core import features
+from harness.core import features, smoke
 from harness.core.case import REGIMES, Case, CaseError
 from harness.core.contract import Implementation
 from harness.core.inputs import make_inputs
 from harness.core.masks import Mask
 from harness.running.runner import CaseResult, SubjectResult
 
-__all__ = ["Signature", "explains", "how", "plain", "same_kind", "signature", "subsumes", "trigger"]
+__all__ = ["Signature", "explains", "how", "plain", "reductions", "same_kind", "signature", "subsumes", "trigger"]
 __all__ += ["trigger_words", "without"]
 
 # A comparison note the harness writes where the kernel returned non-finite values (harness.core.compare).
@@ -194,6 +195,24 @@ def without(case: Case, feature: str, impl: Implementation) -> Case | None:
     if feature in features.of(candidate, impl) or impl.violations(candidate):
         return None
     return candidate
+
+
+def reductions(best: Case, have: frozenset[str], impl: Implementation) -> Iterator[tuple[str, Case | None, bool]]:
+    """Each feature `have` of the case `best` left out in turn (harness.running.search's trigger search): the
+    feature, the candidate without it, and whether that is `best` with the one feature taken away (without).
+    Else the smallest case with the others and without it (smoke.smallest); a tiling family's member is left
+    out for another member of its family, and the family (features.families) for none of them."""
+    families = features.families(impl, have)
+    for left_out in sorted(have | set(families)):
+        if left_out in families:
+            yield left_out, smoke.smallest(impl, have - families[left_out], families[left_out]), False
+            continue
+        edited = without(best, left_out, impl)
+        if edited is not None:
+            yield left_out, edited, True
+            continue
+        kept = {family for family, members in families.items() if left_out in members}
+        yield left_out, smoke.smallest(impl, have - {left_out} | kept, frozenset({left_out})), False
 
 
 _MASK_FIELDS = {"segments": "segments", "chunk": "chunk", "block_sparse": "block_sparse", "per_head": "heads"}
