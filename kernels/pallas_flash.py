@@ -194,6 +194,22 @@ class PallasFlash(TpuKernel):
             out.add("several_minor")
         return frozenset(out or {"one_tile"})
 
+    def without_tiling(self, case: Case, tiling: str) -> Case | None:
+        """One forward tile edited away, the data unchanged: query tiles to one; several major key blocks to
+        one major block of minor blocks, and several minor blocks to major blocks of one minor block (several key
+        tiles either way: a member of the family swapped for the other); several key tiles to one key tile."""
+        b = case.block_dict or dataclasses.asdict(self._block_sizes(case))
+        edits = {
+            "several_q_tiles": {"block_q": case.q_len},
+            "several_major": {"block_k_major": case.kv_len},
+            "several_minor": {"block_k": b["block_k_major"]} if b["block_k_major"] < case.kv_len else None,
+            "several_key_tiles": {"block_k_major": case.kv_len, "block_k": case.kv_len},
+        }
+        if tiling == "several_minor" and edits[tiling] is None:
+            edits[tiling] = {"block_k_major": b["block_k"]}
+        edit = edits.get(tiling)
+        return None if edit is None else case.replace(blocks=b | edit)
+
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return _flash_blocks(case)
 

@@ -245,3 +245,40 @@ def test_a_tiling_family_names_two_declared_tilings_and_is_none_of_them():
     for bad in (("ab", ("a", "c")), ("a", ("a", "b")), ("ab", ("a",))):
         with pytest.raises(ValueError, match="tiling family"):
             Capabilities(**base, tilings=tilings, tiling_families=(bad,))
+
+
+def test_a_candidate_of_the_trigger_search_is_the_same_data_with_one_tiling_edited_away():
+    # The planted fwd_rescale_alpha, two shards: one shrank to L=256 with 128-row tiles (several major key blocks
+    # and query tiles), the other to 128 queries on 256 keys in one major block (unequal lengths, minor blocks).
+    # A tiling left out by the smallest case with the rest brought features and data of its own (the smallest
+    # with several key tiles and no query tiles had unequal lengths): one trigger kept them, the other the query
+    # tiles, two files. pallas_flash edits its block sizes instead (without_tiling): the same shapes and data,
+    # exactly one tiling class less, a key tiling swapped for the other, and the family for one key tile.
+    from harness.core import features
+    from harness.core.case import Case
+    from harness.running.signatures import reductions
+    from kernels.pallas_flash import uniform_blocks
+
+    flash = _flash()
+
+    def candidates(case):
+        have = features.of(case, flash) - plain(flash)
+        out = {}
+        for f, c, edited in reductions(case, have, flash):
+            assert (c.q_len, c.kv_len, c.seed) == (case.q_len, case.kv_len, case.seed) or f == "lengths:unequal"
+            out[f] = (features.of(c, flash) - plain(flash), edited)
+        return out
+
+    tiled = Case(batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=256, head_dim=64, blocks=uniform_blocks())
+    assert candidates(tiled) == {
+        "tiling:several_key_tiles": ({"tiling:several_q_tiles"}, True),
+        "tiling:several_major": ({"tiling:several_minor", "tiling:several_q_tiles"}, True),
+        "tiling:several_q_tiles": ({"tiling:several_major"}, True),
+    }
+    unequal = tiled.replace(q_len=128, blocks=uniform_blocks() | {"block_k_major": 256})
+    assert candidates(unequal) == {
+        "lengths:unequal": ({"tiling:several_minor", "tiling:several_q_tiles"}, True),  # grown: no tile lost
+        "tiling:several_key_tiles": ({"lengths:unequal"}, True),
+        "tiling:several_minor": ({"lengths:unequal", "tiling:several_major"}, True),
+    }
+    assert _fakes.BROKEN.without_tiling(tiled, "several_q_tiles") is None  # no edit: the smallest case instead

@@ -397,6 +397,12 @@ class Implementation(abc.ABC):
         """The tiling classes (Capabilities.tilings) of the case's block sizes; empty when none are declared."""
         return frozenset()
 
+    def without_tiling(self, case: Case, tiling: str) -> Case | None:
+        """`case` with its block sizes edited so that it lacks the tiling class (or tiling family) `tiling` and
+        keeps the others, a family's member swapped for another (the trigger search's candidate, harness.running.
+        signatures.without: the same shapes and data); None where the adapter has no such edit."""
+        return None
+
     def block_strategy(self, case: Case) -> SearchStrategy[dict[str, int]] | None:
         """Tile sizes valid for this case's shape; None when the implementation has none."""
         return None

@@ -163,9 +163,9 @@ def trigger_words(trigger: tuple[str, ...], needs: tuple[str, ...] = ()) -> str:
 
 def without(case: Case, feature: str, impl: Implementation) -> Case | None:
     """`case` with one feature taken away and nothing else changed (the same shapes, tiles and seed; equal
-    lengths by the shorter side grown to the longer): the trigger search's candidate (harness.running.search);
-    None where no single edit removes it inside `impl`'s contract (a tiling class, a length side other masks
-    are cut to)."""
+    lengths by the shorter side grown to the longer; a tiling class, or family, by the adapter's own edit of
+    the block sizes, Implementation.without_tiling): the trigger search's candidate (harness.running.search);
+    None where no single edit removes it inside `impl`'s contract (a length side other masks are cut to)."""
     group, _, value = feature.partition(":")
     plainest = {f.partition(":")[0]: f.partition(":")[2] for f in plain(impl)}
     edits: dict[str, Any] = {}
@@ -183,16 +183,18 @@ def without(case: Case, feature: str, impl: Implementation) -> Case | None:
         edits["q_len"] = edits["kv_len"] = max(case.q_len, case.kv_len)
     elif group == "mask" and value == "bias":
         edits["bias"] = False
-    elif group != "mask":
+    elif group not in ("mask", "tiling"):
         return None
     try:
         if group == "mask" and value != "bias":
             edits["mask"] = _mask_without(case.mask, value)
-        candidate = case.replace(**edits)
+        candidate = impl.without_tiling(case, value) if group == "tiling" else case.replace(**edits)
+        if candidate is None:
+            return None
         make_inputs(candidate)  # a candidate whose inputs cannot be built is no candidate, never a harness error
     except (ValueError, TypeError, CaseError):
         return None
-    if feature in features.of(candidate, impl) or impl.violations(candidate):
+    if feature in features.with_families(impl, features.of(candidate, impl)) or impl.violations(candidate):
         return None
     return candidate
 
@@ -200,19 +202,33 @@ def without(case: Case, feature: str, impl: Implementation) -> Case | None:
 def reductions(best: Case, have: frozenset[str], impl: Implementation) -> Iterator[tuple[str, Case | None, bool]]:
     """Each feature `have` of the case `best` left out in turn (harness.running.search's trigger search): the
     feature, the candidate without it, and whether that is `best` with the one feature taken away (without).
-    Else the smallest case with the others and without it (smoke.smallest); a tiling family's member is left
+    Else the smallest case with the others and no other feature (smallest); a tiling family's member is left
     out for another member of its family, and the family (features.families) for none of them."""
     families = features.families(impl, have)
     for left_out in sorted(have | set(families)):
-        if left_out in families:
-            yield left_out, smoke.smallest(impl, have - families[left_out], families[left_out]), False
-            continue
         edited = without(best, left_out, impl)
         if edited is not None:
             yield left_out, edited, True
             continue
+        if left_out in families:
+            rest = have - families[left_out]
+            yield left_out, _smallest(impl, rest, rest, families[left_out]), False
+            continue
         kept = {family for family, members in families.items() if left_out in members}
-        yield left_out, smoke.smallest(impl, have - {left_out} | kept, frozenset({left_out})), False
+        others = frozenset().union(*(families[f] for f in kept)) - {left_out}  # the members that stand for them
+        rest = have - {left_out}
+        yield left_out, _smallest(impl, rest | kept, rest | others, frozenset({left_out})), False
+
+
+def _smallest(
+    impl: Implementation, wanted: frozenset[str], allowed: frozenset[str], left_out: frozenset[str]
+) -> Case | None:
+    """The smallest case with the features `wanted` and, beyond the plainest case's, none but `allowed`; else
+    (no case in the contract has exactly those) the smallest with `wanted` and none `left_out`. A candidate
+    that brings a feature of its own (the smallest with several key tiles has unequal lengths) would move
+    the search to that feature, and a trigger could keep it: two shards of one bug, two triggers."""
+    every = frozenset(f"{group}:{value}" for group, values in features.declared(impl).items() for value in values)
+    return smoke.smallest(impl, wanted, every - plain(impl) - allowed) or smoke.smallest(impl, wanted, left_out)
 
 
 _MASK_FIELDS = {"segments": "segments", "chunk": "chunk", "block_sparse": "block_sparse", "per_head": "heads"}
