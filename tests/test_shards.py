@@ -115,13 +115,15 @@ def test_the_ci_workflow_runs_every_shard_then_merges_reports_and_gates() -> Non
     assert any(r.startswith("python -m harness report --store reports/store") for r in merge_steps)
 
 
-def _reported_failure(store: Path, run_id: str, name: str, how: str, feats: list[str], n: int = 1) -> Path:
+def _reported_failure(
+    store: Path, run_id: str, name: str, how: str, feats: list[str], n: int = 1, **search_info: object
+) -> Path:
     """A worker's reported failure as `run` writes it: the failure file, and the kernel's and oracle's
     shrunk records naming it."""
     path = store / "failures" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     sig = {"how": [["k", how, ["out"]]], "features": feats}
-    search = {"failure": f"{n} of 2", "shrunk": True, "signature": how, "signature_parts": sig}
+    search = {"failure": f"{n} of 2", "shrunk": True, "signature": how, "signature_parts": sig} | search_info
     failure = FailureRecord(kernel="k", oracles=("torch_sdpa",), grads=True, case={}, search=search)
     path.write_text(json.dumps(failure.to_json()))
     for impl in ("k", "torch_sdpa"):
@@ -169,3 +171,23 @@ def test_one_bug_found_by_two_shards_keeps_one_failure_file(tmp_path: Path) -> N
     assert "the same bug as" in merged[0].line()
     # Merged already: a second look moves nothing (the records of both shards name one file now).
     assert [b.moved for b in same_bugs(tmp_path, runs)] == [None, None]
+
+
+def test_two_shards_failures_named_as_one_finding_keep_one_file_the_reduced_one(tmp_path: Path) -> None:
+    # jax 0.7.0, `run --kernel jax_xla --examples 200 --seed 1`: both shards met the float64 finding, one at
+    # segments and a window (its shrink budget spent before the trigger search), one at near_max values
+    # (reduced): two files for one known bug. Named as one finding, they are one bug; the reduced file is kept.
+    from harness.running.shards import SAME_BUG_DIR, same_bugs
+
+    runs = []
+    for i in range(2):
+        (tmp_path / "records" / f"r{i}").mkdir(parents=True)
+        runs.append(RunRecord(run_id=f"r{i}", more={"shard": f"{i}/2"}))
+    name = "jax_xla_float64_softmax_in_float32"
+    first = _reported_failure(tmp_path, "r0", "a", "wrong values", ["dtype:float64", "mask:window"], finding=name)
+    trigger = ["dtype:float64", "regime:near_max"]
+    reduced = _reported_failure(tmp_path, "r1", "b", "wrong values", trigger, finding=name, trigger=trigger)
+    other = _reported_failure(tmp_path, "r1", "c", "wrong values", ["dtype:float64"], n=2, finding="another")
+    (merged,) = same_bugs(tmp_path, runs)
+    assert (merged.kept, merged.moved) == (reduced, reduced.parent / SAME_BUG_DIR / first.name)
+    assert sorted(p.name for p in (tmp_path / "failures").glob("*.json")) == [reduced.name, other.name]

@@ -290,6 +290,7 @@ class _Reported:
     shrunk: bool
     reduced: bool  # its features are its trigger (search info "trigger"): one trigger, one bug
     records: tuple[Path, ...]
+    finding: str | None = None  # the known finding it was named as (harness.running.known): one finding, one bug
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -334,6 +335,7 @@ def _reported(store: Path, runs: list[RunRecord]) -> list[_Reported]:
                     shrunk=bool(search.get("shrunk", True)),
                     reduced=search.get("trigger") is not None,
                     records=tuple(paths),
+                    finding=search.get("finding") if isinstance(search.get("finding"), str) else None,
                 )
             )
     return sorted(out, key=lambda r: (r.shard, r.order))
@@ -345,15 +347,26 @@ def _located(store: Path, recorded: str) -> Path:
 
 
 def _explains(known: _Reported, other: _Reported) -> bool:
-    return known.kernel == other.kernel and signatures.subsumes(
-        known.signature, other.signature, anywhere=not known.shrunk, trigger=known.reduced
-    )
+    if known.kernel != other.kernel:
+        return False
+    if known.finding is not None or other.finding is not None:
+        # Named as one finding (its proven fix passes both cases): one bug, whatever the shards shrank to. Named
+        # as another, or not named (the fix leaves it failing): another bug, whatever the features say.
+        return known.finding == other.finding
+    return signatures.subsumes(known.signature, other.signature, anywhere=not known.shrunk, trigger=known.reduced)
+
+
+def _replaces(other: _Reported, known: _Reported) -> bool:
+    """Whether `other`, one bug with `known`, is the better file of it: one finding's, reduced to its trigger where
+    `known` is not (a shard whose shrink budget ran out before the trigger search)."""
+    return other.finding is not None and other.finding == known.finding and other.reduced and not known.reduced
 
 
 def same_bugs(store: Path, runs: list[RunRecord]) -> list[SameBug]:
     """The failures of a `run --jobs`'s workers that another worker's failure explains (as one search
     explains its own, harness.running.distinct): each bug keeps one failure file, the most general
-    (fewest features) one, and lists the others under search.also_found; each other file moves to
+    (fewest features) one (of failures named as one known finding, one reduced to its trigger), and lists the
+    others under search.also_found; each other file moves to
     failures/same-bug/ (search.same_bug_as names the kept one) and its records name the kept file,
     so that the summary, the report and the gate count the bug once. Nothing is deleted."""
     reported = _reported(store, runs)
@@ -361,7 +374,7 @@ def same_bugs(store: Path, runs: list[RunRecord]) -> list[SameBug]:
     into: dict[int, int] = {}  # a reported failure (its index) -> the one that explains it
     for i, r in enumerate(reported):
         known = next((k for k in kept if _explains(reported[k], r)), None)
-        if known is not None:
+        if known is not None and not _replaces(r, reported[known]):
             into[i] = known
             continue
         gone = [k for k in kept if r.shrunk and _explains(r, reported[k])]
