@@ -59,6 +59,8 @@ def test_a_run_keeps_one_file_per_planted_bug_and_its_trigger_names_what_the_edi
     trigger = tuple(search_info.get("trigger") or ())
     needed, holds = TRIGGERS[name]
     assert holds(trigger), f"{name} needs {needed}; its trigger: {search_info.get('trigger_words')} {trigger}"
+    # Each shown needed: the same case (shapes, data) without it, by an edit of the case or its tiles, passed.
+    assert set(search_info.get("needs", ())) == set(trigger), search_info.get("trigger_words")
 
 
 @pytest.mark.parametrize("name", list(SUBTLE))

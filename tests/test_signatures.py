@@ -94,6 +94,16 @@ def test_the_shrink_target_is_the_kind_of_failure_whatever_its_quantities_and_fe
             "fails when: a bias and the sinks option; passes without the sinks option; not shown needed: a bias",
         ),
         ((), (), "fails on the plainest case (no mask, one tile, the first dtype, normal values, equal lengths)"),
+        (
+            ("tiling:several_key_tiles",),
+            ("tiling:several_key_tiles",),
+            "fails when: several key tiles alone; passes without it",
+        ),
+        (
+            ("tiling:several_minor",),
+            (),
+            "fails when: several minor tiling alone; not shown needed: several minor tiling",
+        ),
     ],
 )
 def test_a_trigger_reads_as_the_features_it_needs(trigger, needs, said):

@@ -551,6 +551,8 @@ class Search:
                 if candidate is None or candidate in failed:
                     if candidate is not None and failed[candidate]:
                         replaced.add(left_out)
+                    elif candidate is not None and edited:
+                        shrink.needs.add(left_out)  # the same case without it passed, tried for an earlier best
                     continue
                 try:
                     failed[candidate] = False

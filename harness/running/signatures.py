@@ -135,7 +135,7 @@ def trigger(have: frozenset[str], replaced: set[str], impl: Implementation) -> t
 _WORDS = {
     "mask": lambda v: "a bias" if v == "bias" else f"a {v} mask",
     "dtype": lambda v: f"{v} inputs",
-    "tiling": lambda v: f"{v.replace('_', ' ')} tiling",
+    "tiling": lambda v: v.replace("_", " ") + ("" if v.endswith(("tile", "tiles")) else " tiling"),
     "regime": lambda v: f"{v} values",
     "heads": lambda v: "grouped query heads (GQA)" if v == "gqa" else f"{v} heads",
     "lengths": lambda v: f"{v} query and key lengths",
