@@ -93,7 +93,10 @@ def test_a_planted_forward_bug_given_as_a_drop_in_exits_1_with_a_replay_command(
     assert doc["kernel"] == kernel
     shrunk = Case.from_json(doc["case"])
     assert shrunk.mask.causal == "top_left"  # the bug lives in the causal mask
-    assert (shrunk.batch, shrunk.q_heads, shrunk.q_len) == (1, 1, 128)  # shrunk to the smallest shape
+    assert doc["search"]["trigger"] == ["mask:causal_top_left"], doc["search"].get("trigger_words")
+    # The smoke case it met first (causal, 128 queries on 256 keys) reduced over its features: its lengths made
+    # equal by growing the queries (no key tile lost with them), its tiles edited away, the same data.
+    assert (shrunk.batch, shrunk.q_heads) == (1, 1) and shrunk.q_len == shrunk.kv_len <= 256
 
 
 def test_a_planted_backward_only_bug_is_caught_by_the_gradients_alone():
