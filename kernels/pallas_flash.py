@@ -184,7 +184,7 @@ class PallasFlash(TpuKernel):
         return "convex" if case.mask.causal else "uniform"
 
     def tiling(self, case: Case) -> frozenset[str]:
-        b = case.block_dict or dataclasses.asdict(self._block_sizes(case))
+        b = self._blocks(case)
         out = set()
         if b["block_q"] < case.q_len:
             out.add("several_q_tiles")
@@ -198,16 +198,16 @@ class PallasFlash(TpuKernel):
         """One forward tile edited away, the data unchanged: query tiles to one; several major key blocks to
         one major block of minor blocks, and several minor blocks to major blocks of one minor block (several key
         tiles either way: a member of the family swapped for the other); several key tiles to one key tile."""
-        b = case.block_dict or dataclasses.asdict(self._block_sizes(case))
-        edits = {
-            "several_q_tiles": {"block_q": case.q_len},
-            "several_major": {"block_k_major": case.kv_len},
-            "several_minor": {"block_k": b["block_k_major"]} if b["block_k_major"] < case.kv_len else None,
-            "several_key_tiles": {"block_k_major": case.kv_len, "block_k": case.kv_len},
-        }
-        if tiling == "several_minor" and edits[tiling] is None:
-            edits[tiling] = {"block_k_major": b["block_k"]}
-        edit = edits.get(tiling)
+        b = self._blocks(case)
+        if tiling == "several_minor":
+            several_major = b["block_k_major"] < case.kv_len
+            edit = {"block_k": b["block_k_major"]} if several_major else {"block_k_major": b["block_k"]}
+        else:
+            edit = {
+                "several_q_tiles": {"block_q": case.q_len},
+                "several_major": {"block_k_major": case.kv_len},
+                "several_key_tiles": {"block_k_major": case.kv_len, "block_k": case.kv_len},
+            }.get(tiling)
         return None if edit is None else case.replace(blocks=b | edit)
 
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
@@ -236,6 +236,10 @@ class PallasFlash(TpuKernel):
                 if blocks["block_k"] % LANES:
                     out.append(f"block_k={blocks['block_k']} must be a multiple of {LANES}")
         return out
+
+    def _blocks(self, case: Case) -> dict[str, int]:
+        """The case's block sizes by name: its own, else the kernel's defaults for its shape."""
+        return case.block_dict or dataclasses.asdict(self._block_sizes(case))
 
     def _block_sizes(self, case: Case) -> upstream.BlockSizes:
         if not case.blocks:

@@ -291,4 +291,25 @@ def test_a_candidate_of_the_trigger_search_is_the_same_data_with_one_tiling_edit
         "tiling:several_key_tiles": ({"lengths:unequal"}, True),
         "tiling:several_minor": ({"lengths:unequal", "tiling:several_major"}, True),
     }
-    assert _fakes.BROKEN.without_tiling(tiled, "several_q_tiles") is None  # no edit: the smallest case instead
+
+
+def test_without_an_adapter_edit_the_candidate_is_the_smallest_case_without_what_was_left_out(monkeypatch):
+    # An adapter with no block edit (Implementation.without_tiling's default): a key tiling is left out for the
+    # smallest case with the other member of its family, the family for the smallest with neither.
+    from harness.core import features
+    from harness.core.case import Case
+    from harness.running.signatures import reductions
+    from kernels.pallas_flash import uniform_blocks
+
+    flash = _flash()
+    monkeypatch.setattr(type(flash), "without_tiling", lambda self, case, tiling: None)
+    tiled = Case(batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=256, head_dim=64, blocks=uniform_blocks())
+    have = features.of(tiled, flash) - plain(flash)
+    got = {f: (features.of(c, flash), edited) for f, c, edited in reductions(tiled, have, flash)}
+    major, minor, q_tiles = "tiling:several_major", "tiling:several_minor", "tiling:several_q_tiles"
+    swapped, edited = got[major]
+    assert not edited and minor in swapped and major not in swapped and q_tiles in swapped
+    untiled, edited = got["tiling:several_key_tiles"]
+    assert not edited and not {major, minor} & untiled and q_tiles in untiled
+    one_q_tile, edited = got[q_tiles]
+    assert not edited and q_tiles not in one_q_tile and major in one_q_tile

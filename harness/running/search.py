@@ -548,11 +548,13 @@ class Search:
             have = features.of(shrink.best.case, self.kernel) - signatures.plain(self.kernel)
             replaced: set[str] = set()  # members of a family a case with another member fails alike without
             for left_out, candidate, edited in signatures.reductions(shrink.best.case, have, self.kernel):
-                if candidate is None or candidate in failed:
-                    if candidate is not None and failed[candidate]:
+                if candidate is None:
+                    continue
+                if candidate in failed:  # tried for an earlier best
+                    if failed[candidate]:
                         replaced.add(left_out)
-                    elif candidate is not None and edited:
-                        shrink.needs.add(left_out)  # the same case without it passed, tried for an earlier best
+                    elif edited:
+                        shrink.needs.add(left_out)  # the same case without it passed
                     continue
                 try:
                     failed[candidate] = False

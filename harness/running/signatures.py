@@ -202,33 +202,17 @@ def without(case: Case, feature: str, impl: Implementation) -> Case | None:
 def reductions(best: Case, have: frozenset[str], impl: Implementation) -> Iterator[tuple[str, Case | None, bool]]:
     """Each feature `have` of the case `best` left out in turn (harness.running.search's trigger search): the
     feature, the candidate without it, and whether that is `best` with the one feature taken away (without).
-    Else the smallest case with the others and no other feature (smallest); a tiling family's member is left
-    out for another member of its family, and the family (features.families) for none of them."""
+    Else the smallest case with the others and without it (smoke.smallest); a tiling family's member is left
+    out for another member of its family, and the family (features.families) for all of them."""
     families = features.families(impl, have)
     for left_out in sorted(have | set(families)):
         edited = without(best, left_out, impl)
         if edited is not None:
             yield left_out, edited, True
             continue
-        if left_out in families:
-            rest = have - families[left_out]
-            yield left_out, _smallest(impl, rest, rest, families[left_out]), False
-            continue
+        gone = families.get(left_out, frozenset({left_out}))
         kept = {family for family, members in families.items() if left_out in members}
-        others = frozenset().union(*(families[f] for f in kept)) - {left_out}  # the members that stand for them
-        rest = have - {left_out}
-        yield left_out, _smallest(impl, rest | kept, rest | others, frozenset({left_out})), False
-
-
-def _smallest(
-    impl: Implementation, wanted: frozenset[str], allowed: frozenset[str], left_out: frozenset[str]
-) -> Case | None:
-    """The smallest case with the features `wanted` and, beyond the plainest case's, none but `allowed`; else
-    (no case in the contract has exactly those) the smallest with `wanted` and none `left_out`. A candidate
-    that brings a feature of its own (the smallest with several key tiles has unequal lengths) would move
-    the search to that feature, and a trigger could keep it: two shards of one bug, two triggers."""
-    every = frozenset(f"{group}:{value}" for group, values in features.declared(impl).items() for value in values)
-    return smoke.smallest(impl, wanted, every - plain(impl) - allowed) or smoke.smallest(impl, wanted, left_out)
+        yield left_out, smoke.smallest(impl, have - gone | kept, gone), False
 
 
 _MASK_FIELDS = {"segments": "segments", "chunk": "chunk", "block_sparse": "block_sparse", "per_head": "heads"}
