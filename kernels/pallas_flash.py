@@ -127,6 +127,12 @@ RESTRICTIONS = (
     Restriction(on="violations", rule="blocks name every BlockSizes field", probe="API"),
     Restriction(on="violations", rule="each tile divides its axis (or its major tile)", **_DIVIDES),
     Restriction(on="violations", rule="block_k a multiple of 128", upstream=_F, check='f"{block_k=} should be a'),
+    Restriction(
+        on="violations",
+        rule="block_b at most the batch (it need not divide it)",
+        upstream=_F,
+        check='f"{block_name}={block} should be smaller or equal to {dim_name}={dim}"',
+    ),
 )
 
 
@@ -235,6 +241,8 @@ class PallasFlash(TpuKernel):
                         out.append(f"{name}={blocks[name]} must divide {length}")
                 if blocks["block_k"] % LANES:
                     out.append(f"block_k={blocks['block_k']} must be a multiple of {LANES}")
+                if blocks["block_b"] > case.batch:
+                    out.append(f"block_b={blocks['block_b']} must be at most batch={case.batch}")
         return out
 
     def _blocks(self, case: Case) -> dict[str, int]:

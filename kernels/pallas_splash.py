@@ -221,6 +221,24 @@ def mask_components(masks: Any) -> frozenset[str]:
     return MASK_COMPONENTS if hasattr(masks, "ChunkedCausalMask") else MASK_COMPONENTS - {"chunk"}
 
 
+# Each shape component's splash class (_parts).
+_CLASSES = {"causal_top_left": "CausalMask", "causal_bottom_right": "CausalMask", "causal_offset": "CausalMask"}
+_CLASSES |= {"window": "LocalMask", "chunk": "ChunkedCausalMask"}
+
+
+def computable(masks: Any) -> tuple[str, ...]:
+    """The mask components the installed splash computes in its kernels by one mask function, not loaded from
+    memory as partial blocks: those whose class is a `_ComputableMask` (a single unique mask across heads
+    takes that path, splash_attention_mask_info.py: "If the mask object defines a q_sequence and a
+    mask_function, then make use of these in the kernel"). A bug of that function (its key offset) fails at
+    each alike: Capabilities.mask_families names them as one."""
+    base = getattr(masks, "_ComputableMask", None)
+    if base is None:
+        return ()
+    return tuple(c for c, name in _CLASSES.items() if issubclass(getattr(masks, name, object), base))
+
+
+COMPUTABLE = computable(mask_lib)
 SOFT_CAP = cov.accepts(upstream.make_splash_mha, "attn_logits_soft_cap")
 RESIDUALS = cov.accepts(upstream.make_splash_mha, "save_residuals")
 SINKS = cov.accepts(getattr(upstream.splash_attention_kernel, "_splash_attention", lambda: None), "sinks")
@@ -298,6 +316,7 @@ class PallasSplash(TpuKernel):
         # Every mask component: splash's mask family covers each (no additive bias); per-row valid
         # lengths, which no splash mask class expresses, go in as padding segment ids (segment_ids()).
         mask_components=mask_components(mask_lib),
+        mask_families=(("computable", COMPUTABLE),) if len(COMPUTABLE) > 1 else (),
         restrictions=frozenset() if takes_hidden_mask() else frozenset({SOME_KEY_VISIBLE}),
         dbias=False,
         soft_cap=SOFT_CAP,

@@ -12,6 +12,7 @@ from harness.cli import main
 from harness.core.case import Case
 from harness.core.contract import resolve
 from harness.core.masks import Mask
+from harness.running.failures import load_failure
 from harness.running.runner import run_case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,3 +229,13 @@ def test_records_and_failure_files_are_written_with_the_umask_not_0600(tmp_path)
     files = [*tmp_path.glob("records/*/*.json"), *tmp_path.glob("failures/*.json"), tmp_path / "index.html"]
     assert any("failures" in str(p) for p in files)
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o644)}
+
+
+@pytest.mark.parametrize("shrinks", ["0", "60"])
+def test_a_failure_is_written_whether_or_not_its_trigger_was_found(tmp_path, shrinks):
+    # No shrink run left: the failure is reported as found, without a trigger (a splash run crashed writing it).
+    argv = ["run", "--kernel", "tests._fakes:BROKEN", "--examples", "8", "--seed", "1", "--no-grads", "--jobs", "1"]
+    assert main([*argv, "--max-shrinks", shrinks, "--out", str(tmp_path)]) == 1
+    (path,) = tmp_path.glob("failures/*.json")
+    search_info = load_failure(path).record.search
+    assert ("trigger_words" in search_info) is (shrinks != "0"), search_info

@@ -9,6 +9,7 @@ import pytest
 from harness import cli
 from harness.core import contract
 from harness.core.compare import TOLERANCE_VERSION
+from harness.running import search
 from harness.running.failures import FailureFileError, load_failure, replay, version_differences, write_failure
 from harness.running.runner import run_case
 from harness.running.worker import implementation_spec
@@ -79,7 +80,8 @@ def test_run_writes_a_failure_file_and_prints_the_command_that_replays_it(tmp_pa
     (path,) = (out / "failures").glob("*.json")
     assert f"replay: python -m harness repro {path}" in stdout
     doc = json.loads(path.read_text())
-    assert doc["search"]["profile"] == "dev" and doc["search"]["shrink_runs"] <= 3
+    # Three runs of shrinking, and the trigger search's share past them (harness.running.search.TRIGGER_SHARE).
+    assert doc["search"]["profile"] == "dev" and doc["search"]["shrink_runs"] <= 3 + 3 // search.TRIGGER_SHARE
     assert doc["interpret"]["detect_races"] and doc["kernel"] == "tests._fakes:BROKEN"
     records = [json.loads(p.read_text()) for p in out.glob("records/*/*.json")]
     (shrunk,) = [r for r in records if r.get("shrunk") and r["implementation"] == "tests._fakes:BROKEN"]

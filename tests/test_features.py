@@ -48,6 +48,17 @@ def test_a_case_has_its_mask_components_tiling_classes_heads_and_lengths():
     assert features.of(one, FLASH) >= {"mask:none", "tiling:one_tile", "heads:mha", "lengths:equal"}
 
 
+def test_a_decode_kernel_has_unequal_lengths_only_and_its_plainest_case_has_them():
+    # One query on 64 keys and more: equal lengths are never drawn, so they are not declared (a coverage
+    # table counted them missing), and a failure at the plainest decode case is not said to need unequal ones.
+    from harness.running.signatures import plain
+
+    paged = contract.registry()["pallas_paged"]
+    assert features.declared(paged)["lengths"] == ("unequal",)
+    assert "lengths:unequal" in plain(paged) and "lengths:equal" not in plain(paged)
+    assert features.declared(FLASH)["lengths"] == ("equal", "unequal") and "lengths:equal" in plain(FLASH)
+
+
 def test_a_kernels_options_are_a_group_each_paired_with_every_dtype():
     # SPL-5 (docs/history.md): splash's dsinks was summed in 16 bits; the one sinks case the smoke set
     # gave was float32, since options were not features the pairwise plan pairs with a dtype.

@@ -78,6 +78,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.worker",
                 "harness.running.search",
                 "harness.running.signatures",
+                "harness.running.trigger",
                 "harness.running.failures",
                 "harness.running.leak",
                 "harness.running.session",

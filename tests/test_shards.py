@@ -191,3 +191,23 @@ def test_two_shards_failures_named_as_one_finding_keep_one_file_the_reduced_one(
     (merged,) = same_bugs(tmp_path, runs)
     assert (merged.kept, merged.moved) == (reduced, reduced.parent / SAME_BUG_DIR / first.name)
     assert sorted(p.name for p in (tmp_path / "failures").glob("*.json")) == [reduced.name, other.name]
+
+
+def test_two_shards_failures_whose_triggers_nest_are_said_to_and_both_kept(tmp_path: Path) -> None:
+    # The planted paged page-table bug: one shard's reads past the table raise on the plainest case, the other's
+    # valid lengths keep them in bounds and give wrong values. One may be the other with another symptom: said.
+    from harness.running.shards import nested, same_bugs
+
+    runs = []
+    for i in range(2):
+        (tmp_path / "records" / f"r{i}").mkdir(parents=True)
+        runs.append(RunRecord(run_id=f"r{i}", more={"shard": f"{i}/2"}))
+    raised = _reported_failure(tmp_path, "r0", "a", "raised JaxRuntimeError", [], trigger=[])
+    lengths = ["mask:kv_lengths"]
+    wrong = _reported_failure(tmp_path, "r1", "b", "wrong values", lengths, trigger=lengths)
+    unreduced = _reported_failure(tmp_path, "r1", "c", "non-finite", ["mask:kv_lengths", "dtype:x"], n=2)
+    assert same_bugs(tmp_path, runs) == []
+    trigger_holds, case_has = nested(tmp_path, runs)
+    assert trigger_holds.startswith(f"k: the trigger of {wrong} holds that of {raised}")
+    # Not reduced (its shrink budget spent): its case, not its trigger, has the other's trigger.
+    assert case_has.startswith(f"k: the case of {unreduced} has the trigger of {raised}")

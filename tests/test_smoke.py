@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import contract, coverage, features, smoke
+from harness.core import contract, coverage, features, pool, smoke
 from harness.core.case import EXTREME_REGIMES, REGIMES, Case
 from harness.running.search import search
+from harness.running.signatures import smallest_with
 from tests import _fakes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,14 +65,16 @@ def test_a_failing_smoke_case_is_the_reported_failure():
 
 def test_a_failing_smoke_case_is_shrunk_over_its_features():
     # A causal bug met first in a causal case with unequal lengths: each feature left out in turn, the same
-    # case with its queries grown to the keys' length fails the same way and is reported; leaving causal out
-    # passes.
+    # case with its queries grown to the keys' length fails the same way; leaving causal out passes. Last, the
+    # smallest case with exactly the trigger, smaller than the grown one, fails alike and is reported.
     kernel = _fakes.FakeKernel("tests._fakes:causal_broken", broken=lambda c: c.mask.causal is not None)
     rich = smoke.smallest(kernel, frozenset({"mask:causal_top_left", "lengths:unequal"}))
-    assert rich is not None and rich.q_len != rich.kv_len
+    assert rich is not None and rich.kv_len > rich.q_len
     outcome = search(kernel, [], examples=2, profile="ci", grads=False, smoke=[rich])
     (failure,) = outcome.failures
-    assert failure.case == rich.replace(q_len=rich.kv_len) and rich.kv_len > rich.q_len
+    smallest = smallest_with(("mask:causal_top_left",), kernel)
+    assert failure.case == smallest and pool.size(smallest) < pool.size(rich.replace(q_len=rich.kv_len))
+    assert smallest.q_len == smallest.kv_len and smallest.mask.causal == "top_left"
     assert outcome.shrinks[0].shrunk and outcome.shrinks[0].trigger == ("mask:causal_top_left",)
     assert [r.case for r in outcome.results][:1] == [rich]  # the smoke case is the run's, its shrink apart
     # The budget bounds it: with no shrink runs the smoke case is reported as found.

@@ -108,6 +108,9 @@ def outcome_text(outcome: RunOutcome) -> str:
         if m.same_bug:
             lines += ["one bug, found by several shards: its failure file is the first named here"]
             lines += [f"  {line}" for line in m.same_bug]
+        if m.nested:
+            lines += ["triggers that nest, failing another way (one may be the other with another symptom; not merged)"]
+            lines += [f"  {line}" for line in m.nested]
     else:
         lines = ["", summary_table(list(outcome.rows)), *_findings(outcome)]
     lines += [f"\nXPASS (strict): {line}" for line in outcome.unexpected_passes]

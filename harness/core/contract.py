@@ -107,7 +107,9 @@ class Capabilities:
     return the logsumexp residual (harness.core.case.Case); strategies draw them only where True.
     tilings: the tiling classes its block strategy draws ("one_tile" first, when declared),
     as `Implementation.tiling` names them for a case (harness.core.features); tiling_families, (name,
-    members): tilings a trigger may name as one (pallas_flash's several major or minor key blocks).
+    members): tilings a trigger may name as one (pallas_flash's several major or minor key blocks);
+    mask_families, (name, members): mask components a trigger may name as one (splash's masks that its
+    kernel computes by one mask function: causal, window, chunk).
     `Implementation.violations` is the authoritative check.
     """
 
@@ -126,6 +128,7 @@ class Capabilities:
     kv_formats: tuple[str, ...] = ()
     tilings: tuple[str, ...] = ()
     tiling_families: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    mask_families: tuple[tuple[str, tuple[str, ...]], ...] = ()
     soft_cap: bool = False
     sinks: bool = False
     residuals: bool = False
@@ -149,6 +152,11 @@ class Capabilities:
         for family, members in self.tiling_families:  # two or more declared tilings, named as none of them
             if family in self.tilings or len(members) < 2 or set(members) - set(self.tilings):
                 raise ValueError(f"tiling family {family!r}: {members} must be two or more of {self.tilings}")
+        for family, members in self.mask_families:  # likewise of the declared mask components
+            if family in MASK_COMPONENTS or len(members) < 2 or set(members) - self.mask_components:
+                raise ValueError(
+                    f"mask family {family!r}: {members} must be two or more of {sorted(self.mask_components)}"
+                )
         if self.kv_format_only_dtypes and not self.kv_formats:
             raise ValueError(f"kv_format_only_dtypes={self.kv_format_only_dtypes} needs kv_formats to draw from")
 

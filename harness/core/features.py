@@ -48,7 +48,7 @@ def declared(impl: Implementation) -> dict[str, tuple[str, ...]]:
         "tiling": tuple(caps.tilings),
         "regime": REGIMES,
         "heads": ("mha", "gqa") if caps.max_group > 1 or caps.max_kv_heads > 1 else ("mha",),
-        "lengths": ("equal", "unequal") if caps.unequal_lengths and len(_lengths(caps)) > 1 else ("equal",),
+        "lengths": lengths(caps),
     }
     options = tuple(o for o in OPTIONS if getattr(caps, o))
     if options:
@@ -56,8 +56,13 @@ def declared(impl: Implementation) -> dict[str, tuple[str, ...]]:
     return {group: values for group, values in out.items() if values}
 
 
-def _lengths(caps) -> set[int]:
-    return set(caps.q_lens or caps.seq_lens) | set(caps.seq_lens)
+def lengths(caps: Any) -> tuple[str, ...]:
+    """The `lengths` values a kernel's cases can have: equal where some query length is a key length
+    (a decode kernel's one query never is), unequal where it takes unequal lengths and they can differ."""
+    queries, keys = set(caps.q_lens or caps.seq_lens), set(caps.seq_lens)
+    equal = ("equal",) if queries & keys else ()
+    unequal = ("unequal",) if caps.unequal_lengths and len(queries | keys) > 1 else ()
+    return equal + unequal
 
 
 def of(case: Case, impl: Implementation) -> frozenset[str]:
@@ -76,19 +81,22 @@ def of(case: Case, impl: Implementation) -> frozenset[str]:
     return frozenset(out)
 
 
+def declared_families(impl: Implementation) -> dict[str, frozenset[str]]:
+    """Every family `impl` declares (Capabilities.tiling_families, mask_families): each family's feature
+    ("tiling:several_key_tiles", "mask:computable") -> its members' features."""
+    caps = impl.capabilities
+    groups = (("tiling", caps.tiling_families), ("mask", caps.mask_families))
+    return {f"{g}:{name}": frozenset(f"{g}:{m}" for m in members) for g, fams in groups for name, members in fams}
+
+
 def families(impl: Implementation, have: frozenset[str]) -> dict[str, frozenset[str]]:
-    """The tiling families (Capabilities.tiling_families) a case with features `have` is in: each family's
-    feature ("tiling:several_key_tiles") -> its members' features; a case is in a family when it has a member."""
-    out = {}
-    for family, members in impl.capabilities.tiling_families:
-        named = frozenset(f"tiling:{m}" for m in members)
-        if named & have:
-            out[f"tiling:{family}"] = named
-    return out
+    """The families (declared_families) a case with features `have` is in: a case is in a family when it has
+    a member."""
+    return {family: members for family, members in declared_families(impl).items() if members & have}
 
 
 def with_families(impl: Implementation, have: frozenset[str]) -> frozenset[str]:
-    """`have` with the tiling families it is in (families): what a trigger naming a family is matched against."""
+    """`have` with the families it is in (families): what a trigger naming a family is matched against."""
     return have | frozenset(families(impl, have))
 
 

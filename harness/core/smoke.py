@@ -78,7 +78,7 @@ def _order(group: str, values: tuple[str, ...]) -> list[str]:
 
 
 def smallest(impl: Implementation, wanted: frozenset[str], unwanted: frozenset[str] = frozenset()) -> Case | None:
-    """The smallest case of `impl` with every feature in `wanted` (harness.core.features; a tiling family's name
+    """The smallest case of `impl` with every feature in `wanted` (harness.core.features; a family's name
     is had by a case with one of its members) and none in `unwanted`, found as the smoke cases are (Hypothesis's
     find, derandomized); None where no case in the contract has them all."""
 

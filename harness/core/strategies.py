@@ -286,6 +286,17 @@ def _static(
     return st.one_of(options)
 
 
+def shape_kinds(components: frozenset[str], restrictions: frozenset[str], *, queries_past_keys: bool) -> list[str]:
+    """The shape components a mask is drawn with (one of them, or none unless SHAPE_REQUIRED), in the order
+    Hypothesis shrinks towards: the first is the plainest mask of a kernel that requires one."""
+    kinds = [k for k in SHAPE_COMPONENTS if k in components]
+    if CAUSAL_Q_LE_KV in restrictions and queries_past_keys:
+        kinds = [k for k in kinds if not k.startswith("causal")]
+    if SLIDING_WINDOW in restrictions:
+        kinds = [k for k in kinds if k != "window"]  # a sliding window comes on top of causal, below
+    return kinds
+
+
 @st.composite
 def masks(
     draw: st.DrawFn,
@@ -303,11 +314,7 @@ def masks(
     sometimes a different one per query head instead; segments independently. With
     SLIDING_WINDOW, windows come only as a sliding window on top of bottom-right causal.
     """
-    kinds = [k for k in SHAPE_COMPONENTS if k in components]
-    if CAUSAL_Q_LE_KV in restrictions and q_len > kv_len:
-        kinds = [k for k in kinds if not k.startswith("causal")]
-    if SLIDING_WINDOW in restrictions:
-        kinds = [k for k in kinds if k != "window"]  # a sliding window comes on top of causal, below
+    kinds = shape_kinds(components, restrictions, queries_past_keys=q_len > kv_len)
     aligned = WINDOW_ALIGNED in restrictions
     kw = dict(draw(_static(kinds, q_len, kv_len, required=SHAPE_REQUIRED in restrictions, aligned=aligned)))
     if components & set(LENGTH_COMPONENTS) and draw(st.booleans()):

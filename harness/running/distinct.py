@@ -20,10 +20,11 @@ class ShrinkStats:
     runs: int = 0  # cases run while shrinking it
     exhausted: bool = False  # the shrink budget ran out before Hypothesis finished
     # False: reported as found (past the search's cap, harness.running.search.MAX_SHRUNK, or met while
-    # shrinking another). Every shrunk failure is then reduced over its features (search.Search.reduce_features).
+    # shrinking another). Every shrunk failure is then reduced over its features (harness.running.trigger).
     shrunk: bool = True
     trigger: tuple[str, ...] | None = None  # Shrink.trigger: the features the failure cannot fail without
     needs: tuple[str, ...] = ()  # of those, the ones shown needed: the case without it was run and passed
+    otherwise: tuple[str, ...] = ()  # of those, the ones whose case without it failed as another bug
 
 
 class Found(Protocol):
@@ -43,10 +44,13 @@ class Shrink:
     since: float
     runs: int = 0
     exhausted: bool = False
-    # The features the best cannot fail without (search.Search.reduce_features), once no feature can be left out;
-    # None where the budget ran out first. `needs`: the features whose leaving out was tried and passed.
+    extra_runs: int = 0  # runs past the budget the trigger search may take (harness.running.search.TRIGGER_SHARE)
+    # The features the best cannot fail without (harness.running.trigger), once no feature can be left out;
+    # None where the budget ran out first. `needs`: the features whose leaving out was tried and passed;
+    # `otherwise`: those whose leaving out failed as another bug (signatures.symptom says which is the same).
     trigger: tuple[str, ...] | None = None
     needs: set[str] = dataclasses.field(default_factory=set)
+    otherwise: set[str] = dataclasses.field(default_factory=set)
 
 
 class Failures:
@@ -76,7 +80,7 @@ class Failures:
             return False
         if shrink is None:
             return self.shrunk < self.cap
-        return signatures.same_kind(result, shrink.target)
+        return signatures.same_kind(result, shrink.best)  # the target's kind, or the symptom it was reduced to
 
     def note(self, result: CaseResult, shrink: Shrink | None) -> None:
         """A failure that is not shrunk: reported as found when nothing explains it."""
@@ -113,8 +117,11 @@ class Failures:
         self.shrunk += 1
         # The failing case drawn is explained (so that a search drawn again goes on past it), not every
         # candidate tried: a later shrink may need those on its way down.
-        needs = tuple(sorted(shrink.needs & set(shrink.trigger or ())))
-        stats = ShrinkStats(runs=shrink.runs, exhausted=shrink.exhausted, trigger=shrink.trigger, needs=needs)
+        trigger = set(shrink.trigger or ())
+        needs, otherwise = tuple(sorted(shrink.needs & trigger)), tuple(sorted(shrink.otherwise & trigger))
+        stats = ShrinkStats(
+            runs=shrink.runs, exhausted=shrink.exhausted, trigger=shrink.trigger, needs=needs, otherwise=otherwise
+        )
         self.add(shrink.best, stats, [shrink.target.case])
 
     def settle_met(self) -> None:

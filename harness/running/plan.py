@@ -112,7 +112,11 @@ class RunPlan:
         "a kernel that crashes or exits then ends the run",
     )
     max_shrinks: int | None = option(
-        "--max-shrinks", type=int, metavar="N", help="cases run while shrinking each failure (default: the profile's)"
+        "--max-shrinks",
+        type=int,
+        metavar="N",
+        help="cases run while shrinking each failure (default: the profile's; its trigger search may run half "
+        "as many more)",
     )
     first_failure: bool = option(
         "--first-failure",

@@ -155,6 +155,7 @@ class Merged:
     coverage: tuple[str, ...]  # per kernel, its pairwise coverage line over every worker's cases
     lost: tuple[str, ...]  # per worker killed before it could say why, how it ended
     same_bug: tuple[str, ...] = ()  # per failure another shard's explains, which (shards.same_bugs)
+    nested: tuple[str, ...] = ()  # kept failures of two shards whose triggers nest (shards.nested)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -422,6 +423,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
     runs = shards.worker_runs(plan.out, done.token)
     ids = tuple(run.run_id for run in runs)
     same_bug = tuple(b.line() for b in shards.same_bugs(plan.out, runs))
+    nested = tuple(shards.nested(plan.out, runs))
     coverage = tuple(
         f"{k.name}: {features.coverage(k, shards.worker_cases(plan.out, set(ids), k.name)).line()}" for k in kernels
     )
@@ -445,5 +447,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
         records=plan.out,
         out=plan.out,
         interrupted=done.interrupted,
-        merged=Merged(jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost + unsettled, same_bug=same_bug),
+        merged=Merged(
+            jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost + unsettled, same_bug=same_bug, nested=nested
+        ),
     )

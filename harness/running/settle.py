@@ -119,22 +119,12 @@ class Settle:
         in the first one's (shards.file_as_same_bug), as the shards of `run --jobs` file one bug once."""
         kernel, out = self.kernel, []
         by_finding: dict[str, Path] = {}
+        sigs = [
+            signatures.signature(f, kernel, s.trigger) for f, s in zip(outcome.failures, outcome.shrinks, strict=True)
+        ]
+        reduced = [s.trigger is not None for s in outcome.shrinks]
         for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
-            sig = signatures.signature(failure, kernel, shrink.trigger)
-            search_info: dict[str, Any] = {
-                "profile": self.profile,
-                "cases": len(outcome.results),
-                "failure": f"{n} of {len(outcome.failures)}",
-                "signature": str(sig),
-                # For the parent of a `run --jobs`, which finds the shards' failures of one bug (shards.same_bugs).
-                "signature_parts": sig.to_json(),
-                "shrunk": shrink.shrunk,
-                "shrink_runs": shrink.runs,
-                "shrink_exhausted": shrink.exhausted,
-            }
-            words = None if shrink.trigger is None else signatures.trigger_words(shrink.trigger, shrink.needs)
-            if words is not None:
-                search_info |= {"trigger": list(shrink.trigger), "needs": list(shrink.needs), "trigger_words": words}
+            search_info, words = self._search_info(n, shrink, sigs, reduced, cases=len(outcome.results))
             finding = named.get(n - 1)
             if finding is not None:
                 search_info |= {"finding": finding.name, "expected": finding.expected}
@@ -166,3 +156,32 @@ class Settle:
                 )
             )
         return out
+
+    def _search_info(
+        self, n: int, shrink: ShrinkStats, sigs: list[signatures.Signature], reduced: list[bool], *, cases: int
+    ) -> tuple[dict[str, Any], str | None]:
+        """The failure file's search info of the search's failure `n` (from 1), and its trigger in words: where
+        another failure's trigger nests in its own (signatures.nests), said, not merged."""
+        sig = sigs[n - 1]
+        search_info: dict[str, Any] = {
+            "profile": self.profile,
+            "cases": cases,
+            "failure": f"{n} of {len(sigs)}",
+            "signature": str(sig),
+            # For the parent of a `run --jobs`, which finds the shards' failures of one bug (shards.same_bugs).
+            "signature_parts": sig.to_json(),
+            "shrunk": shrink.shrunk,
+            "shrink_runs": shrink.runs,
+            "shrink_exhausted": shrink.exhausted,
+        }
+        held = [j for j, other in enumerate(sigs, 1) if reduced[j - 1] and signatures.nests(other, sig)]
+        nested = "; ".join(f"failure {j} ({sigs[j - 1]})" for j in held)
+        if held:
+            search_info["nests"] = [str(sigs[j - 1]) for j in held]
+        if shrink.trigger is None:  # its shrink budget spent: its case's features, not a trigger
+            return search_info, f"not reduced to a trigger; its case has the trigger of {nested}" if held else None
+        plainest = signatures.plain(self.kernel)
+        words = signatures.trigger_words(shrink.trigger, shrink.needs, shrink.otherwise, plainest)
+        words += f"; its trigger holds that of {nested}" if held else ""
+        search_info |= {"trigger": list(shrink.trigger), "needs": list(shrink.needs), "trigger_words": words}
+        return search_info | {"otherwise": list(shrink.otherwise)}, words

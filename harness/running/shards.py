@@ -389,6 +389,21 @@ def same_bugs(store: Path, runs: list[RunRecord]) -> list[SameBug]:
     return out
 
 
+def nested(store: Path, runs: list[RunRecord]) -> list[str]:
+    """Failures of two shards kept as two bugs where one's trigger nests in the other's (signatures.nests: one
+    holds the other's, failing another way; or in the case of a failure not reduced to its trigger, its shrink
+    budget spent): said, not merged. Read after same_bugs."""
+    kept = _reported(store, runs)
+    return [
+        f"{outer.kernel}: the {'trigger' if outer.reduced else 'case'} of {outer.path} "
+        f"{'holds that' if outer.reduced else 'has the trigger'} of {inner.path} ({inner.signature})"
+        for outer in kept
+        for inner in kept
+        if inner.reduced and inner.shard != outer.shard and inner.path != outer.path and inner.kernel == outer.kernel
+        if signatures.nests(inner.signature, outer.signature)
+    ]
+
+
 def file_as_same_bug(dup: Path, kept: Path, also: dict[str, Any]) -> Path:
     """Move failure file `dup` to failures/same-bug/ beside `kept`, the file of the bug it is one of: the
     moved file's search.same_bug_as names the kept one, whose search.also_found lists `also` (where the

@@ -1,0 +1,64 @@
+"""The trigger search (harness.running.trigger) on a stand-in verdict: which candidates it runs, what it keeps."""
+
+from harness.core import contract, features
+from harness.core.case import Case
+from harness.core.masks import Mask
+from harness.running import signatures, trigger
+from harness.running.distinct import Shrink
+from harness.running.runner import CaseResult
+
+
+def _search(best: Case, fails, budget: int):
+    """A failure at `best` reduced over its features, each candidate failing alike where `fails(case)`, within
+    `budget` runs; the shrink and the candidates run, in order."""
+    kernel = contract.resolve("jax_xla")
+    shrink = Shrink(target=CaseResult(best, []), best=CaseResult(best, []), since=0.0)
+    ran: list[Case] = []
+
+    def run(case: Case) -> str:
+        if len(ran) >= budget:
+            shrink.exhausted = True
+            return "passed"  # not run: the budget is spent
+        ran.append(case)
+        if fails(case):
+            shrink.best = CaseResult(case, [])
+            return "alike"
+        return "passed"
+
+    trigger.reduce(shrink, kernel, run)
+    return shrink, ran, kernel
+
+
+def test_a_trigger_shown_on_a_bigger_case_is_kept_where_the_budget_runs_out_on_its_smallest_case():
+    # A causal bug found on a big case with a bias: the bias goes, causal stays (its leaving out passes), then the
+    # smallest case with causal alone fails alike; the budget runs out as that case's features are left out again.
+    # Before, that lost the trigger shown on the bigger case (the planted splash_soft_cap_after_mask, ci profile).
+    big = Case(batch=2, q_heads=4, kv_heads=4, q_len=256, kv_len=256, head_dim=128, mask=Mask(causal="top_left"))
+    big = big.replace(bias=True)
+    causal = lambda c: c.mask.causal is not None  # noqa: E731
+    shrink, ran, kernel = _search(big, causal, budget=99)
+    assert shrink.trigger == ("mask:causal_top_left",) and shrink.needs == {"mask:causal_top_left"}
+    smallest = shrink.best.case
+    assert (smallest.batch, smallest.q_heads) == (1, 1) and smallest != big.replace(bias=False)
+    # The same search, its budget spent as the smallest case's causal mask is left out (the run after it).
+    again, _, _ = _search(big, causal, budget=ran.index(smallest) + 1)
+    assert again.exhausted and again.best.case == smallest
+    assert again.trigger == ("mask:causal_top_left",) and again.needs == {"mask:causal_top_left"}
+    assert features.of(smallest, kernel) - signatures.plain(kernel) == {"mask:causal_top_left"}
+    # Spent before the smallest case: no trigger, the case as found kept (it is no bigger than the best).
+    early, _, _ = _search(big, causal, budget=1)
+    assert early.trigger is None
+
+
+def test_a_case_holds_a_trigger_naming_a_family_by_any_member_and_nothing_else():
+    # The planted splash_soft_cap_after_mask's trigger, shown at a causal mask; its smallest case swapped the causal
+    # mask for a window (a member of the same family) before the ci budget ran out: the trigger still holds.
+    from harness.core.masks import Window
+
+    splash = contract.resolve("pallas_splash")
+    shown = ("mask:computable", "option:soft_cap")
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, soft_cap=1.0)
+    assert signatures.holds(case.replace(mask=Mask(window=Window(63, 0))), shown, splash)
+    assert signatures.holds(case.replace(mask=Mask(causal="top_left")), shown, splash)
+    assert not signatures.holds(case, shown, splash)  # no member of the family
+    assert not signatures.holds(case.replace(mask=Mask(causal="top_left"), sinks=True), shown, splash)  # one more
