@@ -82,6 +82,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.failures",
                 "harness.running.leak",
                 "harness.running.session",
+                "harness.running.sink",
                 "harness.running.plan",
                 "harness.running.shards",
                 "harness.running.summaries",

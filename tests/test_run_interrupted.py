@@ -242,7 +242,7 @@ def test_a_ctrl_c_that_lands_in_a_gc_callback_prints_nothing_and_is_kept(capfd, 
     import gc
 
     from harness.cli.commands import _shared
-    from harness.running.session import StopToken
+    from harness.running.sink import StopToken
 
     stop = StopToken()
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness import cli
 from harness.cli.commands import run as run_command
 from harness.core.errors import InputError
 from harness.running import session
 from harness.running.plan import RunPlan, option, plan_from_options
 from harness.running.runner import CaseResult
 from harness.running.shards import Shard, default_jobs
+from harness.running.sink import StopToken
 from harness.store.schema import RunStatus
 
 # Per field of RunPlan, a plan that differs from the default plan in that field (and in what the
@@ -182,7 +185,7 @@ def _plan(tmp_path: Path, kernel: str, **changes: Any) -> RunPlan:
 
 def test_a_passing_run_writes_each_case_to_its_sink_and_exits_0(tmp_path: Path) -> None:
     sink = FakeSink(tmp_path)
-    outcome = session.run_session(_plan(tmp_path, "tests._fakes:CORRECT"), sink, session.StopToken())
+    outcome = session.run_session(_plan(tmp_path, "tests._fakes:CORRECT"), sink, StopToken())
     assert outcome.code == 0 and not outcome.interrupted and not outcome.failures
     assert sink.opened is not None and sink.opened["implementations"] == ["tests._fakes:CORRECT", "jax_reference"]
     assert sink.progressed == [(1, 3), (2, 3), (3, 3)] and len(sink.cases) == 3
@@ -193,7 +196,7 @@ def test_a_passing_run_writes_each_case_to_its_sink_and_exits_0(tmp_path: Path) 
 
 
 def test_a_stop_asked_for_ends_the_run_at_the_next_finished_case(tmp_path: Path) -> None:
-    stop = session.StopToken()
+    stop = StopToken()
     sink = FakeSink(tmp_path, on_progress=lambda index: stop.request(signal.SIGTERM))
     outcome = session.run_session(_plan(tmp_path, "tests._fakes:CORRECT", examples=5), sink, stop)
     assert outcome.interrupted and outcome.code == 1 and stop.settled
@@ -204,7 +207,7 @@ def test_a_stop_asked_for_ends_the_run_at_the_next_finished_case(tmp_path: Path)
 def test_a_failing_kernel_exits_1_with_its_failure_file_and_replay_line(tmp_path: Path) -> None:
     sink = FakeSink(tmp_path)
     plan = _plan(tmp_path, "tests._fakes:NAN", first_failure=True, max_shrinks=1)
-    outcome = session.run_session(plan, sink, session.StopToken())
+    outcome = session.run_session(plan, sink, StopToken())
     (failure,) = outcome.failures
     assert outcome.code == 1 and failure.kernel == "tests._fakes:NAN" and failure.path.is_file()
     assert failure.path.parent == tmp_path / "failures" and str(failure.path) in failure.replay
@@ -215,5 +218,52 @@ def test_a_failing_kernel_exits_1_with_its_failure_file_and_replay_line(tmp_path
 def test_bad_input_is_said_before_the_store_is_opened(tmp_path: Path) -> None:
     sink = FakeSink(tmp_path)
     with pytest.raises(InputError, match="unknown implementation 'nonesuch'"):
-        session.run_session(_plan(tmp_path, "nonesuch"), sink, session.StopToken())
+        session.run_session(_plan(tmp_path, "nonesuch"), sink, StopToken())
     assert sink.opened is None
+
+
+# A function handed down as a value to be traced, as to jax.jit: the reference's math, which jaxvjp compiles.
+HANDED_DOWN = {("harness.core.reference", "harness.core.jaxvjp")}
+
+
+def climbs(call: Any) -> set[tuple[str, str]]:
+    """Each (module, the harness module below it) where `call()`, run under a profiler, re-entered a harness module
+    from below: called back by a harness module it had called into. Calls through a library (Hypothesis drives
+    the search's test function, jax traces the kernel) and module imports are not the walk."""
+    stack: list[str] = []  # one module per frame; "import" for a module's import and everything it calls
+    found: set[tuple[str, str]] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            module = frame.f_globals.get("__name__", "")
+            if frame.f_code.co_name in ("<module>", "__create_fn__") or stack[-1:] == ["import"]:
+                stack.append("import")
+                return
+            if module.startswith("harness.") and stack and stack[-1] != module and module in stack:
+                between = stack[len(stack) - 1 - stack[::-1].index(module) :]
+                below = [m for m in between if m.startswith("harness.") and m != module]
+                if below:
+                    found.add((module, below[0]))
+            stack.append(module)
+        elif event == "return" and stack:
+            stack.pop()
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return found
+
+
+def test_a_run_reads_downward_each_module_entered_once(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # The plan walked through a run that fails, shrinks, reduces its failure to a trigger and writes its file, as
+    # the CLI runs it: no module calls back up into one above it (the search hands each case down to
+    # harness.running.sink's recorder; the trigger search yields its candidates to the search).
+    argv = ["run", "--kernel", "tests._fakes:NAN", "--oracle", "jax_reference", "--examples", "3", "--seed", "1"]
+    argv += ["--first-failure", "--max-shrinks", "6", "--in-process", "--jobs", "1", "--profile", "ci"]
+    argv += ["--no-database", "--out", str(tmp_path)]
+    codes: list[int] = []
+    found = climbs(lambda: codes.append(cli.main(argv)))
+    assert codes == [1] and "shrunk to:" in capsys.readouterr().out and list((tmp_path / "failures").glob("*.json"))
+    assert found == HANDED_DOWN  # the profiler sees the one known callback: it would see another

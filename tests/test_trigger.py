@@ -1,5 +1,7 @@
 """The trigger search (harness.running.trigger) on a stand-in verdict: which candidates it runs, what it keeps."""
 
+import contextlib
+
 from harness.core import contract, features
 from harness.core.case import Case
 from harness.core.masks import Mask
@@ -8,9 +10,10 @@ from harness.running.distinct import Shrink
 from harness.running.runner import CaseResult
 
 
-def _search(best: Case, fails, budget: int):
-    """A failure at `best` reduced over its features, each candidate failing alike where `fails(case)`, within
-    `budget` runs; the shrink and the candidates run, in order."""
+def _search(best: Case, fails, budget: int, otherwise=lambda case: False):
+    """A failure at `best` reduced over its features, each candidate failing alike where `fails(case)` (else
+    failing another way where `otherwise(case)`), within `budget` runs, driven as Search.reduce_features drives
+    it; the shrink and the candidates run, in order."""
     kernel = contract.resolve("jax_xla")
     shrink = Shrink(target=CaseResult(best, []), best=CaseResult(best, []), since=0.0)
     ran: list[Case] = []
@@ -23,9 +26,12 @@ def _search(best: Case, fails, budget: int):
         if fails(case):
             shrink.best = CaseResult(case, [])
             return "alike"
-        return "passed"
+        return "otherwise" if otherwise(case) else "passed"
 
-    trigger.reduce(shrink, kernel, run)
+    reducing, verdict = trigger.reduce(shrink, kernel), None
+    with contextlib.suppress(StopIteration):
+        while True:
+            verdict = run(reducing.send(verdict))
     return shrink, ran, kernel
 
 
@@ -62,3 +68,16 @@ def test_a_case_holds_a_trigger_naming_a_family_by_any_member_and_nothing_else()
     assert signatures.holds(case.replace(mask=Mask(causal="top_left")), shown, splash)
     assert not signatures.holds(case, shown, splash)  # no member of the family
     assert not signatures.holds(case.replace(mask=Mask(causal="top_left"), sinks=True), shown, splash)  # one more
+
+
+def test_a_feature_whose_leaving_out_fails_another_way_stays_in_the_trigger_but_is_not_shown_needed():
+    # A bug that needs the causal mask; without the bias the case fails, but as another bug (say, the kernel
+    # refuses it): the bias cannot be left out, so it stays in the trigger, said as "otherwise", never as needed.
+    big = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=128, mask=Mask(causal="top_left"))
+    big = big.replace(bias=True)
+    causal = lambda c: c.mask.causal is not None and c.bias  # noqa: E731
+    no_bias = lambda c: not c.bias  # noqa: E731
+    shrink, ran, _ = _search(big, causal, budget=99, otherwise=no_bias)
+    assert shrink.trigger is not None and set(shrink.trigger) >= {"mask:causal_top_left", "mask:bias"}
+    assert "mask:bias" in shrink.otherwise and "mask:bias" not in shrink.needs
+    assert "mask:causal_top_left" in shrink.needs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from harness.core import strips, verdicts
 from harness.core.case import Case
@@ -12,6 +13,7 @@ from harness.core.numbers import multiple
 from harness.core.summary import KernelSummary
 from harness.running.runner import CaseResult, SubjectResult
 from harness.running.session import RunOutcome
+from harness.running.sink import StoreSink
 from harness.store.failures import FailureRecord
 
 
@@ -169,3 +171,15 @@ def replay_header(path: object, record: FailureRecord, case: object) -> str:
     if record.failure:
         lines.append(f"  recorded failure: {record.failure}")
     return "\n".join(lines)
+
+
+class TerminalSink(StoreSink):
+    """A run's sink on the command line: the store, with each finished case printed as one line (the whole case
+    with `verbose`). The run calls it down from its search (harness.running.sink), never back into the command."""
+
+    def __init__(self, out: Path, *, verbose: bool = False) -> None:
+        super().__init__(out)
+        self.verbose = verbose
+
+    def progress(self, index: int, total: int, result: CaseResult) -> None:
+        print(progress_line(index, total, result, verbose=self.verbose), flush=True)

@@ -5,7 +5,8 @@ The plan is frozen and keyword-only, validates itself, and writes itself back as
 get exactly this run, and an option is never written twice. `run_session(plan, sink, stop)` builds
 the run's store through its sink, searches each kernel, writes the failure files, merges the
 shards of `--jobs` and decides the exit status; the CLI only parses a plan and prints the outcome.
-A stop (Ctrl-C, `kill`) reaches the run as a `StopToken` the caller's signal handler sets.
+A stop (Ctrl-C, `kill`) reaches the run as a `StopToken` the caller's signal handler sets; the sink, the
+stop token and each case's recorder are harness.running.sink's, so the search never calls back up into this module.
 """
 
 from __future__ import annotations
@@ -17,21 +18,18 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from harness.core import contract, features, profiles
 from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
 from harness.running import exactness, known, settle, shards, summaries, worker
-from harness.running.failures import divergence_line, write_divergence
 from harness.running.plan import RunPlan
-from harness.running.runner import CaseResult
 from harness.running.search import Search, SearchOptions, SearchOutcome
 from harness.running.settle import Failure
+from harness.running.sink import CaseRecorder, Sink, StopToken, create_dir
 from harness.runtime import placement
-from harness.store.derive import repro_command
-from harness.store.files import RunStore
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import crosscheck
 
@@ -40,29 +38,6 @@ from harness.tpu import crosscheck
 RULER = "jax_reference"
 # A shard's run.json statuses that say it did everything it was asked to (or could not run the kernel here).
 _SETTLED = (RunStatus.FINISHED, RunStatus.CANNOT_RUN)
-
-
-class StopToken:
-    """A stop asked for (Ctrl-C, `kill`): the signals received, and whether the run has settled.
-
-    The caller's signal handler calls `request`; the run checks `requested()` after each finished
-    case, so a stop whose KeyboardInterrupt was lost (raised where exceptions are ignored) still ends it.
-    """
-
-    def __init__(self) -> None:
-        self.signals: list[int] = []
-        # The run has stopped searching: what is left is its summary and run.json (see `settle`).
-        self.settled = False
-
-    def request(self, signum: int) -> None:
-        self.signals.append(signum)
-
-    def requested(self) -> bool:
-        return bool(self.signals)
-
-    def settle(self) -> None:
-        """Called when the search is over: a signal after a stop is then recorded, never raised."""
-        self.settled = True
 
 
 def resolve(specs: list[str] | tuple[str, ...], role: str) -> list[contract.Implementation]:
@@ -80,70 +55,6 @@ def resolve(specs: list[str] | tuple[str, ...], role: str) -> list[contract.Impl
             raise InputError(f"--oracle {spec!r} is a {impl.role}; oracles: {contract.names('oracle')}")
         out.append(impl)
     return out
-
-
-def create_store(out: Path, meta: dict[str, Any], implementations: list[str] | None = None) -> RunStore:
-    """The run's store; an --out that cannot hold one is bad input (exit 2), said before any case runs.
-    implementations: those the run checks, whose APIs run.json records (default: every registered one)."""
-    create_dir(out)
-    try:
-        return RunStore.create(out, meta=meta, implementations=implementations)
-    except OSError as e:
-        why = e.strerror or e
-        raise InputError(f"--out={str(out)!r} cannot be written ({why}); give a writable directory") from None
-
-
-def create_dir(out: Path) -> None:
-    """The store directory; an --out that cannot be one is bad input (exit 2)."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out={str(out)!r} is a file; give a directory (it is created if missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        why = e.strerror or e
-        raise InputError(f"--out={str(out)!r} cannot be written ({why}); give a writable directory") from None
-
-
-class Sink(Protocol):
-    """Where a run's records and progress go: the store, and (the CLI's) the terminal."""
-
-    def open(self, meta: dict[str, Any], implementations: list[str]) -> Path:
-        """Start the run's records (run.json says "running"); the directory they are in."""
-
-    def write_case(self, result: CaseResult, *, shrunk: bool = False, failure_file: str | None = None) -> None: ...
-
-    def write_meta(self, meta: dict[str, Any]) -> None: ...
-
-    def progress(self, index: int, total: int, result: CaseResult) -> None:
-        """Case `index` of up to `total` finished (after its records are written)."""
-
-    def say(self, line: str) -> None: ...
-
-
-class StoreSink:
-    """The sink of a real run: a results store under `out`; what the run says is printed."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.store: RunStore | None = None
-
-    def open(self, meta: dict[str, Any], implementations: list[str]) -> Path:
-        self.store = create_store(self.out, meta, implementations)
-        return self.store.dir
-
-    def write_case(self, result: CaseResult, *, shrunk: bool = False, failure_file: str | None = None) -> None:
-        assert self.store is not None, "open() the sink first"
-        self.store.write_case(result, shrunk=shrunk, failure_file=failure_file)
-
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        assert self.store is not None, "open() the sink first"
-        self.store.write_meta(meta)
-
-    def progress(self, index: int, total: int, result: CaseResult) -> None:
-        pass
-
-    def say(self, line: str) -> None:
-        print(line, flush=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -367,28 +278,19 @@ def _say_kernel(run: _Run, kernel: contract.Implementation, n: int, grads: bool)
 
 
 def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> SearchOutcome:
-    """One kernel's search, each finished case recorded and said as it comes."""
-    plan, done = run.plan, [0]
-
-    def on_result(result: CaseResult) -> None:
-        done[0] += 1
-        for subject in result.divergences:
-            path = write_divergence(
-                plan.out,
-                result,
-                subject,
-                kernel=kernel,
-                oracles=run.oracles,
-                grads=grads,
-                interpret=plan.interpret,
-                time_limit=run.time_limit,
-            )
-            run.sink.say(f"   {divergence_line(subject)}\n   replay: {repro_command(str(path))}")
-        run.sink.write_case(result)
-        run.sink.progress(done[0], n, result)
-        if run.stop.requested():
-            raise KeyboardInterrupt(f"signal {run.stop.signals[0]}")
-
+    """One kernel's search, each finished case recorded and said as it comes (harness.running.sink.CaseRecorder)."""
+    plan = run.plan
+    record = CaseRecorder(
+        sink=run.sink,
+        stop=run.stop,
+        out=plan.out,
+        kernel=kernel,
+        oracles=run.oracles,
+        grads=grads,
+        interpret=plan.interpret,
+        time_limit=run.time_limit,
+        total=n,
+    )
     shard = plan.shard
     options = SearchOptions(
         examples=n,
@@ -406,7 +308,7 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
         first_failure=plan.first_failure,
     )
     twins = crosscheck.twins([kernel]) if plan.cross_interpret else []
-    return Search(kernel, [*run.oracles, *twins], options, on_result=on_result).run()
+    return Search(kernel, [*run.oracles, *twins], options, on_result=record).run()
 
 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:

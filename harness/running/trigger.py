@@ -2,19 +2,20 @@
 
 Shrinking leaves features the bug does not need (Hypothesis keeps a bias or a head group it cannot take away
 without changing the draw; a smoke case is the smallest with all of its features). So each feature is left out
-in turn (signatures.reductions), each candidate run by the search (harness.running.search.Search.reduction:
-"alike", "passed" or "otherwise"); the first that fails alike is the new best, until none can be left out or
-the shrink budget is spent. What is left is the trigger (Shrink.trigger): one trigger, one bug
-(harness.running.distinct). A feature is shown needed (Shrink.needs) only where the same case without it
-passed; one whose case failed another way is said so (Shrink.otherwise). A family's member (flash's several
-major key blocks; splash's window mask) that another member replaces, failing alike, is named by its family
-("several key tiles", "a computable mask"), whichever member a shard shrank to. Last, the smallest case with
-exactly the trigger, where smaller: the reductions grow lengths and heads so as to keep tiles.
+in turn (signatures.reductions), each candidate handed back to the search, which runs it and sends its verdict
+("alike", "passed" or "otherwise", harness.running.search.Search.reduction): the search drives this generator,
+so a run never climbs back into the search from here. The first candidate that fails alike is the new best,
+until none can be left out or the shrink budget is spent. What is left is the trigger (Shrink.trigger): one
+trigger, one bug (harness.running.distinct). A feature is shown needed (Shrink.needs) only where the same case
+without it passed; one whose case failed another way is said so (Shrink.otherwise). A family's member (flash's
+several major key blocks; splash's window mask) that another member replaces, failing alike, is named by its
+family ("several key tiles", "a computable mask"), whichever member a shard shrank to. Last, the smallest case
+with exactly the trigger, where smaller: the reductions grow lengths and heads so as to keep tiles.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Generator
 
 from harness.core import features, pool
 from harness.core.case import Case
@@ -24,14 +25,14 @@ from harness.running.distinct import Shrink
 
 __all__ = ["reduce"]
 
-# A candidate's verdict (Search.reduction): failed as the failure being shrunk, passed (or not run: the
-# budget is spent), or failed another way.
-Run = Callable[[Case], str]
+# Yields each candidate case; is sent its verdict (Search.reduction): "alike" (failed as the failure being shrunk,
+# which the search then makes shrink.best), "passed" (or not run: the budget is spent), or "otherwise".
+Reduction = Generator[Case, str, None]
 
 
-def reduce(shrink: Shrink, kernel: Implementation, run: Run) -> None:
-    """Reduce `shrink.best` (run: a candidate's verdict, which makes a candidate that fails alike the best) to its
-    trigger, setting shrink.trigger, needs and otherwise; shrink.trigger stays None where the budget runs out."""
+def reduce(shrink: Shrink, kernel: Implementation) -> Reduction:
+    """Reduce `shrink.best` to its trigger, yielding each candidate to run and sent its verdict; sets
+    shrink.trigger, needs and otherwise; shrink.trigger stays None where the budget runs out."""
     start = shrink.best  # as Hypothesis shrank it: reported where the budget runs out on a bigger best
     tried: dict[Case, str] = {shrink.best.case: "alike"}  # each candidate: failed alike, passed, or otherwise
     kept: set[str] = set()  # features an earlier best could not lose: tried last (signatures.reductions)
@@ -46,7 +47,7 @@ def reduce(shrink: Shrink, kernel: Implementation, run: Run) -> None:
             if candidate is None:
                 continue
             if candidate not in tried:
-                tried[candidate] = run(candidate)
+                tried[candidate] = yield candidate
                 if tried[candidate] == "alike":
                     shrink.needs, shrink.otherwise = set(), set()
                     break  # a smaller failure of the same bug: shrink.best now; try its features
@@ -61,7 +62,7 @@ def reduce(shrink: Shrink, kernel: Implementation, run: Run) -> None:
         else:
             # No feature can be left out: they are its trigger, once no smaller case with them fails alike.
             trigger = signatures.trigger(have, replaced, kernel)
-            if not _smaller(shrink, trigger, kernel, run, tried):
+            if not (yield from _smaller(shrink, trigger, kernel, tried)):
                 shrink.trigger = trigger
                 return
             found = (trigger, shrink.needs, shrink.otherwise)
@@ -75,13 +76,15 @@ def reduce(shrink: Shrink, kernel: Implementation, run: Run) -> None:
         shrink.best = start
 
 
-def _smaller(shrink: Shrink, trigger: tuple[str, ...], kernel: Implementation, run: Run, tried: dict) -> bool:
+def _smaller(
+    shrink: Shrink, trigger: tuple[str, ...], kernel: Implementation, tried: dict
+) -> Generator[Case, str, bool]:
     """Whether a smaller case with exactly the best's features fails alike: the smallest with the trigger
     (signatures.smallest_with), else the best in one batch row, one head, the least head_dim
     (signatures.least_shapes: its lengths and tiles kept). The first such case smaller than the best is run,
-    and is the best where it fails alike (run makes it so), its features to be left out again."""
+    and is the best where it fails alike (the search makes it so), its features to be left out again."""
     for case in (signatures.smallest_with(trigger, kernel), signatures.least_shapes(shrink.best.case, kernel)):
         if case is not None and case not in tried and pool.size(case) < pool.size(shrink.best.case):
-            tried[case] = run(case)
+            tried[case] = yield case
             return tried[case] == "alike"
     return False

@@ -128,7 +128,7 @@ def api_parameters(implementations: Iterable[str] | None = None) -> dict[str, di
     if implementations is None:
         return coverage.api_parameters(contract.registry().values())
     names = dict.fromkeys(coverage.declaring_name(n) for n in implementations)
-    return coverage.api_parameters(contract.resolve(n) for n in names)
+    return coverage.api_parameters([contract.resolve(n) for n in names])
 
 
 def _exercised(implementation: str, case: Case) -> list[str]:

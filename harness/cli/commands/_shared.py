@@ -18,7 +18,8 @@ from typing import Any
 
 # DEFAULT_STORE: where run, compile, bench and leak write their records; DEFAULT_KERNEL: what they check.
 from harness.running.plan import DEFAULT_KERNEL, DEFAULT_STORE
-from harness.running.session import StopToken, create_store, resolve  # noqa: F401
+from harness.running.session import resolve  # noqa: F401
+from harness.running.sink import StopToken, create_store  # noqa: F401
 
 KERNEL_HELP = "built-in kernel name, MODULE:ATTR drop-in, or KERNEL=MODULE:ATTR"
 

@@ -9,7 +9,7 @@ from harness.cli import console, results
 from harness.cli.commands._shared import add_kernel, add_out, interrupt_signals
 from harness.running import session
 from harness.running.plan import RunPlan, options_of, plan_from_options
-from harness.running.runner import CaseResult
+from harness.running.sink import StopToken
 
 NAME = "run"
 HELP = "draw attention cases and check each kernel against the oracles and a float64 truth"
@@ -41,26 +41,15 @@ def add_arguments(p: argparse.ArgumentParser, plan: type[RunPlan] = RunPlan) -> 
     results.add_arguments(p.add_argument_group("results for CI"))
 
 
-class _TerminalSink(session.StoreSink):
-    """The store, with each finished case printed as one line (the whole case with --verbose)."""
-
-    def __init__(self, plan: RunPlan) -> None:
-        super().__init__(plan.out)
-        self.verbose = plan.verbose
-
-    def progress(self, index: int, total: int, result: CaseResult) -> None:
-        print(console.progress_line(index, total, result, verbose=self.verbose), flush=True)
-
-
 def main(args: argparse.Namespace) -> int:
     """The options as a plan, the plan run (harness.running.session), and its outcome printed."""
     plan = plan_from_options(vars(args))
     results.check_writable(args.junitxml, "--junitxml")
     results.check_writable(args.json, "--json")
-    stop = session.StopToken()
+    stop = StopToken()
     # A --jobs run's parent forwards a stop to its workers itself (harness.running.shards.run_workers).
     with interrupt_signals(stop) if plan.jobs == 1 else contextlib.nullcontext():
-        outcome = session.run_session(plan, _TerminalSink(plan), stop)
+        outcome = session.run_session(plan, console.TerminalSink(plan.out, verbose=plan.verbose), stop)
     print(console.outcome_text(outcome))
     results.write(outcome, junitxml=args.junitxml, json_path=args.json)
     return outcome.code
