@@ -40,6 +40,7 @@ from harness.running.failures import write_failure
 from harness.running.runner import CaseResult
 from harness.runtime.compat import InterpretOptions
 from harness.store.derive import repro_command
+from harness.store.failures import Found
 
 __all__ = [
     "INTERPRETERS",
@@ -186,7 +187,7 @@ def _failure(options: _Options, result: CaseResult, out: Path | str | None) -> C
             result,
             kernel=options.impl,
             oracles=[],
-            search={"found_by": "harness.api.check"},
+            search=Found(found_by="harness.api.check").to_json(),
             **options.run,
         )
     return CaseFailure(result, path)

@@ -76,3 +76,35 @@ def test_an_expected_finding_whose_own_case_passes_now_is_reported(monkeypatch, 
     assert known.still_fails("fake_bug", _fakes.BROKEN, time_limit=None) is None  # still fails: nothing to say
     line = known.still_fails("fake_bug", _fakes.CORRECT, time_limit=None)
     assert line is not None and "expected to fail, but tests._fakes:CORRECT passes its case" in line
+
+
+def _drop_in(name: str, broken, effect: str = "scale") -> _fakes.FakeKernel:
+    """A fork of BROKEN, as `--kernel BROKEN=MODULE:ATTR` would load one (Implementation.drops_into)."""
+    fork = _fakes.FakeKernel(name, broken=broken, effect=effect)
+    fork.drops_into = "tests._fakes:BROKEN"
+    return fork
+
+
+@pytest.mark.parametrize(
+    ("kernel", "case", "inherited"),
+    [
+        # Upstream fails this case the same way: the fork inherited the bug.
+        pytest.param(_drop_in("tests._fakes:FORK", _fakes.BROKEN.broken), dict(head_dim=64, kv_len=32), True),
+        # The fork's own edit: upstream gets the case right.
+        pytest.param(_drop_in("tests._fakes:FORK", FORK.broken), dict(head_dim=32, kv_len=32), False),
+        # Upstream fails the case, but another way (it raises where the fork's values are wrong): not the same bug.
+        pytest.param(
+            _drop_in("tests._fakes:RAISING_FORK", _fakes.BROKEN.broken, effect="raise"),
+            dict(head_dim=64, kv_len=32),
+            False,
+            id="another-way",
+        ),
+        # A built-in derives from nothing.
+        pytest.param(_fakes.BROKEN, dict(head_dim=64, kv_len=32), False, id="built-in"),
+    ],
+)
+def test_a_drop_ins_failure_is_inherited_where_its_upstream_fails_the_case_alike(kernel, case, inherited):
+    result = run_case(_fakes.small_case(**case), [kernel], grads=True, time_limit=None, interpret=DEFAULT_INTERPRET)
+    assert not result.passed
+    got = known.inherited(result, kernel, grads=True, time_limit=None, interpret=DEFAULT_INTERPRET)
+    assert got == ("tests._fakes:BROKEN" if inherited else None)

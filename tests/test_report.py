@@ -292,12 +292,14 @@ def test_report_of_a_store_written_by_run_compile_and_bench(capsys, tmp_path: Pa
     assert failure.kind == "case" and failure.implementation == "tests._fakes:BROKEN"
     assert "Lk=32 D=64" in failure.title  # BROKEN fails on head_dim 64 with 32 keys
     assert failure.why.startswith("out: err") and "> bound" in failure.why
+    # Its shrink budget (--max-shrinks 3) spent before the trigger search: no trigger to say.
+    assert failure.trigger is None and failure.finding is None and failure.inherited is None
     replay = failure.repro.removeprefix("python -m harness repro ")
     assert Path(replay).is_file() and Path(replay).parent == real_store / "failures"
     assert any(r.label == "jax_xla fwd mha_f32_256" for r in report.speed), [r.label for r in report.speed]
     assert any(r.group.startswith("v5e") for r in report.memory)
     html = out_html.read_text()
-    assert "tests._fakes:CORRECT" in html and "torch_sdpa" in html
+    assert "tests._fakes:CORRECT" in html and "torch_sdpa" in html and '<p class="trigger">' not in html
 
 
 def test_each_cell_and_kernel_shows_its_verdict_and_api_coverage(tmp_path: Path) -> None:
@@ -392,3 +394,33 @@ def test_interpreter_divergences_are_listed_apart_and_each_failure_says_which_in
     assert said["9"] == "computed on the faithful interpreter"
     html = render.render(report)
     assert 'id="divergences"' in html and "Interpreter divergences (1)" in html
+
+
+def test_a_failure_card_says_its_trigger_the_finding_it_is_and_what_upstream_fails_alike(
+    tmp_path: Path, real_store: Path
+) -> None:
+    # Read from its failure file (harness.store.failures.Found), as `run` writes them after the trigger search.
+    store = rb.copy_store(real_store, tmp_path / "store")
+    (path,) = (store / "failures").glob("*.json")
+    for rec in (store / "records").glob("*/*.json"):  # the copy's records name the copy's failure file
+        rec.write_text(rec.read_text().replace(str(real_store / "failures"), str(store / "failures")))
+    doc = json.loads(path.read_text())
+    words = "fails when: a bias mask alone (shown needed: the same case without it passes)"
+    doc["search"] |= {"trigger": ["mask:bias"], "trigger_words": words, "finding": "some_finding", "expected": True}
+    doc["search"] |= {"inherited_from": "pallas_flash"}
+    path.write_text(json.dumps(doc))
+    (failure,) = [f for f in _build(load([store])).failures if f.shrunk]
+    assert (failure.trigger, failure.finding, failure.expected, failure.inherited) == (
+        words,
+        "some_finding",
+        True,
+        "pallas_flash",
+    )
+    html = render.render(_build(load([store])))
+    assert f'<p class="trigger">{words}</p>' in html and "known finding <code>some_finding</code> (expected" in html
+    assert "inherited: upstream <code>pallas_flash</code>" in html
+    # A search the store cannot read: the failure is shown all the same, without them.
+    doc["search"]["trigger"] = "mask:bias"
+    path.write_text(json.dumps(doc))
+    (failure,) = [f for f in _build(load([store])).failures if f.shrunk]
+    assert failure.trigger is None and failure.why.startswith("out: err")

@@ -65,7 +65,8 @@ def test_a_failing_run_names_each_failing_case_with_its_table_and_replay(tmp_pat
     (failure,) = summary["failures"]
     assert failure["kernel"] == "tests._fakes:BROKEN" and failure["case"]["head_dim"] == 64
     assert Path(failure["file"]).is_file() and failure["replay"] == f"python -m harness repro {failure['file']}"
-    assert summary["findings"] == {"oracle": [], "interpreter_divergence": [], "known": [], "unexpected_passes": []}
+    none: dict = {"oracle": [], "interpreter_divergence": [], "known": [], "inherited": [], "unexpected_passes": []}
+    assert summary["findings"] == none
 
 
 def test_a_passing_run_is_green(tmp_path, capsys):

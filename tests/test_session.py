@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import signal
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from harness import cli
 from harness.cli.commands import run as run_command
+from harness.core import jaxvjp
 from harness.core.errors import InputError
 from harness.running import session
 from harness.running.plan import RunPlan, option, plan_from_options
@@ -256,7 +258,9 @@ def climbs(call: Any) -> set[tuple[str, str]]:
     return found
 
 
-def test_a_run_reads_downward_each_module_entered_once(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_a_run_reads_downward_each_module_entered_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The plan walked through a run that fails, shrinks, reduces its failure to a trigger and writes its file, as
     # the CLI runs it: no module calls back up into one above it (the search hands each case down to
     # harness.running.sink's recorder; the trigger search yields its candidates to the search).
@@ -264,6 +268,8 @@ def test_a_run_reads_downward_each_module_entered_once(tmp_path: Path, capsys: p
     argv += ["--first-failure", "--max-shrinks", "6", "--in-process", "--jobs", "1", "--profile", "ci"]
     argv += ["--no-database", "--out", str(tmp_path)]
     codes: list[int] = []
+    # No reference program compiled yet in this process: the one known callback happens (a program is traced).
+    monkeypatch.setattr(jaxvjp, "_COMPILED", collections.OrderedDict())
     found = climbs(lambda: codes.append(cli.main(argv)))
     assert codes == [1] and "shrunk to:" in capsys.readouterr().out and list((tmp_path / "failures").glob("*.json"))
     assert found == HANDED_DOWN  # the profiler sees the one known callback: it would see another

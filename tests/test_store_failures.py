@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store.failures import CompileFailureRecord, FailureRecord, failure_from_json
+from harness.store.failures import CompileFailureRecord, FailureRecord, Found, failure_from_json
 from harness.store.files import MergeError, merge_stores
 from harness.store.schema import RecordError
 from tests import record_builders as rb
@@ -30,6 +30,9 @@ def test_every_failure_file_round_trips_through_its_class(store: str, real_store
         assert isinstance(rec, FailureRecord) and rec.kernel == "tests._fakes:BROKEN"
         assert rec.to_json() == doc, path
         assert failure_from_json(rec.to_json(), str(path)) == rec
+        # How it was found, typed: a file from before a field existed lacks it, and reads all the same.
+        found = rec.found()
+        assert found is not None and found.profile == "ci" and Found.from_json(found.to_json()) == found
 
 
 def test_a_compile_failure_round_trips() -> None:
@@ -88,3 +91,23 @@ def test_merge_refuses_a_failure_file_that_no_longer_reads(tmp_path: Path) -> No
     with pytest.raises(MergeError, match=r"x.json: schema=9 is not supported.*nothing was merged"):
         merge_stores([source], dest)
     assert not dest.exists()
+
+
+def test_how_a_failure_was_found_reads_typed_and_strictly() -> None:
+    found = Found(
+        profile="ci",
+        failure="2 of 3",
+        trigger=("mask:causal_top_left",),
+        needs=("mask:causal_top_left",),
+        trigger_words="fails when: a causal_top_left mask alone",
+        inherited_from="pallas_splash",
+        also_found=({"file": "same-bug/x.json", "shard": 1},),
+    )
+    assert Found.from_json(json.loads(json.dumps(found.to_json()))) == found and found.order == 2
+    assert Found().to_json() == {} and Found().order == 1 and Found().trigger is None
+    with pytest.raises(RecordError, match="search field trigger='mask:causal_top_left' must be a list of feature"):
+        Found.from_json({"trigger": "mask:causal_top_left"}, "f.json")
+    with pytest.raises(RecordError, match=r"f.json: unknown search fields \['triger'\]"):
+        Found.from_json({"triger": []}, "f.json")
+    with pytest.raises(RecordError, match="failure='second' must be \"N of M\""):
+        Found.from_json({"failure": "second"}, "f.json")

@@ -135,6 +135,11 @@ def _findings(outcome: RunOutcome) -> list[str]:
         lines.append(f"\n{word} {failure.kernel}, shrunk to: {failure.result.case}")
         lines += [f"  {failure.known.line()}"] if failure.known is not None else []
         lines += [f"  {failure.trigger}"] if failure.trigger else []
+        if failure.inherited is not None:
+            lines.append(
+                f"  inherited: upstream {failure.inherited}, as installed, fails this case the same way "
+                f"(a bug of {failure.inherited}'s, not of this fork's edits)"
+            )
         lines += [f"  {s.implementation}: {verdicts.replay_line(s.interpreter, s.replays)}" for s in flaky]
         for s in failure.result.subjects:
             if not s.passed:

@@ -32,9 +32,8 @@ from harness.gate import GateResult, Group, Row
 from harness.gate.verdict import Verdict as GateVerdict
 from harness.running.session import RunOutcome
 from harness.store import derive, read
-from harness.store.failures import FailureRecord, failure_from_json
 from harness.store.records import CaseRecord
-from harness.store.schema import KernelStatus, RecordError
+from harness.store.schema import KernelStatus
 
 SUMMARY_SCHEMA = 1
 # The run's verdict word (harness.core.verdicts), by its exit status; an interrupted run exits 1 too. A harness
@@ -103,18 +102,6 @@ def _kernel_records(records: read.Records) -> list[CaseRecord]:
     return sorted((r for r in records.cases if r.role != "oracle"), key=lambda r: (r.implementation, r.time or ""))
 
 
-def _failure_file(rec: CaseRecord, records: read.Records) -> tuple[str | None, FailureRecord | None]:
-    """The record's failure file (where it is now, in a merged store) and its typed contents (None where unreadable)."""
-    path = derive.failure_file(rec, records.roots)
-    if path is None:
-        return None, None
-    try:
-        doc = failure_from_json(json.loads(Path(path).read_text()), path)
-    except (OSError, ValueError, RecordError):
-        return path, None
-    return path, doc if isinstance(doc, FailureRecord) else None
-
-
 def verdict(rec: CaseRecord) -> verdicts.Verdict:
     """A kernel's case record's verdict word (harness.core.verdicts), from the record's own fields."""
     if rec.passed:
@@ -140,8 +127,8 @@ def _failures(outcome: RunOutcome, records: read.Records) -> list[dict[str, Any]
     for rec in _kernel_records(records):
         if rec.passed or not rec.failure_file:
             continue
-        path, doc = _failure_file(rec, records)
-        search = (doc.search if doc is not None else None) or {}
+        path, doc = derive.failure_doc(rec, records.roots)
+        found = derive.found(doc)
         out.append(
             {
                 "kernel": rec.implementation,
@@ -151,9 +138,10 @@ def _failures(outcome: RunOutcome, records: read.Records) -> list[dict[str, Any]
                 "failure": derive.failure_line(rec),
                 "file": path,
                 "replay": derive.repro_command(path),
-                "trigger": search.get("trigger_words"),
-                "finding": search.get("finding"),
-                "expected": bool(search.get("expected")),
+                "trigger": found.trigger_words,
+                "finding": found.finding,
+                "inherited_from": found.inherited_from,
+                "expected": found.expected,
             }
         )
     return out
@@ -183,6 +171,7 @@ def summary(outcome: RunOutcome, records: read.Records) -> dict[str, Any]:
             "oracle": [r.to_json() for r in rows if r.oracle and r.failed],
             "interpreter_divergence": [r.to_json() for r in rows if r.divergence and r.failed],
             "known": [f for f in failures if f["finding"]],
+            "inherited": [f for f in failures if f["inherited_from"]],
             "unexpected_passes": list(outcome.unexpected_passes),
         },
         "incomplete": records.incomplete() + list(outcome.merged.lost if outcome.merged is not None else ()),
@@ -235,7 +224,7 @@ def _suite(
                 note = f"{verdicts.Verdict.DIVERGENCE}: {derive.interpreters_line(rec)}"
                 ET.SubElement(case, "system-out").text = note
             continue
-        path, _ = _failure_file(rec, records)
+        path, _ = derive.failure_doc(rec, records.roots)
         if expected:
             ET.SubElement(case, "skipped", message=f"expected (--known): {derive.failure_line(rec)}")
             counts["skipped"] += 1

@@ -39,13 +39,14 @@ from harness.store.derive import (
     Uses,
     case_text,
     compile_replay,
-    failure_file,
+    failure_doc,
     failure_line,
     interpreters_line,
     mask_label,
     repro_command,
     uses_of,
 )
+from harness.store.derive import found as derive_found
 from harness.store.derive import record_uses as _uses
 from harness.store.read import Records, compile_key
 from harness.store.records import CaseRecord, LeakRecord, RunRecord
@@ -220,6 +221,12 @@ class FailureView:
     located: Located | None = None
     where: list[str] = dataclasses.field(default_factory=list)
     interpreters: str = ""  # which Pallas interpreter computed it, and what the other saw (derive.interpreters_line)
+    # From its failure file (harness.store.failures.Found): its trigger in words, the finding it is (and whether the
+    # run expected it), the built-in a drop-in derives from that fails it alike.
+    trigger: str | None = None
+    finding: str | None = None
+    expected: bool = False
+    inherited: str | None = None
 
 
 def _comparison_views(comparisons: list[Comparison], rec: CaseRecord) -> list[ComparisonView]:
@@ -251,7 +258,8 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
     for rec in records.cases:
         if rec.passed:
             continue
-        path = failure_file(rec, records.roots)
+        path, doc = failure_doc(rec, records.roots)
+        found = derive_found(doc)
         view = FailureView(
             kind="case",
             implementation=rec.implementation,
@@ -266,6 +274,10 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
             repro=repro_command(path),
             shrunk=rec.shrunk,
             interpreters=interpreters_line(rec),
+            trigger=found.trigger_words,
+            finding=found.finding,
+            expected=found.expected,
+            inherited=found.inherited_from,
         )
         located = Located.from_json(rec.located)
         if located is not None and isinstance(rec.case, dict):

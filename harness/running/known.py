@@ -5,6 +5,10 @@ proven fix (the note's `[fix] fixed`) passes it: the fix that `nox -s findings` 
 a reading of the note's prose. Only bugs with such a fix can be named; a fork with a new bug on a case
 upstream gets right is never named as upstream's finding, since upstream does not fail that case.
 
+A drop-in's failure that is no finding but that the built-in it derives from fails the same way on the
+same case is said to be inherited (`inherited`): upstream's bug, not the fork's edit. It still fails the
+run (the fork gives that wrong answer), reported apart from the fork's own bugs.
+
 `run --known NAME` marks a finding as expected: its failures are reported by name and do not fail the
 run. Strict, as pytest's xfail: a finding marked expected whose own case (the note's `[fix] case`) no
 longer fails on the kernel under test is reported, and fails the run.
@@ -104,6 +108,32 @@ def match(
                 expected=f.name in expected,
             )
     return None
+
+
+def inherited(
+    result: CaseResult,
+    kernel: contract.Implementation,
+    *,
+    grads: bool,
+    time_limit: float | None,
+    interpret: InterpretOptions,
+) -> str | None:
+    """The built-in a drop-in derives from (`KERNEL=MODULE:ATTR`: Implementation.drops_into), where that built-in, as
+    installed, fails `result`'s case the same way (the same quantities, the same kinds): a bug the fork inherited
+    from upstream, not one its edits made; None for a built-in, where upstream passes or fails another way, or
+    where upstream refuses the case."""
+    base = kernel.drops_into
+    mine = [s for s in result.subjects if s.implementation == kernel.name]
+    if base is None or base == kernel.name or not mine or mine[0].passed:
+        return None
+    upstream = contract.resolve(base)
+    if upstream.violations(result.case):
+        return None
+    kw = {"grads": grads, "time_limit": time_limit, "interpret": interpret.under(mine[0].interpreter)}
+    got = runner.run_case(result.case, [upstream], **kw)
+    if got.passed or _kinds(got) != _kinds(dataclasses.replace(result, subjects=mine)):
+        return None
+    return base
 
 
 def still_fails(name: str, kernel: contract.Implementation, *, time_limit: float | None) -> str | None:

@@ -4,7 +4,8 @@ The verdict words are harness.core.verdicts'. Here: a Pallas TPU kernel the fast
 its probe case, with no such refusal declared, has that case checked (`check_fast_refusal`); every failure
 is replayed once under the interpreter that failed it, so a flaky one is told apart (`replay_failures`);
 a failure that is a written-up finding is named (harness.running.known); and each gets its failure file,
-with how it was found, its trigger in words and the finding it is (`write_failures`).
+with how it was found, its trigger in words, the finding it is, and for a drop-in whether the built-in it
+derives from fails it alike (`write_failures`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome
 from harness.runtime.compat import InterpretOptions
 from harness.store.derive import repro_command
+from harness.store.failures import Found
 
 
 class _Sink(Protocol):
@@ -39,6 +41,7 @@ class Failure:
     trigger: str | None = None  # its trigger in words (signatures.trigger_words), where the search found it
     known: known.Known | None = None  # the finding it is (harness.running.known), where it is one
     same_bug_as: Path | None = None  # the file of an earlier failure named as the same finding: one bug, one file
+    inherited: str | None = None  # the built-in a drop-in derives from, where it fails the case alike (known.inherited)
 
     @property
     def replay(self) -> str:
@@ -114,7 +117,8 @@ class Settle:
         return [line for line in lines if line]
 
     def write_failures(self, outcome: SearchOutcome, named: dict[int, known.Known]) -> list[Failure]:
-        """Every distinct failure of the search, each with its own failure file and replay line; a failure named
+        """Every distinct failure of the search, each with its own failure file and replay line, a drop-in's
+        failure run on its upstream too (known.inherited: one more case each); a failure named
         as a finding an earlier one was named as is the same bug: its file goes to failures/same-bug/, listed
         in the first one's (shards.file_as_same_bug), as the shards of `run --jobs` file one bug once."""
         kernel, out = self.kernel, []
@@ -124,10 +128,13 @@ class Settle:
         ]
         reduced = [s.trigger is not None for s in outcome.shrinks]
         for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
-            search_info, words = self._search_info(n, shrink, sigs, reduced, cases=len(outcome.results))
+            found, words = self._found(n, shrink, sigs, reduced, cases=len(outcome.results))
             finding = named.get(n - 1)
             if finding is not None:
-                search_info |= {"finding": finding.name, "expected": finding.expected}
+                found = dataclasses.replace(found, finding=finding.name, expected=finding.expected)
+            # A drop-in's failure that is no finding: upstream's own where the built-in it derives from fails alike.
+            upstream = known.inherited(failure, kernel, **self._options) if finding is None else None
+            found = dataclasses.replace(found, inherited_from=upstream)
             path = write_failure(
                 self.out,
                 failure,
@@ -136,7 +143,7 @@ class Settle:
                 grads=self.grads,
                 time_limit=self.time_limit,
                 interpret=self.interpret,
-                search=search_info,
+                search=found.to_json(),
             )
             first = path
             if finding is not None:
@@ -153,35 +160,36 @@ class Settle:
                     trigger=words,
                     known=finding,
                     same_bug_as=None if first == path else first,
+                    inherited=upstream,
                 )
             )
         return out
 
-    def _search_info(
+    def _found(
         self, n: int, shrink: ShrinkStats, sigs: list[signatures.Signature], reduced: list[bool], *, cases: int
-    ) -> tuple[dict[str, Any], str | None]:
-        """The failure file's search info of the search's failure `n` (from 1), and its trigger in words: where
-        another failure's trigger nests in its own (signatures.nests), said, not merged."""
+    ) -> tuple[Found, str | None]:
+        """How the search's failure `n` (from 1) was found, as its failure file keeps it, and its trigger in words:
+        where another failure's trigger nests in its own (signatures.nests), said, not merged."""
         sig = sigs[n - 1]
-        search_info: dict[str, Any] = {
-            "profile": self.profile,
-            "cases": cases,
-            "failure": f"{n} of {len(sigs)}",
-            "signature": str(sig),
-            # For the parent of a `run --jobs`, which finds the shards' failures of one bug (shards.same_bugs).
-            "signature_parts": sig.to_json(),
-            "shrunk": shrink.shrunk,
-            "shrink_runs": shrink.runs,
-            "shrink_exhausted": shrink.exhausted,
-        }
         held = [j for j, other in enumerate(sigs, 1) if reduced[j - 1] and signatures.nests(other, sig)]
+        found = Found(
+            profile=self.profile,
+            cases=cases,
+            failure=f"{n} of {len(sigs)}",
+            signature=str(sig),
+            # For the parent of a `run --jobs`, which finds the shards' failures of one bug (shards.same_bugs).
+            signature_parts=sig.to_json(),
+            shrunk=shrink.shrunk,
+            shrink_runs=shrink.runs,
+            shrink_exhausted=shrink.exhausted,
+            nests=tuple(str(sigs[j - 1]) for j in held),
+        )
         nested = "; ".join(f"failure {j} ({sigs[j - 1]})" for j in held)
-        if held:
-            search_info["nests"] = [str(sigs[j - 1]) for j in held]
         if shrink.trigger is None:  # its shrink budget spent: its case's features, not a trigger
-            return search_info, f"not reduced to a trigger; its case has the trigger of {nested}" if held else None
+            return found, f"not reduced to a trigger; its case has the trigger of {nested}" if held else None
         plainest = signatures.plain(self.kernel)
         words = signatures.trigger_words(shrink.trigger, shrink.needs, shrink.otherwise, plainest)
         words += f"; its trigger holds that of {nested}" if held else ""
-        search_info |= {"trigger": list(shrink.trigger), "needs": list(shrink.needs), "trigger_words": words}
-        return search_info | {"otherwise": list(shrink.otherwise)}, words
+        trigger = {"trigger": tuple(shrink.trigger), "needs": tuple(sorted(shrink.needs))}
+        trigger["otherwise"] = tuple(sorted(shrink.otherwise))
+        return dataclasses.replace(found, trigger_words=words, **trigger), words

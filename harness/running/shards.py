@@ -39,10 +39,10 @@ from harness.core.exit_codes import (
 from harness.core.summary import KernelSummary
 from harness.running import signatures
 from harness.store import records
-from harness.store.failures import FailureRecord
+from harness.store.failures import FailureRecord, Found
 from harness.store.files import atomic_write_json
 from harness.store.records import CaseRecord, RunRecord
-from harness.store.schema import KernelStatus, RunStatus
+from harness.store.schema import KernelStatus, RecordError, RunStatus
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ def _read(path: Path, parse: Callable[[Any, str], T]) -> T | None:
     """The typed record in `path`; None where it cannot be read (a worker killed mid-write, another kind)."""
     try:
         return parse(json.loads(path.read_text()), str(path))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecordError):
         return None
 
 
@@ -317,25 +317,27 @@ def _reported(store: Path, runs: list[RunRecord]) -> list[_Reported]:
                 named.setdefault(_located(store, rec.failure_file), []).append(path)
         for file, paths in named.items():
             doc = _read(file, FailureRecord.from_json)
-            search = doc.search if doc is not None else None
-            if doc is None or not isinstance(search, dict):
-                continue  # unreadable, or written by another command: never merged
             try:
-                sig = signatures.Signature.from_json(search["signature_parts"])
-                order = int(str(search.get("failure", "1 of 1")).split()[0])
+                found = doc.found() if doc is not None else None
+            except RecordError:
+                continue  # its search info unreadable: never merged
+            if doc is None or found is None or found.signature_parts is None:
+                continue  # unreadable, written by another command, or from before signatures were written
+            try:
+                sig = signatures.Signature.from_json(found.signature_parts)
             except (ValueError, KeyError, TypeError):
-                continue  # no signature (a file from before it was written): never merged
+                continue  # a signature this harness cannot read: never merged
             out.append(
                 _Reported(
                     shard=_shard_index(run),
-                    order=order,
+                    order=found.order,
                     kernel=doc.kernel,
                     path=file,
                     signature=sig,
-                    shrunk=bool(search.get("shrunk", True)),
-                    reduced=search.get("trigger") is not None,
+                    shrunk=found.shrunk is not False,
+                    reduced=found.trigger is not None,
                     records=tuple(paths),
-                    finding=search.get("finding") if isinstance(search.get("finding"), str) else None,
+                    finding=found.finding,
                 )
             )
     return sorted(out, key=lambda r: (r.shard, r.order))
@@ -411,13 +413,13 @@ def file_as_same_bug(dup: Path, kept: Path, also: dict[str, Any]) -> Path:
     moved = kept.parent / SAME_BUG_DIR / dup.name
     moved.parent.mkdir(parents=True, exist_ok=True)
     doc = FailureRecord.from_json(json.loads(dup.read_text()), str(dup))
-    said = {**(doc.search or {}), "same_bug_as": kept.name}
-    atomic_write_json(moved, dataclasses.replace(doc, search=said).to_json())
+    said = dataclasses.replace(doc.found() or Found(), same_bug_as=kept.name)
+    atomic_write_json(moved, dataclasses.replace(doc, search=said.to_json()).to_json())
     dup.unlink()
     bug = FailureRecord.from_json(json.loads(kept.read_text()), str(kept))
-    search = bug.search or {}
-    search = {**search, "also_found": [*search.get("also_found", []), also]}
-    atomic_write_json(kept, dataclasses.replace(bug, search=search).to_json())
+    found = bug.found() or Found()
+    found = dataclasses.replace(found, also_found=(*found.also_found, also))
+    atomic_write_json(kept, dataclasses.replace(bug, search=found.to_json()).to_json())
     return moved
 
 

@@ -17,7 +17,9 @@ from typing import Any
 from harness.core import verdicts
 from harness.core.case import Case, CaseError
 from harness.core.compare import Comparison
+from harness.store.failures import FailureRecord, Found, failure_from_json
 from harness.store.records import CaseRecord, CompileRecord
+from harness.store.schema import RecordError
 
 Uses = dict[int, list[float]]  # id(case record) -> used() of each of its comparisons
 
@@ -111,6 +113,28 @@ def failure_file(rec: CaseRecord, roots: list[Path]) -> str | None:
         if moved.exists():
             return str(moved)
     return str(recorded)
+
+
+def failure_doc(rec: CaseRecord, roots: list[Path]) -> tuple[str | None, FailureRecord | None]:
+    """The record's failure file (where it is now, in a merged store: failure_file) and its typed contents (None
+    where there is none, it cannot be read, or it is another kind)."""
+    path = failure_file(rec, roots)
+    if path is None:
+        return None, None
+    try:
+        doc = failure_from_json(json.loads(Path(path).read_text()), path)
+    except (OSError, ValueError, RecordError):
+        return path, None
+    return path, doc if isinstance(doc, FailureRecord) else None
+
+
+def found(doc: FailureRecord | None) -> Found:
+    """How the failure in `doc` was found (FailureRecord.found); empty where there is no file or its search info
+    cannot be read: the failure is shown all the same."""
+    try:
+        return (doc.found() if doc is not None else None) or Found()
+    except RecordError:
+        return Found()
 
 
 def _command(*argv: str) -> str:

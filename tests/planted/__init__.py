@@ -41,26 +41,22 @@ TRIGGERS: dict[str, tuple[str, Callable[[tuple[str, ...]], bool]]] = {
 ELSEWHERE: dict[str, str] = {
     "splash_fwd_window_off_by_one": "pallas_splash=tests.planted.splash_fwd_window_off_by_one:make_splash",
     "splash_dsinks_sign": "pallas_splash=tests.planted.splash_dsinks_sign:make_splash",
+    "splash_soft_cap_after_mask": "pallas_splash=tests.planted.splash_soft_cap_after_mask:make_splash",
     "paged_soft_cap_unscaled": "pallas_paged=tests.planted.paged_soft_cap_unscaled:paged_attention",
     "paged_page_table_off_by_one": "pallas_paged=tests.planted.paged_page_table_off_by_one:paged_attention",
     "ragged_kv_len_off_by_one": "pallas_ragged_paged=tests.planted.ragged_kv_len_off_by_one:ragged_paged_attention",
     "xla_ignores_kv_lengths": "jax_xla=tests.planted.xla_ignores_kv_lengths:dot_product_attention",
     "xla_window_off_by_one": "jax_xla=tests.planted.xla_window_off_by_one:dot_product_attention",
 }
-# Planted bugs a ci run does not yet keep in one file, and why (measured at the ci profile, default --jobs):
-# the one-file test leaves them out until the harness does.
-NOT_ONE_FILE: dict[str, str] = {
-    # The planted bug is one file, "fails when: a computable mask and the soft_cap option" (its smoke case of eight
-    # features reduced within the trigger search's share of the ci budget, measured); a second file is upstream
-    # splash's own dv at dominant values with a 256 scale, past the bound as torch's is
-    # (docs/findings/pallas_splash_lse_large_logits.md, a limitation), unnamed: only a finding with a proven fix
-    # can name a failure (harness.running.known).
-    "splash_soft_cap_after_mask": "upstream's lse limitation, unnamed, beside the planted bug's one file",
-}
 TRIGGERS |= {
     # The key offset of splash's mask function: every mask it computes (causal, window, chunk) is off by one.
     "splash_fwd_window_off_by_one": ("a computable mask", lambda t: "mask:computable" in t),
     "splash_dsinks_sign": ("the sinks option", lambda t: "option:sinks" in t),
+    # The cap applied to the masked logits too: a mask's hidden keys get weight exp(-cap) instead of none.
+    "splash_soft_cap_after_mask": (
+        "the soft_cap option and a mask",
+        lambda t: "option:soft_cap" in t and any(f.startswith("mask:") for f in t),
+    ),
     "paged_soft_cap_unscaled": ("the soft_cap option", lambda t: "option:soft_cap" in t),
     # Its reads past the page table raise under the interpreter on the plainest case; where valid key lengths keep
     # them inside the table they give wrong values: one bug (signatures.symptom), found at the plainest case.
