@@ -85,6 +85,22 @@ def _drop_in(name: str, broken, effect: str = "scale") -> _fakes.FakeKernel:
     return fork
 
 
+class _DvFork(_fakes.FakeKernel):
+    """A fork of BROKEN whose edit gives wrong dv, where BROKEN gives wrong out, on the same cases."""
+
+    def run(self, case, inputs, *, grads):
+        got = super().run(case, inputs, grads=grads)
+        if self.broken(case):
+            got.out, got.dv = got.out / 1.01, got.dv * 1.01
+        return got
+
+
+def _dv_fork() -> _DvFork:
+    fork = _DvFork("tests._fakes:DV_FORK", broken=_fakes.BROKEN.broken)
+    fork.drops_into = "tests._fakes:BROKEN"
+    return fork
+
+
 @pytest.mark.parametrize(
     ("kernel", "case", "inherited"),
     [
@@ -99,6 +115,8 @@ def _drop_in(name: str, broken, effect: str = "scale") -> _fakes.FakeKernel:
             False,
             id="another-way",
         ),
+        # Wrong values in other quantities (the fork's dv, upstream's out): two bugs, not one inherited.
+        pytest.param(_dv_fork(), dict(head_dim=64, kv_len=32), False, id="other-quantities"),
         # A built-in derives from nothing.
         pytest.param(_fakes.BROKEN, dict(head_dim=64, kv_len=32), False, id="built-in"),
     ],

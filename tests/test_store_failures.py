@@ -105,6 +105,11 @@ def test_how_a_failure_was_found_reads_typed_and_strictly() -> None:
     )
     assert Found.from_json(json.loads(json.dumps(found.to_json()))) == found and found.order == 2
     assert Found().to_json() == {} and Found().order == 1 and Found().trigger is None
+    # The plainest case's trigger is empty, and is one: never read back as "not reduced".
+    assert Found.from_json(Found(trigger=()).to_json()).trigger == ()
+    for bad in ("", "²2 of 3", "2 of"):
+        with pytest.raises(RecordError, match='must be "N of M"'):
+            Found.from_json({"failure": bad}, "f.json")
     with pytest.raises(RecordError, match="search field trigger='mask:causal_top_left' must be a list of feature"):
         Found.from_json({"trigger": "mask:causal_top_left"}, "f.json")
     with pytest.raises(RecordError, match=r"f.json: unknown search fields \['triger'\]"):

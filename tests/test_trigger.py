@@ -35,10 +35,9 @@ def _search(best: Case, fails, budget: int, otherwise=lambda case: False):
     return shrink, ran, kernel
 
 
-def test_a_trigger_shown_on_a_bigger_case_is_kept_where_the_budget_runs_out_on_its_smallest_case():
+def test_the_smallest_case_with_exactly_the_trigger_is_reported_with_the_trigger_shown_on_the_bigger_case():
     # A causal bug found on a big case with a bias: the bias goes, causal stays (its leaving out passes), then the
-    # smallest case with causal alone fails alike; the budget runs out as that case's features are left out again.
-    # Before, that lost the trigger shown on the bigger case (the planted splash_soft_cap_after_mask, ci profile).
+    # smallest case with causal alone fails alike and is the one reported, its features not left out again.
     big = Case(batch=2, q_heads=4, kv_heads=4, q_len=256, kv_len=256, head_dim=128, mask=Mask(causal="top_left"))
     big = big.replace(bias=True)
     causal = lambda c: c.mask.causal is not None  # noqa: E731
@@ -46,12 +45,13 @@ def test_a_trigger_shown_on_a_bigger_case_is_kept_where_the_budget_runs_out_on_i
     assert shrink.trigger == ("mask:causal_top_left",) and shrink.needs == {"mask:causal_top_left"}
     smallest = shrink.best.case
     assert (smallest.batch, smallest.q_heads) == (1, 1) and smallest != big.replace(bias=False)
-    # The same search, its budget spent as the smallest case's causal mask is left out (the run after it).
-    again, _, _ = _search(big, causal, budget=ran.index(smallest) + 1)
-    assert again.exhausted and again.best.case == smallest
-    assert again.trigger == ("mask:causal_top_left",) and again.needs == {"mask:causal_top_left"}
+    assert ran[-1] == smallest and not shrink.exhausted  # the last run: nothing left out of it
     assert features.of(smallest, kernel) - signatures.plain(kernel) == {"mask:causal_top_left"}
-    # Spent before the smallest case: no trigger, the case as found kept (it is no bigger than the best).
+    # The same search, its budget spent just before the smallest case: the trigger stands, on the bigger case.
+    again, _, _ = _search(big, causal, budget=ran.index(smallest))
+    assert again.exhausted and again.best.case != smallest
+    assert again.trigger == ("mask:causal_top_left",) and again.needs == {"mask:causal_top_left"}
+    # Spent before the trigger is shown: no trigger, the case as found kept (it is no bigger than the best).
     early, _, _ = _search(big, causal, budget=1)
     assert early.trigger is None
 

@@ -126,14 +126,20 @@ def inherited(
     mine = [s for s in result.subjects if s.implementation == kernel.name]
     if base is None or base == kernel.name or not mine or mine[0].passed:
         return None
-    upstream = contract.resolve(base)
-    if upstream.violations(result.case):
+    # Judged as the fork is (its conventions, refined from upstream's own behaviour: harness.running.exactness).
+    upstream = contract.resolve(base).with_conventions(kernel.conventions)
+    if upstream.cannot_run() is not None or upstream.violations(result.case):
         return None
     kw = {"grads": grads, "time_limit": time_limit, "interpret": interpret.under(mine[0].interpreter)}
     got = runner.run_case(result.case, [upstream], **kw)
-    if got.passed or _kinds(got) != _kinds(dataclasses.replace(result, subjects=mine)):
+    if got.passed or _how(got) != _how(dataclasses.replace(result, subjects=mine)):
         return None
     return base
+
+
+def _how(result: CaseResult) -> list[tuple[str, frozenset[str]]]:
+    """Each failing subject's kind of failure and failing quantities, whichever implementation it is."""
+    return [(kind, bad) for _, kind, bad in signatures.how(result)]
 
 
 def still_fails(name: str, kernel: contract.Implementation, *, time_limit: float | None) -> str | None:

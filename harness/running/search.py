@@ -17,7 +17,6 @@ from `search` as it was: it is the harness's failure, never a flaky kernel.
 from __future__ import annotations
 
 import collections
-import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -541,11 +540,13 @@ class Search:
         # Hypothesis's share of the budget spent: the trigger search still has its own (TRIGGER_SHARE), if any.
         hypothesis_spent, shrink.extra_runs = shrink.exhausted, self.max_shrinks // TRIGGER_SHARE
         shrink.exhausted = hypothesis_spent and not shrink.extra_runs
-        reducing = trigger.reduce(shrink, self.kernel)  # yields each candidate, is sent its verdict
-        verdict = None
-        with contextlib.suppress(StopIteration):
-            while True:
-                verdict = self.reduction(reducing.send(verdict))
+        reducing, verdict = trigger.reduce(shrink, self.kernel), None  # yields each candidate, is sent its verdict
+        while True:
+            try:
+                candidate = reducing.send(verdict)
+            except StopIteration:
+                break
+            verdict = self.reduction(candidate)
         shrink.exhausted |= hypothesis_spent
 
     def reduction(self, candidate: Case) -> str:

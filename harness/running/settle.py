@@ -118,7 +118,7 @@ class Settle:
 
     def write_failures(self, outcome: SearchOutcome, named: dict[int, known.Known]) -> list[Failure]:
         """Every distinct failure of the search, each with its own failure file and replay line, a drop-in's
-        failure run on its upstream too (known.inherited: one more case each); a failure named
+        shrunk failure run on its upstream too (known.inherited: one more case each); a failure named
         as a finding an earlier one was named as is the same bug: its file goes to failures/same-bug/, listed
         in the first one's (shards.file_as_same_bug), as the shards of `run --jobs` file one bug once."""
         kernel, out = self.kernel, []
@@ -132,8 +132,10 @@ class Settle:
             finding = named.get(n - 1)
             if finding is not None:
                 found = dataclasses.replace(found, finding=finding.name, expected=finding.expected)
-            # A drop-in's failure that is no finding: upstream's own where the built-in it derives from fails alike.
-            upstream = known.inherited(failure, kernel, **self._options) if finding is None else None
+            # A drop-in's shrunk failure that is no finding: upstream's own where the built-in it derives from fails
+            # alike (never after a stop: its files are written without another case run).
+            asked = finding is None and shrink.shrunk and not outcome.interrupted
+            upstream = known.inherited(failure, kernel, **self._options) if asked else None
             found = dataclasses.replace(found, inherited_from=upstream)
             path = write_failure(
                 self.out,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any, ClassVar, Self
 
 from harness.store.schema import COMPILE_FAILURE_SCHEMA, FAILURE_SCHEMA, RecordError
@@ -160,7 +161,8 @@ class Found:
         out: JSON = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is None or value == () or (f.name == "expected" and not value):
+            # Left out where unset; an empty trigger (the plainest case) is a trigger, kept.
+            if value is None or (value == () and f.default == ()) or (f.name == "expected" and not value):
                 continue
             out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
@@ -177,7 +179,7 @@ class Found:
             ok, want = _FOUND_TYPES[name]
             if not ok(value):
                 raise RecordError(f"{where}: search field {name}={value!r} must be {want}")
-        if "failure" in doc and not doc["failure"].split()[0].isdigit():
+        if "failure" in doc and not re.fullmatch(r"\d+ of \d+", doc["failure"], re.ASCII):
             raise RecordError(f'{where}: search field failure={doc["failure"]!r} must be "N of M"')
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc.items()})
 
