@@ -124,6 +124,15 @@ class Failures:
         )
         self.add(shrink.best, stats, [shrink.target.case])
 
+    def next_met(self) -> CaseResult | None:
+        """The first failure met while shrinking another that nothing reported since explains, taken off the list,
+        while the cap of shrunk failures allows one more; else None."""
+        while self.met and self.shrunk < self.cap:
+            result = self.met.pop(0)
+            if not self.explains(result):
+                return result
+        return None
+
     def settle_met(self) -> None:
         for result in self.met:
             if not self.explains(result):
