@@ -70,15 +70,12 @@ def reduce(shrink: Shrink, kernel: Implementation) -> Reduction:
         shrink.best = start
 
 
-def _smaller(
-    shrink: Shrink, trigger: tuple[str, ...], kernel: Implementation, tried: dict
-) -> Generator[Case, str, bool]:
-    """Whether a smaller case with exactly the best's features fails alike: the smallest with the trigger
-    (signatures.smallest_with), else the best in one batch row, one head, the least head_dim
-    (signatures.least_shapes: its lengths and tiles kept). The first such case smaller than the best is run,
-    and is the best where it fails alike (the search makes it so)."""
+def _smaller(shrink: Shrink, trigger: tuple[str, ...], kernel: Implementation, tried: dict) -> Reduction:
+    """A smaller case with exactly the best's features: the smallest with the trigger (signatures.smallest_with),
+    else the best in one batch row, one head, the least head_dim (signatures.least_shapes: its lengths and tiles
+    kept). The first such case smaller than the best is run, and is the best where it fails alike (the search
+    makes it so)."""
     for case in (signatures.smallest_with(trigger, kernel), signatures.least_shapes(shrink.best.case, kernel)):
         if case is not None and case not in tried and pool.size(case) < pool.size(shrink.best.case):
             tried[case] = yield case
-            return tried[case] == "alike"
-    return False
+            return
