@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -12,15 +13,21 @@ from pathlib import Path
 
 import nox
 
-nox.options.default_venv_backend = "venv"
+# uv where nox has it (`pip install nox[uv]`): every environment links the same unpacked wheels (torch's
+# CUDA build is 6 GB installed) instead of holding a copy each; else the standard library's venv and pip.
+nox.options.default_venv_backend = "uv|venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
-# Never fetch an interpreter from the network: use those installed (see interpreter()).
-nox.options.download_python = "never"
+# A session whose interpreter is missing fails, never skips: a skipped session exits 0 having run nothing.
+nox.options.error_on_missing_interpreters = True
+# Where no interpreter the pins need is installed, nox may download one (uv or pbs-installer, where the
+# machine reaches their servers); otherwise the session fails, after the message of _python().
+nox.options.download_python = "auto"
 
-PYTHON = "3.11"
 ROOT = Path(__file__).parent
 DEFAULT_CONSTRAINTS = "constraints/default.txt"
+# The previous default (Python 3.11): its version-matrix cell and the other 3.11 cells take their pins from it.
+PREVIOUS_CONSTRAINTS = "constraints/previous.txt"
 DOCS_CONSTRAINTS = "constraints/docs.txt"
 STORE = "reports/store"
 # Exit code of a harness command for a discrepancy or a failed compile: the matrix records it
@@ -40,6 +47,7 @@ def _load(name: str):  # noqa: ANN202 - a module object
     return module
 
 
+PYTHONS = _load("environments/pythons")
 MATRIX = _load("environments/matrix")
 ENVS = _load("environments/envs")
 DEVICES = _load("runtime/devices")
@@ -49,19 +57,39 @@ HARNESS = _load("core/exit_codes").ENTRY
 
 
 def interpreter(version: str) -> str:
-    """`version`, or the path of a pyenv installation of it when `pythonX.Y` on PATH cannot run
-    (pyenv's shims run only the selected versions)."""
-    exe = shutil.which(f"python{version}")
-    if exe and subprocess.run([exe, "-c", ""], capture_output=True).returncode == 0:
-        return version
-    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    found = sorted(root.glob(f"versions/{version}.*/bin/python{version}"))
-    return str(found[-1]) if found else version
+    """The path of an installed interpreter of `version` (harness.environments.pythons.find), else `version`
+    itself: nox then tries to download it, and fails the session where it cannot."""
+    return PYTHONS.find(version) or version
+
+
+def _python() -> str:
+    """The default sessions' interpreter: the newest Python the default pins install on that this machine has
+    (harness.environments.pythons.DEFAULT). Where there is none, the newest of them, which nox downloads where
+    it can, after a message naming what to install (the session fails where the download does too)."""
+    chosen = PYTHONS.choose()
+    if chosen:
+        return chosen[1]
+    print(f"nox: {PYTHONS.missing()}", file=sys.stderr)
+    return PYTHONS.DEFAULT[0]
+
+
+PYTHON = _python()
+
+
+@functools.cache
+def _uv_sources() -> tuple[str, ...]:
+    """Where uv takes packages from: pip's configuration (uv reads none of it), as upgrade's environments do."""
+    return ("--index-strategy", "unsafe-best-match", *ENVS.IndexOptions.from_pip(sys.executable).args())
+
+
+def _install(session: nox.Session, *args: str) -> None:
+    """`session.install`, from the package sources pip is configured with whichever installer the session has."""
+    session.install(*(_uv_sources() if session.venv_backend == "uv" else ()), *args)
 
 
 def install(session: nox.Session, *extras: str, constraints: str = DEFAULT_CONSTRAINTS) -> None:
     spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-c", constraints, "-e", spec)
+    _install(session, "-c", constraints, "-e", spec)
 
 
 @nox.session(python=PYTHON)
@@ -275,14 +303,13 @@ def torch_history(session: nox.Session, cell) -> None:  # noqa: ANN001 - a harne
 def _uv_install(session: nox.Session, *args: str) -> None:
     """`uv pip install` into the session's virtualenv: each multi-GB torch wheel is downloaded once into uv's
     cache and linked into every cell. uv reads none of pip's configuration, so pip's index options are given."""
-    session.install("-c", DEFAULT_CONSTRAINTS, "uv")
+    _install(session, "-c", DEFAULT_CONSTRAINTS, "uv")
     python = str(Path(session.virtualenv.location) / "bin" / "python")
-    index = ENVS.IndexOptions.from_pip(python).args()
-    session.run("uv", "pip", "install", "--python", python, "--index-strategy", "unsafe-best-match", *index, *args)
+    session.run("uv", "pip", "install", "--python", python, *_uv_sources(), *args)
 
 
 def _pip_install(session: nox.Session, *args: str) -> None:
-    session.install(*args)
+    _install(session, *args)
 
 
 def _run_cell(
@@ -295,7 +322,7 @@ def _run_cell(
     """A cell's runs: every kernel that registers there (only those of `frameworks` where some are named); for a
     whole cell (no `frameworks`) also the compile checks and the benchmarks."""
     constraints = Path(session.create_tmp()) / "constraints.txt"
-    constraints.write_text(cell.constraints((ROOT / DEFAULT_CONSTRAINTS).read_text()))
+    constraints.write_text(cell.constraints(_base_constraints(cell.python)))
     # --no-deps for the project: a cell without torch must not pull it in as a dependency.
     install(session, "-c", str(constraints), "--no-deps", "-e", ".")
     install(session, "-c", str(constraints), *MATRIX.COMMON, *cell.pins())
@@ -321,6 +348,13 @@ def _run_cell(
         session.run(*harness, "bench", "--out", STORE, success_codes=ok)
     # Per cell so far and kernel: the verdict and the API coverage (1: a drawn parameter no case exercised).
     session.run(*harness, "coverage", "--store", STORE, success_codes=[0, RECORDED_FAILURE])
+
+
+def _base_constraints(python: str) -> str:
+    """The pins a cell's other packages take: the default's where it declares the cell's Python, else the previous
+    default's (numpy 2.5 needs Python 3.12; the 3.11 cells take numpy 2.4.6 with it)."""
+    texts = [(ROOT / path).read_text() for path in (DEFAULT_CONSTRAINTS, PREVIOUS_CONSTRAINTS)]
+    return next((t for t in texts if python in PYTHONS.declared(t)), texts[0])
 
 
 class _Progress:
@@ -368,6 +402,15 @@ def upgrade(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def watch(session: nox.Session) -> None:
+    """Every release of a pinned package newer than its pin, gated by upgrade; one page (reports/watch)."""
+    install(session, "test")  # uv builds each release's environment
+    # 1 (a release not safe, or one that cannot install) fails the session, so that the scheduled workflow goes
+    # red; the page is written all the same.
+    session.run("python", "-m", "harness", "watch", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def findings(session: nox.Session) -> None:
     """Each bug finding's fix proved through the harness: its shrunk case and a short run, fixed and not (minutes)."""
     install(session, "test", "tpu", "tokamax")  # the kernels the fixes edit, tokamax's among them
@@ -382,7 +425,7 @@ def docs(session: nox.Session) -> None:
     """The documentation site (docs/, mkdocs.yml) into site/: the kernel table regenerated, then warnings as errors."""
     # The generator reads every kernel's declarations, so the kernels' libraries come too.
     install(session, "tokamax")
-    session.install("-c", DEFAULT_CONSTRAINTS, "-c", DOCS_CONSTRAINTS, "mkdocs")
+    _install(session, "-c", DEFAULT_CONSTRAINTS, "-c", DOCS_CONSTRAINTS, "mkdocs")
     session.run("python", "-m", "docs.generate", env={"JAX_PLATFORMS": "cpu"})
     # --strict: a broken link or anchor, or a page missing from the nav, fails (mkdocs.yml `validation`).
     session.run("mkdocs", "build", "--strict", *session.posargs)

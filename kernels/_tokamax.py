@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.metadata
 import inspect
 import typing
 from collections.abc import Callable
@@ -49,7 +50,16 @@ from hypothesis import strategies as st
 
 from harness.core import coverage as cov
 from harness.core.case import DTYPES, Case
-from harness.core.contract import About, Capabilities, Conventions, Implementation, Outputs, Restriction, register
+from harness.core.contract import (
+    About,
+    Capabilities,
+    Conventions,
+    Implementation,
+    NotInThisRelease,
+    Outputs,
+    Restriction,
+    register,
+)
 from harness.core.inputs import Inputs
 from harness.core.jaxvjp import jax_outputs
 from harness.core.masks import Mask, Window, dense_mask
@@ -80,12 +90,18 @@ def implementations() -> tuple[str, ...]:
     params = inspect.signature(fn).parameters
     if any(p not in params for p in NEEDED):
         return ()
-    names = set()
-    for arg in typing.get_args(params["implementation"].annotation) or ():
-        names |= {a for a in typing.get_args(arg) if isinstance(a, str)}
-        if isinstance(arg, str):
-            names.add(arg)
-    return tuple(sorted(names))
+    return tuple(sorted(_literals(params["implementation"].annotation)))
+
+
+def _literals(annotation: Any) -> set[str]:
+    """Every string literal in a type annotation: through unions, generics and type aliases (tokamax 0.0.17
+    declares `type Implementation = Literal["mosaic", ...]`; 0.0.12 wrote the Literal out)."""
+    if isinstance(annotation, str):
+        return {annotation}
+    value = getattr(annotation, "__value__", None)  # a typing.TypeAliasType
+    if value is not None:
+        return _literals(value)
+    return {name for arg in typing.get_args(annotation) for name in _literals(arg)}
 
 
 # The hardware an implementation runs on only (contract.About.needs); the others run anywhere.
@@ -101,8 +117,13 @@ def available(implementation: str) -> bool:
 def register_implementation(implementation: str, *, cases: int) -> None:
     """Define the kernel of `implementation` where this tokamax has it, with its matrix budget
     (contract.About.cases); registered where its hardware is (`available`)."""
-    if implementation in implementations():
-        register(TokamaxAttention(implementation, cases=cases), here=available(implementation))
+    offered = implementations()
+    if implementation not in offered:
+        raise NotInThisRelease(
+            f"tokamax {importlib.metadata.version('tokamax')} has no implementation {implementation!r}"
+            f" (dot_product_attention offers {', '.join(offered) or 'none this adapter can drive'})"
+        )
+    register(TokamaxAttention(implementation, cases=cases), here=available(implementation))
 
 
 def dtypes() -> tuple[str, ...]:

@@ -8,18 +8,16 @@ the harness's own dependencies in every environment.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import math
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
 from harness.environments import bisect, envs
+from tests.wheels import build_wheel
 
 VERSIONS = [f"1.{i}" for i in range(8)]
 WRONG_FROM = "1.5"
@@ -52,25 +50,6 @@ def _source(version: str) -> str:
         "    w = [math.exp(s - m) for s in scores]\n"
         f"    return sum(i * x for i, x in enumerate(w, start={start})) / sum(w)\n"
     )
-
-
-def build_wheel(out: Path, name: str, version: str, files: dict[str, str], requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel of `files` (path -> text), as `pip wheel` would build from that source tree."""
-    info = f"{name}-{version}.dist-info"
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
-    files = {
-        **files,
-        f"{info}/METADATA": meta,
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests.test_bisect\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    digest = lambda t: base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b"=").decode()  # noqa: E731
-    record = [f"{p},sha256={digest(t)},{len(t.encode())}" for p, t in files.items()] + [f"{info}/RECORD,,"]
-    path = out / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as z:
-        for p, t in {**files, f"{info}/RECORD": "\n".join(record) + "\n"}.items():
-            z.writestr(p, t)
-    return path
 
 
 @pytest.fixture(scope="module")

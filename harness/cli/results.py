@@ -258,12 +258,22 @@ def _run_suite(root: ET.Element, outcome: RunOutcome) -> None:
 # --- The upgrade gate ---
 
 
-def write_gate(v: GateVerdict, result: GateResult, *, kernels: dict[str, str], junitxml: Path, json_path: Path) -> None:
-    """The gate's verdict and rows as JUnit XML and JSON; kernels: each kernel asked for, where it is registered."""
+def write_gate(
+    v: GateVerdict,
+    result: GateResult,
+    *,
+    kernels: dict[str, str],
+    junitxml: Path,
+    json_path: Path,
+    versions: dict[str, dict[str, str | None]] | None = None,
+) -> None:
+    """The gate's verdict and rows as JUnit XML and JSON; kernels: each kernel asked for, where it is registered;
+    versions: side -> the library versions (and Python) it ran with."""
     tree = ET.ElementTree(gate_junit(v, result))
     ET.indent(tree)
     tree.write(junitxml, encoding="utf-8", xml_declaration=True)
-    json_path.write_text(json.dumps(gate_summary(v, result, kernels=kernels), indent=2, default=str) + "\n")
+    summary = gate_summary(v, result, kernels=kernels, versions=versions)
+    json_path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
 
 
 def _row_json(r: Row) -> dict[str, Any]:
@@ -278,7 +288,13 @@ def _row_json(r: Row) -> dict[str, Any]:
     }
 
 
-def gate_summary(v: GateVerdict, result: GateResult, *, kernels: dict[str, str]) -> dict[str, Any]:
+def gate_summary(
+    v: GateVerdict,
+    result: GateResult,
+    *,
+    kernels: dict[str, str],
+    versions: dict[str, dict[str, str | None]] | None = None,
+) -> dict[str, Any]:
     """The upgrade as plain data (`upgrade --json`)."""
     return {
         "schema": SUMMARY_SCHEMA,
@@ -289,6 +305,7 @@ def gate_summary(v: GateVerdict, result: GateResult, *, kernels: dict[str, str])
         "candidate": result.candidate,
         "thresholds": result.thresholds,
         "kernels": kernels,
+        "versions": versions or {},
         "failures": [_row_json(r) for r in result.failures],
         "findings": {str(g): list(lines) for g, lines in v.groups.items()},
     }

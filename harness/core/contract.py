@@ -503,9 +503,16 @@ def register(impl: Implementation, *, here: bool = True) -> Implementation:
     return impl
 
 
+class NotInThisRelease(ImportError):
+    """Raised by an adapter module at import where the installed library lacks what it wraps (an implementation
+    a release dropped or has not added): the module is skipped, and `unavailable()` says why."""
+
+
 def _import(module: str) -> None:
     try:
         importlib.import_module(module)
+    except NotInThisRelease as e:
+        _UNAVAILABLE[module] = str(e)
     except ImportError as e:
         name = e.name or ""
         if name.startswith("jax."):

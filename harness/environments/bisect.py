@@ -145,12 +145,15 @@ def replayer(
     root: Path | None = None,
     log: Callable[[str], None] = print,
     timeout: float | None = None,
+    pythons: list[str] | None = None,
 ) -> Callable[[str], Step]:
-    """The real `try_version`: build (or reuse) the version's environment, run `argv(env)` in it."""
+    """The real `try_version`: build (or reuse) the version's environment, on the first of `pythons` (default:
+    the spec's own) its pins install on, and run `argv(env)` in it."""
 
     def try_version(version: str) -> Step:
+        spec = env_for(version)
         try:
-            env = envs.build(env_for(version), root, log=log)
+            env = envs.build_first(spec, pythons or [spec.python], root, log=log)
         except envs.EnvError as e:
             log(f"  {version}: SKIPPED, {e}")
             return Step(version=version, outcome=SKIPPED, detail=f"cannot install: {e}", command="")

@@ -29,6 +29,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,7 +43,25 @@ OPTIONAL_PACKAGES = ("tokamax",)
 
 
 class EnvError(Exception):
-    """An environment that cannot be built: one line naming the requirement that failed and why."""
+    """An environment that cannot be built: one line naming the requirement that failed and why.
+
+    `wrong_python`: the pins install on another Python than the one tried (requires-python, or no wheel
+    for its version): `build_first` tries the next interpreter."""
+
+    def __init__(self, message: str, *, wrong_python: bool = False) -> None:
+        super().__init__(message)
+        self.wrong_python = wrong_python
+
+
+# What uv says when a requirement needs another Python: its Requires-Python ("the current Python version
+# (3.11.7) does not satisfy Python>=3.12"), or no wheel for this version ("has no wheels with a matching
+# Python implementation tag (e.g., `cp311`)").
+_WRONG_PYTHON = re.compile(r"current Python version|matching Python (?:version|implementation|ABI) tag")
+
+
+def wrong_python(failure: str) -> bool:
+    """Whether a resolver failure says the requirements need another Python version."""
+    return bool(_WRONG_PYTHON.search(failure))
 
 
 def default_cache() -> Path:
@@ -257,6 +276,28 @@ def build(spec: EnvSpec, root: Path | str | None = None, *, log: Callable[[str],
     return env
 
 
+def build_first(
+    spec: EnvSpec, pythons: list[str], root: Path | str | None = None, *, log: Callable[[str], None] = print
+) -> Env:
+    """The environment for `spec` on the first of `pythons` (interpreter paths) its requirements install on:
+    a release that needs a newer Python (jax >= 0.11 needs 3.12) is built on one that has it. EnvError when
+    none does, naming each Python tried and why; any other failure at once."""
+    tried = []
+    for python in dict.fromkeys(pythons):
+        try:
+            return build(dataclasses.replace(spec, python=python), root, log=log)
+        except EnvError as e:
+            if not e.wrong_python:
+                raise
+            log(f"env {spec.label or spec.key()}: not on {python}: {e}")
+            tried.append(python)
+    what = spec.label or " ".join(spec.requirements)
+    raise EnvError(
+        f"cannot build the {what} environment on any Python installed here (tried {', '.join(tried) or 'none'}): "
+        "each needs another Python version; install the one its packages require (uv python install 3.X)"
+    )
+
+
 def leave_out(requirements: tuple[str, ...], failure: str) -> tuple[tuple[str, ...], str] | None:
     """`requirements` less what the resolver's `failure` names that an environment may go without, and what
     was left out; None when it names nothing optional. jax[tpu]==X becomes jax==X and jaxlib==X: jax[tpu]
@@ -284,20 +325,43 @@ def _install(
         if done.returncode == 0:
             break
         failure = resolution_failure(done.stderr)
-        fewer = leave_out(requirements, failure)
+        # Another Python first: leaving a package out is for what cannot install beside the release at all.
+        fewer = None if wrong_python(failure) else leave_out(requirements, failure)
         if fewer is None:
-            raise EnvError(f"cannot build the {what} environment: {failure}")
+            raise EnvError(f"cannot build the {what} environment: {failure}", wrong_python=wrong_python(failure))
         requirements, dropped = fewer
         left_out[dropped] = failure
         log(f"env {what}: left out {dropped}, which cannot install beside it: {failure}")
     return left_out
 
 
-def available_versions(package: str, index: IndexOptions, *, python: str = sys.executable) -> list[str]:
-    """The released versions of `package` the index offers this interpreter, oldest first (pip's order, reversed)."""
+def available_versions(
+    package: str, index: IndexOptions, *, python: str = sys.executable, python_version: str | None = None
+) -> list[str]:
+    """The released versions of `package` the index offers this interpreter, oldest first (pip's order, reversed).
+
+    With `python_version` (MAJOR.MINOR), those with a wheel for that Python instead, whatever their
+    Requires-Python says of this one: pip hides from a Python 3.11 every jax release that needs 3.12."""
     cmd = [python, "-m", "pip", "index", "versions", package, *index.args(constraints=False)]
+    if python_version:
+        cmd += ["--python-version", python_version, "--only-binary=:all:"]
     done = subprocess.run(cmd, capture_output=True, text=True, env=_clean_env())
     m = re.search(r"^Available versions: (.*)$", done.stdout, re.MULTILINE)
     if done.returncode != 0 or not m:
         raise EnvError(f"no released versions of {package} found: {resolution_failure(done.stderr or done.stdout)}")
     return [v.strip() for v in m.group(1).split(",")][::-1]
+
+
+def resolution(requirements: tuple[str, ...], python: str, index: IndexOptions, *, constraints: str = "") -> str | None:
+    """Why `requirements` cannot install together on the interpreter `python` ("Because libtpu==0.0.53.* ..."),
+    or None when they can: uv resolves them against the index without installing anything."""
+    with tempfile.TemporaryDirectory() as tmp:
+        reqs = Path(tmp) / "requirements.in"
+        reqs.write_text("\n".join(requirements) + "\n")
+        cmd = [uv_binary(), "pip", "compile", "--quiet", "--no-header", "--python", python, str(reqs)]
+        cmd += ["--index-strategy", "unsafe-best-match", *index.args()]
+        if constraints:
+            (Path(tmp) / "constraints.txt").write_text(constraints)
+            cmd += ["--constraint", str(Path(tmp) / "constraints.txt")]
+        done = _run(cmd)
+    return None if done.returncode == 0 else resolution_failure(done.stderr)

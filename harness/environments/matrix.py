@@ -20,21 +20,21 @@ torch ("-": none), and optionally tokamax ("-" or absent: none). Choices, and wh
   (no compile checks). jax 0.4.30 installs beside numpy 2.4.6 and runs its kernels (measured).
 - 0.5.0 is the last release before MHA-2's fix (0.5.1) and before BlockSizes, and the first after
   DEC-2 and NN-1 came in (docs/history.md, "Releases a nox -s history run needs").
-- jax 0.11 and later require Python >= 3.12.
-- torch: 2.13.0 is the CPU build on this project's machines; 2.14.1 is a CUDA build
-  (several GB, taken from a local wheel mirror), so it appears in one cell only. PyPI has
-  no CPU-only Linux torch for Python 3.12, so the 3.12 cells run without the SDPA oracle
-  rather than download a multi-GB CUDA build.
+- jax 0.11 and later require Python >= 3.12; the default pins (constraints/default.txt) run on 3.12 to
+  3.14, and their cell on 3.13. The previous default (jax 0.10.2, torch 2.13.0 on 3.11,
+  constraints/previous.txt) stays a cell.
+- torch: every cell has the SDPA oracle. 2.13.0 is the CPU build on this project's machines (Python
+  3.11); the 3.12 and 3.13 cells take PyPI's CUDA builds, which run on a CPU (about 3.5 GB of downloads,
+  6 GB installed: the README's "Two commands" says how to take the CPU-only builds instead).
 - TORCH_HISTORY holds torch's releases from 2.4 on, each beside the project's default jax (the
   pins of constraints/default.txt), and `nox -s torch_history` runs only the kernels of framework
   torch there (TORCH_HISTORY_FRAMEWORK): rerunning every jax kernel with each torch release would
-  test jax ten times. PyPI's Linux torch wheels other than 2.13.0 (this machine's CPU build) are CUDA
-  builds that run on a CPU; the session installs them with uv, whose cache holds each download once
-  and links it into every environment (docs/history-torch.md has the measured disk and time).
-  The range starts at 2.4, which installs beside the default numpy 2.4.6 (measured; torch before
-  2.3 needs numpy < 2).
-- tokamax needs jax >= 0.9.2 (its package metadata), so only those cells install it; the
-  kernels/tokamax_* adapters register only where it imports (harness.core.contract.OPTIONAL_FRAMEWORKS).
+  test jax ten times. Its cells are on Python 3.12, the newest that torch 2.4 has wheels for; the
+  session installs them with uv, whose cache holds each download once and links it into every
+  environment (docs/history-torch.md has the measured disk and time).
+- tokamax 0.0.12 needs jax >= 0.9.2 and 0.0.17 jax >= 0.11.1 (their package metadata), so only those
+  cells install it; the kernels/tokamax_* adapters register only where it imports
+  (harness.core.contract.OPTIONAL_FRAMEWORKS).
 This module imports only the standard library: the noxfile loads it before any
 dependency is installed.
 """
@@ -51,9 +51,9 @@ MATRIX = """
 3.11      0.8.3     0.0.32.*   2.13.0
 3.11      0.9.2     0.0.37.*   2.13.0   0.0.12
 3.11      0.10.2    0.0.42.*   2.13.0   0.0.12
-3.11      0.10.2    0.0.42.*   2.14.1   0.0.12
-3.12      0.11.2    0.0.48.*   -        0.0.12
-3.12      0.12.0.1  0.0.50.*   -        0.0.12
+3.12      0.11.2    0.0.48.*   2.14.1   0.0.17
+3.12      0.12.0.1  0.0.50.*   2.15.0   0.0.17
+3.13      0.12.1    0.0.52     2.15.0   0.0.17
 """
 
 # The releases before the TPU interpret mode (`nox -s history`); tokamax needs jax >= 0.9.2.
@@ -69,16 +69,18 @@ HISTORY = """
 # compile checks). `nox -s torch_history` runs these cells' torch kernels only.
 TORCH_HISTORY = """
 # python  jax       libtpu     torch
-3.11      0.10.2    -          2.4.1
-3.11      0.10.2    -          2.5.1
-3.11      0.10.2    -          2.6.0
-3.11      0.10.2    -          2.7.1
-3.11      0.10.2    -          2.8.0
-3.11      0.10.2    -          2.9.1
-3.11      0.10.2    -          2.10.0
-3.11      0.10.2    -          2.11.0
-3.11      0.10.2    -          2.12.1
-3.11      0.10.2    -          2.13.0
+3.12      0.12.1    -          2.4.1
+3.12      0.12.1    -          2.5.1
+3.12      0.12.1    -          2.6.0
+3.12      0.12.1    -          2.7.1
+3.12      0.12.1    -          2.8.0
+3.12      0.12.1    -          2.9.1
+3.12      0.12.1    -          2.10.0
+3.12      0.12.1    -          2.11.0
+3.12      0.12.1    -          2.12.1
+3.12      0.12.1    -          2.13.0
+3.12      0.12.1    -          2.14.1
+3.12      0.12.1    -          2.15.0
 """
 # The framework (harness.core.contract.Implementation.framework) whose kernels a torch history cell runs.
 TORCH_HISTORY_FRAMEWORK = "torch"

@@ -27,7 +27,7 @@ from harness.store.files import publish_mode
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-def _env() -> jinja2.Environment:
+def jinja_env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,  # the templates end in .html.j2, which select_autoescape would not match
@@ -83,7 +83,7 @@ def plots(report: Report) -> dict[str, list[Markup]]:
 
 
 def render(report: Report) -> str:
-    return _env().get_template("report.html.j2").render(r=report, plots=plots(report))
+    return jinja_env().get_template("report.html.j2").render(r=report, plots=plots(report))
 
 
 def write(report: Report, out: Path | str) -> Path:

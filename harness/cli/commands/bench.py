@@ -64,6 +64,9 @@ def main(args: argparse.Namespace) -> int:
             "-W",
             "ignore::pytest.PytestAssertRewriteWarning",
         ] + (["-k", args.keyword] if args.keyword else [])
+        # A worker name inherited from a parent pytest-xdist run (this command started by a test) is not this
+        # session's: pytest-benchmark would take it for one and disable every benchmark.
+        os.environ.pop("PYTEST_XDIST_WORKER", None)
         code = pytest.main(argv)
         data = json.loads(out_json.read_text()) if out_json.exists() else {"benchmarks": []}
     records = bench.records_from_pytest_benchmark(data, run_id=store.run_id)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError, progress
-from harness.environments import bisect, envs
+from harness.environments import bisect, envs, pythons
 
 NAME = "bisect"
 HELP = "find the release of a package (jax, torch, libtpu) between --good and --bad where a failure changes verdict"
@@ -33,6 +33,35 @@ def add_index_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the pins every environment starts from (default constraints/default.txt)",
     )
+
+
+def add_python_argument(p: argparse.ArgumentParser, *, flag: str = "--python", help: str = "") -> None:
+    p.add_argument(
+        flag,
+        metavar="X.Y|PATH",
+        help=help
+        or "the interpreter of every environment (default: the first its pins install on: the constraints file's "
+        "declared Pythons installed here, newest first, then this interpreter and the others installed)",
+    )
+
+
+def interpreter(value: str, flag: str) -> str:
+    """A --python value as an interpreter path: X.Y is looked up among those installed (UsageError if none)."""
+    if "/" in value:
+        if not Path(value).is_file():
+            raise UsageError(f"{flag} {value}: no such interpreter")
+        return value
+    found = pythons.find(value)
+    if not found:
+        raise UsageError(f"{flag} {value}: {pythons.missing((value,), what='it')}")
+    return found
+
+
+def python_order(args: argparse.Namespace, constraints: str) -> list[str]:
+    """The interpreters to build on, in order: --python alone where given, else pythons.for_constraints."""
+    if args.python:
+        return [interpreter(args.python, "--python")]
+    return pythons.for_constraints(constraints)
 
 
 def index_options(args: argparse.Namespace) -> envs.IndexOptions:
@@ -61,6 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--bad", required=True, metavar="VERSION", help="a release where it fails (older than --good: a fix)"
     )
     p.add_argument("--timeout", type=float, metavar="S", help="give up on one replay after S seconds (then skipped)")
+    add_python_argument(p)
     add_index_arguments(p)
 
 
@@ -86,7 +116,12 @@ def main(args: argparse.Namespace) -> int:
     most = 2 + math.ceil(math.log2(max(len(seq) - 1, 1)))
     with progress.Steps(most, f"bisect {args.package}", unit="replays at most") as bar:
         replay = bisect.replayer(
-            env_for, bisect.harness_replay(args.file.resolve()), root=args.envs, timeout=args.timeout, log=bar.print
+            env_for,
+            bisect.harness_replay(args.file.resolve()),
+            root=args.envs,
+            timeout=args.timeout,
+            log=bar.print,
+            pythons=python_order(args, constraints),
         )
 
         def try_version(version: str) -> bisect.Step:

@@ -15,8 +15,15 @@ from typing import Any
 from harness import gate
 from harness.cli import UsageError, progress, results
 from harness.cli.commands._shared import add_out
-from harness.cli.commands.bisect import ROOT, add_index_arguments, index_options, read_constraints
-from harness.environments import envs, upgrade
+from harness.cli.commands.bisect import (
+    ROOT,
+    add_index_arguments,
+    add_python_argument,
+    index_options,
+    interpreter,
+    read_constraints,
+)
+from harness.environments import envs, pythons, upgrade
 from harness.gate import drift, verdict
 from harness.gate.thresholds import Thresholds, load
 from harness.report import compose, data
@@ -76,6 +83,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument_group("results for CI"), what="gate", defaults=(f"OUT/{JUNIT_NAME}", f"OUT/{SUMMARY_NAME}")
     )
     p.add_argument("--thresholds", type=Path, metavar="FILE", help="gate thresholds TOML (default: the built-in file)")
+    add_python_argument(
+        p, help="the candidate's interpreter (default: the first its pins install on, the baseline's tried first)"
+    )
+    add_python_argument(
+        p,
+        flag="--baseline-python",
+        help="the baseline's interpreter (default: the first its pins install on, the constraints file's "
+        "declared Pythons first)",
+    )
     add_index_arguments(p)
 
 
@@ -87,9 +103,16 @@ def _environments(args: argparse.Namespace, changes: dict[str, str]) -> tuple[en
     def spec(reqs: tuple[str, ...], label: str) -> envs.EnvSpec:
         return envs.EnvSpec(python=sys.executable, requirements=reqs, index=index, editable=(str(ROOT),), label=label)
 
-    base = envs.build(spec(envs.requirements_with(constraints, {}), "baseline"), args.envs)
-    cand = envs.build(spec(envs.requirements_with(constraints, changes), f"candidate ({change})"), args.envs)
-    return base, cand
+    # Each side on the first Python its pins install on: the candidate tries the baseline's first, so that a
+    # release that needs no other Python is gated with nothing else changed.
+    if args.baseline_python:
+        first = [interpreter(args.baseline_python, "--baseline-python")]
+    else:
+        first = pythons.for_constraints(constraints)
+    base = envs.build_first(spec(envs.requirements_with(constraints, {}), "baseline"), first, args.envs)
+    then = [interpreter(args.python, "--python")] if args.python else pythons.search_order(base.spec.python)
+    cand_spec = spec(envs.requirements_with(constraints, changes), f"candidate ({change})")
+    return base, envs.build_first(cand_spec, then, args.envs)
 
 
 def _side(store: Path, drop: set[str]) -> records.Records:
@@ -199,7 +222,8 @@ def main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     junitxml, summary = junitxml or out / JUNIT_NAME, summary or out / SUMMARY_NAME
     kernels = {k: _where(k, base_run, cand_run) for k in wanted}
-    results.write_gate(v, result, kernels=kernels, junitxml=junitxml, json_path=summary)
+    sides = {"baseline": versions[0], "candidate": versions[1]}
+    results.write_gate(v, result, kernels=kernels, junitxml=junitxml, json_path=summary, versions=sides)
     print(f"results for CI -> {junitxml}, {summary}")
     print(f"upgrade took {time.perf_counter() - start:.0f} s")
     return v.code
