@@ -14,8 +14,9 @@ the argument parser (harness.cli.build_parser). In docs/history.md, between `<!-
 commits that are not bugs, from their recorded files (docs/data/history_*.json); in docs/performance.md,
 between `<!-- results:begin -->` and `<!-- results:end -->`, every benchmark run recorded under
 benchmarks/results/ that compares sides, with its command. Exits 2 when a file lacks its markers,
-and 4 ("cannot run here") where a kernel module cannot be imported (an optional framework is
-missing): the table would lack its rows.
+and 4 ("cannot run here") where a kernel module cannot be imported because an optional framework is
+missing: the table would lack its rows. A kernel whose upstream module the installed jax lacks (jax
+0.12.1 removed the Pallas GPU attention modules) keeps the rows generated where it loads.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ RESULT_COLUMNS = {
     "wall_s": "wall s",
     "cases_per_cpu_minute": "cases per CPU-minute",
 }
+# The README's table of what torch costs a fresh machine, from its record.
+README = ROOT / "README.md"
+TORCH_COST = RESULTS / "torch_cost.json"
+TORCH_COST_BEGIN, TORCH_COST_END = "<!-- torch-cost:begin -->", "<!-- torch-cost:end -->"
 # The bug history's list and its walk of the commits that are not bugs: recorded data, rendered.
 HISTORY_PAGE = ROOT / "docs" / "history.md"
 HISTORY_BUGS = ROOT / "docs" / "data" / "history_bugs.json"
@@ -227,20 +232,72 @@ def replace_between(text: str, body: str, *, begin: str = BEGIN, end: str = END)
     return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
-def parts() -> dict[Path, str]:
-    """Every generated page as it should read now: path -> text."""
+# What harness.core.contract records for an adapter whose upstream module the installed jax lacks.
+LACKS = "this jax release lacks it"
+
+
+def carried_rows(text: str, names: Iterable[str]) -> list[str]:
+    """The table rows of `text` (a generated table) whose first cell names one of `names`: a kernel the installed
+    release lacks keeps the rows generated where it loads (pallas_gpu: every jax up to 0.12.0.1)."""
+    wanted = {f"`{n}`" for n in names}
+    return [ln for ln in text.splitlines() if ln.startswith("| ") and ln[2:].split(" ", 1)[0] in wanted]
+
+
+def _row_key(row: str) -> tuple[bool, str]:
+    """Where a row sits in its table: kernels before oracles, then by name (the first cell, backticks off)."""
+    cells = [c.strip() for c in row.split("|")]
+    return cells[2].startswith("oracle"), cells[1].split(" ", 1)[0].strip("`")
+
+
+def _with_carried(table: str, old: str, names: list[str]) -> str:
+    """`table` with the rows of `names` from the page's `old` table put where they belong, in their own order."""
+    lines = table.splitlines()
+    head, rows = lines[:2], lines[2:]
+    for row in carried_rows(old, names):
+        at = next((i for i, r in enumerate(rows) if _row_key(r) > _row_key(row)), len(rows))
+        rows.insert(at, row)
+    return "\n".join(head + rows)
+
+
+def _between(text: str, begin: str, end: str) -> str:
+    return text.split(begin, 1)[1].split(end, 1)[0] if begin in text and end in text else ""
+
+
+def parts(lacking: Iterable[str] = ()) -> dict[Path, str]:
+    """Every generated page as it should read now: path -> text. `lacking`: the kernel modules the installed
+    release lacks, whose rows are carried from the page as it is."""
     from harness.cli import build_parser
     from harness.core import contract
 
     impls = contract.defined().values()
-    kernels = [(kernel_table(impls), BEGIN, END), (restriction_table(impls), RESTRICTIONS_BEGIN, RESTRICTIONS_END)]
+    names = [m.rpartition(".")[2] for m in lacking]
+    page = KERNELS_PAGE.read_text()
+    table = _with_carried(kernel_table(impls), _between(page, BEGIN, END), names)
+    restrictions = _with_carried(
+        restriction_table(impls), _between(page, RESTRICTIONS_BEGIN, RESTRICTIONS_END), names
+    )
+    kernels = [(table, BEGIN, END), (restrictions, RESTRICTIONS_BEGIN, RESTRICTIONS_END)]
     return {
         KERNELS_PAGE: _filled(KERNELS_PAGE, kernels),
         CLI_PAGE: _filled(CLI_PAGE, [(cli_reference(build_parser()), CLI_BEGIN, CLI_END)]),
         HISTORY_PAGE: history_page(),
         PERFORMANCE_PAGE: _filled(PERFORMANCE_PAGE, [(benchmark_results(RESULTS), RESULTS_BEGIN, RESULTS_END)]),
         FOUND_PAGE: _filled(FOUND_PAGE, [(finding_counts(), COUNTS_BEGIN, COUNTS_END)]),
+        README: _filled(README, [(torch_cost(TORCH_COST), TORCH_COST_BEGIN, TORCH_COST_END)]),
     }
+
+
+def torch_cost(path: Path) -> str:
+    """The README's table of what the default's torch costs a fresh machine (benchmarks/torch_cost.py's record)."""
+    r = json.loads(path.read_text())
+    gib = lambda n: f"{n / 2**30:.1f} GiB"  # noqa: E731
+    lines = [
+        "| torch | Python | packages | to download | installed | of it torch and CUDA | install (s) |",
+        "|---|---|---|---|---|---|---|",
+        f"| `{r['torch']}` | {r['python']} | {r['packages']} | {gib(r['download_bytes'])} | {gib(r['installed_bytes'])}"
+        f" | {gib(r['torch_and_cuda_bytes'])} | {r['install_seconds']:.0f} |",
+    ]
+    return "\n".join(lines)
 
 
 def finding_counts() -> str:
@@ -296,11 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_USAGE
 
     missing = contract.unavailable()
-    if missing:
+    lacking = [m for m, why in missing.items() if why.startswith(LACKS)]
+    if set(missing) - set(lacking):
+        # A framework is not installed: its kernels' rows would be lost, not carried from another release.
         print(f"cannot generate the kernel table here: {missing}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     try:
-        wanted = parts()
+        wanted = parts(lacking)
     except MarkersMissing as e:
         print(e, file=sys.stderr)
         return EXIT_USAGE

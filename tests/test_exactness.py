@@ -101,7 +101,10 @@ def test_a_fork_whose_out_moves_with_the_batch_fails_where_upstream_passes(tmp_p
     said: list[str] = []
     checked = exactness.refined([fork, flash], said.append)
     assert not said and all("out" not in k.conventions.varies("batch_invariant") for k in checked)
-    assert all("dq" in k.conventions.varies("batch_invariant") for k in checked)  # upstream's own ulp
+    # Upstream's own dq: an ulp apart by batch size where the release's XLA reduces di by shape (jax 0.10.2,
+    # docs/findings/pallas_flash_dq_batch_dependent.md), the same bits on jax 0.12.1: as the probe measured.
+    dq_varies = exactness.probed(flash).diffs["batch_invariant"]["dq"] > 0
+    assert all(("dq" in k.conventions.varies("batch_invariant")) == dq_varies for k in checked)
     base = Case(batch=2, q_heads=2, kv_heads=1, q_len=128, kv_len=128, head_dim=64)
     case = next(c for c in (base.replace(seed=s) for s in range(20)) if batch.wanted(flash, c, passed=True))
     result = run_case(case, checked, grads=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.core.case import Case
 from harness.core.compare import IMPLEMENTATION_FACTORS, TOLERANCES, tolerance
 from harness.core.contract import resolve
@@ -19,7 +21,15 @@ def test_torch_sdpa_agrees_on_the_case_that_raised_a_false_alarm():
     (out,) = [c for c in torch.comparisons if c.quantity == "out"]
     factor, standard = IMPLEMENTATION_FACTORS[("torch_sdpa", "float32", "out")], TOLERANCES[("float32", "out")].factor
     assert torch.passed
-    assert out.max_abs > out.bound - (factor - standard) * out.oracle_abs  # past the standard bound
+    standard_bound = out.bound - (factor - standard) * out.oracle_abs
+    if out.max_abs <= standard_bound:
+        # jax 0.12.1 with torch 2.15.0 (and torch 2.13.0 on a host without AVX-512): XLA's float32 rounds these
+        # logits as torch does, the plain oracle's own error equals torch's, and no factor is needed here.
+        pytest.skip(
+            f"no false alarm here: torch's error {out.max_abs:.3g} is within the standard bound {standard_bound:.3g}"
+            f" (torch {torch_version()}, CPU capability {cpu_capability()})"
+        )
+    assert out.max_abs > standard_bound  # past the standard bound: the factor is what passes it
 
 
 def test_only_the_declared_oracle_quantity_gets_another_factor():
@@ -28,3 +38,15 @@ def test_only_the_declared_oracle_quantity_gets_another_factor():
         assert tolerance("float32", "out", kernel) == TOLERANCES[("float32", "out")]
     assert tolerance("bfloat16", "out", "torch_sdpa") == TOLERANCES[("bfloat16", "out")]
     assert tolerance("float32", "dq", "torch_sdpa") == TOLERANCES[("float32", "dq")]
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
+def cpu_capability() -> str:
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()

@@ -266,6 +266,8 @@ def _field(path: Path, name: str, build: Any, errors: type[Exception]) -> Any:
 def _resolve(path: Path, spec: str, role: str) -> contract.Implementation:
     try:
         impl = contract.resolve(spec)
+    except contract.NotLoadedHere:
+        raise  # a release without the kernel's module: cannot run here (exit 4), not a bad file
     except contract.UnknownImplementation as e:
         raise FailureFileError(f"{path}: {role} {spec!r}: {e}") from None
     except Exception as e:  # noqa: BLE001 - importing a MODULE:ATTR runs arbitrary code
