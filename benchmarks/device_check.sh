@@ -6,14 +6,15 @@
 # On a GPU host (jax with CUDA and torch installed, as on the workplace's H200 image): installs
 # what is missing from wheels in .whl/ if there are any (no network needed), then runs `run`
 # (correctness: every case against the float64 truth computed on the CPU) and `bench` (native
-# timings) for every kernel that registers on a GPU there: Pallas GPU mha and decode, torch
-# SDPA's fused backends, tokamax's triton and cudnn paths where tokamax installs. Writes the
-# store, the HTML report and the console logs under $OUT (a tarball of the store too, since a
-# device run brings back a few files only). Exit: the worst of the steps (0 pass, 1 a failure).
+# timings) for every kernel that registers on a GPU there: Pallas GPU mha and decode (up to jax
+# 0.12.0.1: 0.12.1 removed their modules), torch SDPA's fused backends, tokamax's triton and cudnn
+# paths where tokamax installs. Writes the store, the HTML report and the console logs under $OUT
+# (a tarball of the store too, since a device run brings back a few files only). Exit: the worst
+# of the steps (0 pass, 1 a failure).
 #
 # --dry-run: the same steps on this host without a GPU, at the smallest budget (1 case per
-# kernel, 1 benchmark shape, forward only): the Pallas GPU kernels run under their interpreter, the rest say
-# "cannot run here". tests/test_device_check.py runs it.
+# kernel, 1 benchmark shape, forward only): the Pallas GPU kernels under their interpreter where they
+# register, else jax_xla, so that every step runs something. tests/test_device_check.py runs it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-reports/device}
@@ -37,12 +38,15 @@ fi
 # The project's own imports (no network there: what the image lacks must come as .whl/).
 "$PY" -c "import harness.cli, jax, numpy, hypothesis, jinja2" || { echo "device_check.sh: a package is missing (carry it in .whl/)" >&2; exit 3; }
 "$PY" -c "import jax; print('jax', jax.__version__, 'devices', jax.devices())" | tee "$OUT/devices.txt"
-# Every kernel that computes on a GPU here (its device as records show it); on a dry run, the Pallas GPU kernels.
+# Every kernel that computes on a GPU here (its device as records show it); on a dry run, the Pallas GPU kernels
+# where this jax has them, else jax_xla.
 KERNELS=$("$PY" - "$DRY" <<'PY'
 import sys
 from harness.core import contract
-gpu = [n for n in contract.names("kernel") if "gpu" in contract.resolve(n).device().lower() or "cuda" in contract.resolve(n).device().lower()]
-print(" ".join(gpu or (["pallas_gpu", "pallas_gpu_decode"] if sys.argv[1] == "1" else [])))
+names = contract.names("kernel")
+gpu = [n for n in names if "gpu" in contract.resolve(n).device().lower() or "cuda" in contract.resolve(n).device().lower()]
+dry = [n for n in ("pallas_gpu", "pallas_gpu_decode") if n in names] or ["jax_xla"]
+print(" ".join(gpu or (dry if sys.argv[1] == "1" else [])))
 PY
 )
 if [ -z "$KERNELS" ]; then

@@ -22,6 +22,7 @@ from harness.core.case import Case
 from harness.core.masks import Lengths, Mask, Segments
 from harness.store import cells
 from harness.store.read import load as load_store
+from tests import _removed
 from tests import record_builders as rb
 
 # Parameters of a wrapped API that some release in the matrix (harness.environments.matrix) lacks, read from
@@ -209,6 +210,7 @@ def test_predicates_count_the_cases_that_exercised_each_parameter() -> None:
     assert counts[("flash_attention.flash_attention", "debug")] is None  # not drawn
 
 
+@_removed.needs(_removed.GPU_DECODE)
 def test_decode_lengths_count_against_the_entry_point_the_adapter_calls() -> None:
     decode = contract.resolve("pallas_gpu_decode")
     lengths = Mask(lengths=Lengths(kv=(3,)))
@@ -338,7 +340,11 @@ def test_a_runs_cell_is_named_as_the_matrix_names_it() -> None:
 
     run = {"versions": {"python": "3.11.7", "jax": "0.10.2", "torch": "2.13.0+cpu"}}
     assert cells.cell_name(run) in {c.name for c in matrix.CELLS}
-    assert cells.cell_name({"versions": {"python": "3.12.1", "jax": "0.11.2", "torch": None}}) in {
+    # PyPI's CUDA build of torch, as the 3.12 and 3.13 cells install it.
+    assert cells.cell_name({"versions": {"python": "3.13.0", "jax": "0.12.1", "torch": "2.15.0+cu132"}}) in {
         c.name for c in matrix.CELLS
     }
+    assert cells.cell_name({"versions": {"python": "3.12.1", "jax": "0.11.2", "torch": None}}) == (
+        "py3.12-jax0.11.2-torchnone"
+    )
     assert cells.cell_name(None) == "unknown"

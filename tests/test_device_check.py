@@ -8,9 +8,17 @@ import sys
 import tarfile
 from pathlib import Path
 
+from harness.core import contract
 from harness.store.read import load
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _dry_kernels() -> list[str]:
+    """What a dry run checks, as the registry says: the Pallas GPU kernels where they register (jax 0.12.1 removed
+    their modules), else jax_xla."""
+    registered = contract.names("kernel")
+    return [k for k in ("pallas_gpu", "pallas_gpu_decode") if k in registered] or ["jax_xla"]
 
 
 def test_the_device_check_runs_dry_end_to_end_and_writes_its_store_and_report(tmp_path: Path) -> None:
@@ -23,10 +31,11 @@ def test_the_device_check_runs_dry_end_to_end_and_writes_its_store_and_report(tm
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert (tmp_path / "kernels.txt").read_text().split() == ["kernels:", "pallas_gpu", "pallas_gpu_decode"]
+    kernels = _dry_kernels()
+    assert (tmp_path / "kernels.txt").read_text().split() == ["kernels:", *kernels]
     records = load([tmp_path / "store"])
-    assert {r.implementation for r in records.cases if r.role == "kernel"} == {"pallas_gpu", "pallas_gpu_decode"}
-    assert {r.implementation for r in records.benches} >= {"pallas_gpu"}
+    assert {r.implementation for r in records.cases if r.role == "kernel"} == set(kernels)
+    assert {r.implementation for r in records.benches} >= {kernels[0]}
     assert "PASS" in (tmp_path / "report.log").read_text() and (tmp_path / "report.html").is_file()
     with tarfile.open(tmp_path / "store.tgz") as tar:
         assert any(name.endswith("run.json") for name in tar.getnames())

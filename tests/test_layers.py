@@ -99,6 +99,8 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.environments.matrix",
                 "harness.environments.upgrade",
                 "harness.environments.bisect",
+                "harness.environments.pythons",
+                "harness.environments.watch",
             ),
         },
     ),

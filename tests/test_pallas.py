@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernels._pallas import block_names, divisors, lane_tiles
+from tests import _removed
 
 
 def test_lane_tiles_and_divisors_smallest_first() -> None:
@@ -51,33 +52,62 @@ def test_a_kernel_the_hlo_interpreter_cannot_run_is_declared_faithful_only() -> 
     assert kernel.fast_refusal() == "NotImplementedError: no discharge rule for this primitive"
 
 
-def test_an_api_this_jax_lacks_is_cannot_run_here_never_a_failure(monkeypatch, tmp_path, capsys) -> None:
-    # As on jax 0.5.0, whose gpu attention module has no BlockSizes: exit 4 with the reason, no failure file.
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        # As on jax 0.5.0, whose gpu attention module has no BlockSizes: GpuKernel's probe of the smallest case.
+        pytest.param("pallas_gpu", marks=_removed.needs(_removed.GPU_ATTENTION)),
+        # The same gap met by TpuKernel's probe under the HLO interpreter: a kernel every jax here registers.
+        "pallas_flash",
+    ],
+)
+def test_an_api_this_jax_lacks_is_cannot_run_here_never_a_failure(kernel, monkeypatch, tmp_path, capsys) -> None:
+    # An adapter that calls what the installed module lacks: exit 4 with the reason, no failure file.
+    import importlib
     import json
 
     from harness import cli
     from harness.core import probes
     from harness.running import probes as worker_probes
     from harness.runtime import versions
-    from kernels import _pallas, pallas_gpu
+    from kernels import _pallas
 
-    monkeypatch.delattr(pallas_gpu.upstream, "BlockSizes")
+    upstream = importlib.import_module(f"kernels.{kernel}").upstream
+    monkeypatch.delattr(upstream, "BlockSizes")
     monkeypatch.setattr(_pallas, "_API_GAPS", {})
     monkeypatch.setattr(_pallas, "_GPU_PROBED", set())
+    monkeypatch.setattr(_pallas, "_FAST_PROBES", {})
     # The patched module is this process's alone: the probe runs here, not in a worker as the CLI's does.
     monkeypatch.setattr(worker_probes, "in_worker", probes.in_process)
-    code = cli.main(["run", "--kernel", "pallas_gpu", "--examples", "2", "--jobs", "1", "--out", str(tmp_path)])
+    code = cli.main(["run", "--kernel", kernel, "--examples", "2", "--jobs", "1", "--out", str(tmp_path)])
     out = capsys.readouterr().out
-    why = "the adapter calls an API this jax lacks: AttributeError: module 'jax.experimental.pallas.ops.gpu.attention'"
+    why = f"the adapter calls an API this jax lacks: AttributeError: module '{upstream.__name__}'"
     assert code == cli.EXIT_CANNOT_RUN, out
     assert f"cannot run here: {why}" in out and "FAIL" not in out
     assert not list(tmp_path.rglob("failures/*"))
     (meta,) = tmp_path.glob("records/*/run.json")
-    assert json.loads(meta.read_text())["cannot_run"]["pallas_gpu"].startswith(why)
+    assert json.loads(meta.read_text())["cannot_run"][kernel].startswith(why)
     # Only such an error is a gap; a kernel's own error is the search's to find.
     assert versions.missing_api(AttributeError("module 'jax.nn' has no attribute 'dot_product_attention'"))
     assert versions.missing_api(AttributeError("'int' object has no attribute 'shape'")) is None
     assert versions.missing_api(RuntimeError("module 'jax' ...")) is None
+
+
+@pytest.mark.parametrize(
+    ("kernel", "module"), [("pallas_gpu", _removed.GPU_ATTENTION), ("pallas_gpu_decode", _removed.GPU_DECODE)]
+)
+def test_a_kernel_registers_exactly_where_the_installed_jax_has_its_module(kernel, module, tmp_path, capsys) -> None:
+    # Where the module is gone (jax 0.12.1 on): cannot run here, exit 4 with the reason, never unknown (2) or a crash.
+    from harness import cli
+    from harness.core import contract
+
+    if _removed.missing(module) is None:
+        assert kernel in contract.registry()
+        return
+    assert kernel not in contract.registry()
+    assert contract.unavailable()[f"kernels.{kernel}"].startswith("this jax release lacks it")
+    assert cli.main(["run", "--kernel", kernel, "--examples", "1", "--out", str(tmp_path)]) == cli.EXIT_CANNOT_RUN
+    assert f"'{kernel}' cannot run here: its module is not loaded (this jax release lacks it" in capsys.readouterr().err
 
 
 def test_a_residuals_case_run_again_lowers_nothing_anew() -> None:

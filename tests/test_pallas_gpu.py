@@ -4,14 +4,19 @@ with q_len <= kv_len) and one small run under the interpreter."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import find
 
-from harness.core import contract
-from harness.core.case import Case
-from harness.core.masks import Mask, Segments
-from harness.running.runner import run_case
-from harness.runtime import isa
-from kernels.pallas_gpu import PallasGpu
+from tests import _removed
+
+_removed.require(_removed.GPU_ATTENTION)  # before the adapter's import, which imports the module
+
+from hypothesis import find  # noqa: E402
+
+from harness.core import contract  # noqa: E402
+from harness.core.case import Case  # noqa: E402
+from harness.core.masks import Mask, Segments  # noqa: E402
+from harness.running.runner import run_case  # noqa: E402
+from harness.runtime import isa  # noqa: E402
+from kernels.pallas_gpu import PallasGpu  # noqa: E402
 
 BLOCKS = {"block_q": 32, "block_k": 64, "block_q_dkv": 16, "block_kv_dkv": 32, "block_q_dq": 32, "block_kv_dq": 64}
 SHARED = Segments(q=(((0, 40), (1, 24)),), kv=(((0, 40), (1, 24)),))

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
 
-from harness.core import contract
-from harness.core.case import Case
-from harness.core.masks import Lengths, Mask
-from harness.core.strategies import cases
-from harness.running.runner import run_case
+from tests import _removed
+
+_removed.require(_removed.GPU_DECODE)  # before the adapter resolves below, which imports the module
+
+from hypothesis import given, settings  # noqa: E402
+
+from harness.core import contract  # noqa: E402
+from harness.core.case import Case  # noqa: E402
+from harness.core.masks import Lengths, Mask  # noqa: E402
+from harness.core.strategies import cases  # noqa: E402
+from harness.running.runner import run_case  # noqa: E402
 
 DECODE = contract.resolve("pallas_gpu_decode")
 BLOCKS = {"block_h": 16, "block_k": 16, "k_splits": 2}

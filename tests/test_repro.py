@@ -15,7 +15,7 @@ from harness.running.failures import failure_document, write_failure
 from harness.running.runner import run_case
 from harness.runtime import isa
 from kernels.pallas_flash import uniform_blocks
-from tests import _fakes
+from tests import _fakes, _removed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,6 +105,7 @@ def test_bad_file_from_a_real_process_prints_one_line_and_no_traceback(tmp_path)
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+@_removed.needs(_removed.GPU_ATTENTION)
 def test_a_case_the_installed_release_refuses_exits_5(tmp_path, capsys):
     # MHA-3 as jax 0.5.3 shipped it (docs/history.md): a partial tile that mha read past the end of;
     # the installed mha (jax 0.6.2 on) raises for it instead. No wrong answer: `bisect` counts it fixed.
@@ -127,6 +128,7 @@ def test_a_case_the_installed_release_refuses_exits_5(tmp_path, capsys):
     assert "block_q=48 must be one of" in capsys.readouterr().err
 
 
+@_removed.needs(_removed.GPU_ATTENTION)
 def test_a_refusal_of_the_backward_alone_leaves_a_forward_only_file_replayable(capsys):
     # MHA-1 as jax 0.4.30 shipped it: Lq=64 < Lk=128 with tiles of 16, replayed in BlockSizes' six here.
     # The installed mha refuses that tiling in its backward only ("must be divided into the same number

@@ -10,8 +10,14 @@ from hypothesis import strategies as st
 from harness.core import contract, strategies
 from harness.core.case import Case
 from harness.core.masks import MASK_COMPONENTS, Mask
+from tests import _removed
 
-KERNELS = ["pallas_splash", "pallas_gpu", "jax_xla", "pallas_flash"]
+KERNELS = [
+    "pallas_splash",
+    pytest.param("pallas_gpu", marks=_removed.needs(_removed.GPU_ATTENTION)),
+    "jax_xla",
+    "pallas_flash",
+]
 DRAWS = 150
 
 
@@ -53,6 +59,7 @@ def test_every_declared_mask_component_is_drawn_and_no_other(drawn) -> None:
 
 
 @pytest.mark.no_mutation
+@_removed.needs(_removed.GPU_ATTENTION)
 def test_pallas_gpu_draws_shared_segments_and_causal_only_with_q_le_kv() -> None:
     impl = contract.resolve("pallas_gpu")
     for case in _draw_all(impl):

@@ -407,3 +407,14 @@ def test_the_control_for_real_in_this_environment(tmp_path, capsys, monkeypatch)
     assert code == 0, out
     assert "SAFE: torch==2.13.0 (no version changed: the control) (no regression;" in out
     assert "<h1>SAFE: torch==2.13.0" in html
+
+
+def test_a_side_never_inherits_this_environments_libtpu(monkeypatch) -> None:
+    # jax sets TPU_LIBRARY_PATH to its own libtpu when it loads it: inherited, a side built without libtpu (jax[tpu]
+    # 0.12.1 cannot install) compiled with this environment's, and a side with its own libtpu used this one instead.
+    monkeypatch.setenv("TPU_LIBRARY_PATH", "/elsewhere/libtpu.so")
+    spec = envs.EnvSpec(python=sys.executable, requirements=(), index=envs.IndexOptions())
+    env = envs.Env(Path(sys.executable).parent.parent, spec)  # this interpreter, as a built environment
+    seen = upgrade.query(env, "import json, os; print(json.dumps(os.environ.get('TPU_LIBRARY_PATH')))", cwd=ROOT)
+    assert seen is None
+    assert "TPU_LIBRARY_PATH" not in envs.side_env() and envs.side_env(X="1")["X"] == "1"

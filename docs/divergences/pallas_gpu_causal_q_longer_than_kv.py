@@ -15,8 +15,8 @@ import numpy as np
 
 try:
     from jax.experimental.pallas.ops.gpu import attention
-except ImportError as e:  # Pallas Triton ops are deprecated upstream (jax-ml/jax b74c06222f)
-    print(f"cannot run here: {e}")
+except ImportError as e:  # deprecated upstream (jax-ml/jax b74c06222f), removed in jax 0.12.1
+    print(f"cannot run here: {e} (jax 0.12.1 removed the module; every release up to 0.12.0.1 has it)")
     sys.exit(4)
 
 interpret = jax.default_backend() != "gpu"

@@ -25,6 +25,7 @@ from harness.core.case import DTYPES, KV_FORMATS, REGIMES, Case
 from harness.core.errors import InputError
 from harness.core.locate import TileNames, declare_tiles
 from harness.core.masks import MASK_COMPONENTS, RESTRICTIONS
+from harness.runtime import versions
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -604,6 +605,8 @@ def resolve(spec: str) -> Implementation:
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
+        if (e.name or "").startswith("jax."):  # a fork of a kernel this jax release lacks, as in _import
+            raise NotLoadedHere(f"{spec!r} cannot run here: this jax release lacks what it imports: {e}") from None
         raise UnknownImplementation(f"cannot import module {module_name!r} for {spec!r}: {e}") from None
     try:
         obj: Any = getattr(module, attr)

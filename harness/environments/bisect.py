@@ -160,7 +160,7 @@ def replayer(
         cmd = argv(env)
         line = shlex.join(cmd)
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=envs.side_env())
         except subprocess.TimeoutExpired:
             log(f"  {version}: SKIPPED, the replay ran past {timeout} s")
             return Step(version=version, outcome=SKIPPED, detail=f"the replay ran past {timeout} s", command=line)

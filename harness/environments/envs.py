@@ -69,6 +69,17 @@ def default_cache() -> Path:
     return Path(base) / "attention-harness" / "envs"
 
 
+# Set in this process's environment by jax when it loads its own libtpu (jax._src.cloud_tpu_init): inherited by a
+# process of another environment, it makes that one compile with this environment's libtpu, whatever it installed.
+_INHERITED_LIBRARIES = ("TPU_LIBRARY_PATH",)
+
+
+def side_env(**extra: str) -> dict[str, str]:
+    """The environment for a process that runs in another built environment: this one's, without the
+    library paths this process's own packages set, so the other uses its own libtpu."""
+    return {**{k: v for k, v in os.environ.items() if k not in _INHERITED_LIBRARIES}, **extra}
+
+
 def _clean_env(**extra: str) -> dict[str, str]:
     """The process environment without pip's and uv's own settings: only the options we pass apply."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}

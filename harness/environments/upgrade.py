@@ -223,7 +223,7 @@ class StepResult:
 
 def query(env: envs.Env, code: str, *, cwd: Path) -> object:
     """Run a line of Python in the environment and read the JSON it prints."""
-    done = subprocess.run([str(env.python), "-c", code], capture_output=True, text=True, cwd=cwd)
+    done = subprocess.run([str(env.python), "-c", code], capture_output=True, text=True, cwd=cwd, env=envs.side_env())
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -259,7 +259,7 @@ def run_step(side: str, env: envs.Env, step: Step, *, store: Path, cwd: Path, lo
         cmd = [str(env.python), "-c", HARNESS, *step.argv]
         # A run step stops (as interrupted) when this process dies, even by SIGTERM or SIGKILL, as a
         # worker of `run --jobs` does (harness.running.worker.die_with_parent), never running on orphaned.
-        env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+        env = envs.side_env(**{PARENT_PID_ENV: str(os.getpid())})
         code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env).returncode
     runs = tuple(sorted(_run_dirs(store, step.kernel) - before))
     return StepResult(

@@ -7,6 +7,9 @@ the number of key tiles (what the non-causal branch already uses since jax-ml/ja
 `fixed` and `unfixed` are the pallas_gpu adapter with its causal_q_le_kv restriction lifted (the
 restriction exists only for this finding), around the patched and the upstream mha:
 `--kernel docs.findings.fixes.pallas_gpu_causal:fixed`.
+
+Where the installed jax lacks jax.experimental.pallas.ops.gpu.attention (jax 0.12.1 removed it) this module
+does not import, and its proof (docs/findings/fixes/prove.py) is "cannot run here".
 """
 
 import dataclasses

@@ -8,6 +8,9 @@ rejects a 16-bit cotangent for a float32 output. The fix casts the reference's o
 (the adapter draws it now and then, for float32 only, for this finding), around the patched and the
 upstream mha:
 `--kernel docs.findings.fixes.pallas_gpu_xla_backward:fixed`.
+
+Where the installed jax lacks jax.experimental.pallas.ops.gpu.attention (jax 0.12.1 removed it) this module
+does not import, and its proof (docs/findings/fixes/prove.py) is "cannot run here".
 """
 
 from jax.experimental.pallas.ops.gpu import attention as upstream
