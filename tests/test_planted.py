@@ -8,6 +8,9 @@ CPU seconds to detect each one are measured by `python -m tests.bench_planted`. 
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
 import pytest
 
 from harness import cli
@@ -18,6 +21,7 @@ from harness.running.runner import run_case
 from harness.running.search import search
 from harness.runtime import compat
 from kernels.pallas_flash import uniform_blocks
+from tests import planted
 from tests.planted import ELSEWHERE, INTERPRET, PLANTED, SUBTLE, TRIGGERS, spec
 
 # One forward case (a few CPU seconds under the interpreter). Its bound is float32's floor
@@ -26,6 +30,15 @@ from tests.planted import ELSEWHERE, INTERPRET, PLANTED, SUBTLE, TRIGGERS, spec
 SUBTLE_CASE = Case(batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=256, head_dim=64, seed=0)
 # The bug must be a near miss: past the bound, yet within a modest factor of it.
 NEAR_MISS = (1.0, 100.0)
+# Every module under tests/planted/: the planted bugs, the fixtures, the controls and the outline forks.
+MODULES = sorted(p.stem for p in Path(planted.__file__).parent.glob("*.py") if not p.stem.startswith("_"))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_planted_edit_applies_to_the_installed_upstream_source(name):
+    # Each edit matches upstream as often as it declares (tests/planted/_patch.py) or the module fails to build:
+    # a jax release that moves an edited line fails here in seconds, not minutes into the slow search.
+    importlib.import_module(f"tests.planted.{name}")
 
 
 @pytest.mark.slow

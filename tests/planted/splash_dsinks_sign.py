@@ -14,9 +14,10 @@ from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_ke
 from tests.planted._patch import patched
 
 _NAME = __name__.rsplit(".", 1)[-1]
-# The kernel's own dsinks line (the test-only reference in the same module writes `* do * o`).
-_OLD = "dsinks = jnp.sum(sinks_exp.astype(o.dtype) * o * do, axis=(-1, -2))"
-_NEW = "dsinks = jnp.sum(-sinks_exp.astype(o.dtype) * o * do, axis=(-1, -2))"
+# The kernel's own dsinks sum, whose sinks_exp carries the minus sign (jax 0.12.1: `sinks_exp = -jnp.exp(...)`);
+# the test-only reference in the same module sums the same product without the `axis` argument.
+_OLD = "        sinks_exp * o.astype(jnp.float32) * do.astype(jnp.float32),\n        axis=(-1, -2),\n"
+_NEW = "        -sinks_exp * o.astype(jnp.float32) * do.astype(jnp.float32),\n        axis=(-1, -2),\n"
 
 _module = patched(upstream, _NAME, [(_OLD, _NEW, None)])
 make_splash = _module._make_splash_attention
