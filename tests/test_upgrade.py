@@ -418,3 +418,28 @@ def test_a_side_never_inherits_this_environments_libtpu(monkeypatch) -> None:
     seen = upgrade.query(env, "import json, os; print(json.dumps(os.environ.get('TPU_LIBRARY_PATH')))", cwd=ROOT)
     assert seen is None
     assert "TPU_LIBRARY_PATH" not in envs.side_env() and envs.side_env(X="1")["X"] == "1"
+
+
+def test_a_candidate_without_libtpu_is_one_row_saying_why(tmp_path, capsys, monkeypatch, real_store) -> None:
+    # jax[tpu]==0.12.1 pins a libtpu the index lacks: the candidate is built without the extra, so it cannot compile
+    # for a TPU. One regression says so, with the resolver's words, instead of a "new compile failure" per job.
+    calls = _fake_steps(monkeypatch, real_store)
+    why = "Because only libtpu<=0.0.52 is available and jax[tpu]>=0.12.1 depends on libtpu==0.0.53.*"
+    sides = []
+    for name, installed, left in (("base", {"libtpu": "0.0.52"}, {}), ("cand", {}, {"the [tpu] extra": why})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "installed.json").write_text(json.dumps(installed))
+        (tmp_path / name / envs.LEFT_OUT).write_text(json.dumps(left))
+        spec = envs.EnvSpec(python="python", requirements=(), index=envs.IndexOptions())
+        sides.append(envs.Env(tmp_path / name, spec))
+    monkeypatch.setattr(upgrade_cmd, "_environments", lambda args, changes: tuple(sides))
+    query = upgrade.query
+    monkeypatch.setattr(
+        upgrade, "query", lambda env, code, *, cwd: query(envs.Env(Path("base"), env.spec), code, cwd=cwd)
+    )
+    code, out, _ = _upgrade(tmp_path, capsys, "--no-bench")
+    assert code == 1, out
+    assert not [c for c in calls if c == ("candidate", "compile")]  # never started
+    lost = [ln for ln in out.splitlines() if ln.startswith("  - compile")]
+    assert len(lost) == 1 and "compile: lost in the candidate" in lost[0], lost
+    assert "built without libtpu (the [tpu] extra cannot install: Because only libtpu<=0.0.52" in lost[0]

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.core.errors import InputError
-from harness.core.exit_codes import ENTRY, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, PARENT_PID_ENV
+from harness.core.exit_codes import ENTRY, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_USAGE, PARENT_PID_ENV
 from harness.environments import envs, matrix
 
 # A step command exits 0 (all pass), 1 (a recorded discrepancy or failed compile) or 4 (`run`: a
@@ -246,6 +246,28 @@ def _run_kernels(run_dir: Path) -> list[str] | None:
         return None
 
 
+def cannot_compile(env: envs.Env) -> str | None:
+    """Why the environment cannot compile for a TPU (it has no libtpu: the [tpu] extra of its jax could not
+    install beside it), or None when it can."""
+    try:
+        installed = env.installed()
+    except OSError:
+        return None  # not built by envs.build (no record of what it holds): the compile step finds out
+    if "libtpu" in installed:
+        return None
+    why = next((f"{req} cannot install: {reason}" for req, reason in env.left_out().items() if "tpu" in req), "")
+    return f"built without libtpu ({why or 'none installed'})"
+
+
+def not_run(side: str, step: Step, why: str, *, logs: Path) -> StepResult:
+    """A step that cannot run in its side's environment, recorded as not run with why (its log's last line):
+    the gate then says it once for the step, instead of once per check it would have made."""
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"{side}-{step.label.replace(' #', '-').replace(' ', '-')}.log"
+    path.write_text(f"$ python -m harness {shlex.join(step.argv)}  (not run)\nnot run: {why}\n")
+    return StepResult(side=side, step=step, code=EXIT_USAGE, seconds=0.0, log=path, command="(not run)")
+
+
 def run_step(side: str, env: envs.Env, step: Step, *, store: Path, cwd: Path, logs: Path) -> StepResult:
     """Run one step in the environment, its output to LOGS/<side>-<step>.log."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -290,7 +312,10 @@ def run_all(
     def one(item: tuple[str, Step]) -> StepResult:
         side, step = item
         env, store = sides[side]
-        result = run_step(side, env, step, store=store, cwd=cwd, logs=logs)
+        why = cannot_compile(env) if step.name == "compile" else None
+        result = (
+            not_run(side, step, why, logs=logs) if why else run_step(side, env, step, store=store, cwd=cwd, logs=logs)
+        )
         with lock:
             log(result.line())
         return result
