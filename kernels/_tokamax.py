@@ -11,10 +11,11 @@ in an environment without it the modules are skipped like a missing torch
 
 The API takes the case's native parameters: `is_causal` (top-left), `query_seq_lengths` and
 `key_value_seq_lengths` (harness.core.masks.Lengths q and kv), `bias`, `scale`, GQA heads, and:
-- `local_window_size=(before, after)`: a window at offset 0 when q_len == kv_len (an unbounded
-  side as the sequence length, which bounds nothing). tokamax builds the window from key positions
-  for the query rows too, so with q_len != kv_len it fails or mis-shapes: such windows, and every
-  window at another offset, go in through `mask` (docs/findings/tokamax_local_window_unequal_lengths.md).
+- `local_window_size=(before, after)`: a window at offset 0 (an unbounded side as the longer
+  sequence, which bounds nothing), at q_len != kv_len only where the implementation builds it right
+  there (`_takes_unequal_windows`: tokamax 0.0.12 built the query rows' key range from the key
+  positions and failed or mis-shaped, docs/findings/tokamax_local_window_unequal_lengths.md; 0.0.17
+  does not). Windows at another offset, and those, go in through `mask`.
 - `mask`: a boolean [batch, q_heads, q_len, kv_len] array for the components that have no
   parameter of their own (chunk, block-sparse, segments, per-head masks, those windows), built from
   the mask description by harness.core.masks.dense_mask; is_causal and the lengths still go in natively.
@@ -142,13 +143,18 @@ RESTRICTIONS = (
         on="head_dims", rule="the values drawn", choice="no head_dim limit is read; GPU/TPU limits unknown here"
     ),
     Restriction(on="mask_components", rule="its parameters and the boolean mask", probe="NEEDED"),
+    Restriction(
+        on="mask_components",
+        rule="local_window_size at q_len != kv_len only where the implementation builds it right (else the mask)",
+        probe="_takes_unequal_windows",
+    ),
     Restriction(on="violations", rule="blocks hold only precision_highest", choice="the adapter's own flag"),
     Restriction(on="violations", rule="logits_soft_cap where the implementation takes it", probe="_takes_soft_cap"),
 )
 
 
-def api(implementation: str) -> cov.Api:
-    """Every parameter of tokamax.dot_product_attention, as this adapter drives it."""
+def api(implementation: str, split: Callable[[Case], tuple[tuple[int, int] | None, Any]]) -> cov.Api:
+    """Every parameter of tokamax.dot_product_attention, as this adapter drives it (`split`: its `split_mask`)."""
     return cov.Api(
         name="tokamax.dot_product_attention",
         locate=lambda: tokamax.dot_product_attention,
@@ -157,7 +163,7 @@ def api(implementation: str) -> cov.Api:
             cov.Param(
                 name="mask",
                 drawn="boolean [B, N, T, S]: other windows, chunk, block-sparse, segments, per-head masks",
-                exercised=lambda case: _split_mask(case)[1] is not None,
+                exercised=lambda case: split(case)[1] is not None,
             ),
             cov.scale_param("scale"),
             cov.Param(name="is_causal", drawn="True, False", exercised=cov.causal_top_left),
@@ -171,8 +177,8 @@ def api(implementation: str) -> cov.Api:
             ),
             cov.Param(
                 name="local_window_size",
-                drawn="(left, right) for windows at offset 0 when q_len == kv_len",
-                exercised=lambda case: _split_mask(case)[0] is not None,
+                drawn="(left, right) for windows at offset 0 (at q_len != kv_len where built right there)",
+                exercised=lambda case: split(case)[0] is not None,
             ),
             cov.soft_cap_param("logits_soft_cap"),
             cov.Param(
@@ -200,9 +206,13 @@ class TokamaxAttention(Implementation):
         causal="top-left (is_causal; query i sees keys j <= i)",
         gqa="native: key/value heads dividing the query heads",
         empty_rows="uniform",
-        # the XLA (or Triton, cuDNN, Mosaic) program of one case: the same bits each call, each batch row alone
+        # the XLA (or Triton, cuDNN) program of one case: the same bits each call
         reproducible=True,
-        batch_invariant=True,
+        # Every quantity: the exactness probe holds to the bit what the installed release keeps bitwise.
+        batch_invariant=(
+            "by an ulp on the CPU: a batch of one is computed unbatched, another program "
+            "(docs/findings/tokamax_xla_batch_of_one.md)"
+        ),
         notes=(
             "layout [batch, seq, heads, head_dim] (the adapter transposes). Masked logits get a finite "
             "value, so a query row with no visible key (a padded query beyond query_seq_lengths, a "
@@ -230,7 +240,7 @@ class TokamaxAttention(Implementation):
             self.capabilities, dtypes=dtypes(), soft_cap=cov.accepts(self.fn, "logits_soft_cap")
         )
         self.implementation = implementation
-        self.api = (api(implementation),)
+        self.api = (api(implementation, self.split_mask),)
         self.name = name or f"tokamax_{implementation}"
         self.description = f'tokamax.dot_product_attention(implementation="{implementation}")' + (
             "" if fn is None else f" drop-in {name}"
@@ -246,6 +256,12 @@ class TokamaxAttention(Implementation):
     def block_strategy(self, case: Case) -> st.SearchStrategy[dict[str, int]]:
         return st.sampled_from(({}, {PRECISION: 1}))
 
+    def split_mask(self, case: Case) -> tuple[tuple[int, int] | None, np.ndarray | None]:
+        """(local_window_size, boolean mask) of the case, as `run` passes them (_split_mask)."""
+        window = case.mask.window
+        unequal = window is not None and window.offset == 0 and case.q_len != case.kv_len
+        return _split_mask(case, unequal=unequal and _takes_unequal_windows(self.fn, self.implementation))
+
     def violations(self, case: Case) -> list[str]:
         out = super().violations(case)
         if set(case.block_dict) - {PRECISION} or set(case.block_dict.values()) - {1}:
@@ -260,7 +276,7 @@ class TokamaxAttention(Implementation):
         q_lens = None if lengths is None or lengths.q is None else jnp.asarray(lengths.q, jnp.int32)
         kv_lens = None if lengths is None or lengths.kv is None else jnp.asarray(lengths.kv, jnp.int32)
         causal = case.mask.causal == "top_left"
-        window, array_mask = _split_mask(case)
+        window, array_mask = self.split_mask(case)
         array_mask = None if array_mask is None else jnp.asarray(array_mask)
         kw = {
             "scale": case.sm_scale,
@@ -294,13 +310,14 @@ def _bound(side: int | None, case: Case) -> int:
     return max(case.q_len, case.kv_len) if side is None else side
 
 
-def _split_mask(case: Case) -> tuple[tuple[int, int] | None, np.ndarray | None]:
+def _split_mask(case: Case, *, unequal: bool = False) -> tuple[tuple[int, int] | None, np.ndarray | None]:
     """(local_window_size, boolean mask) for the case's window, chunk, block-sparse, segment and
-    per-head components; causal top-left and the lengths go in as is_causal and the seq lengths."""
+    per-head components; causal top-left and the lengths go in as is_causal and the seq lengths.
+    A window at offset 0 goes in natively at q_len == kv_len, and at other lengths with `unequal`."""
     mask = case.mask
     window: Window | None = mask.window
     local = None
-    if window is not None and window.offset == 0 and case.q_len == case.kv_len:
+    if window is not None and window.offset == 0 and (unequal or case.q_len == case.kv_len):
         local, window = (_bound(window.left, case), _bound(window.right, case)), None
     rest = Mask(
         window=window, chunk=mask.chunk, block_sparse=mask.block_sparse, segments=mask.segments, heads=mask.heads
@@ -321,4 +338,31 @@ def _takes_soft_cap(fn: Callable[..., Any], implementation: str) -> bool:
         fn(x, x, x, logits_soft_cap=1.0, implementation=implementation)
     except NotImplementedError:
         return False
+    return True
+
+
+# Lengths the window probe calls with, each way round, and a window that leaves every query row a key:
+# a row with none would meet the empty-row convention instead of the window.
+_PROBE_LENGTHS = ((4, 8), (8, 4))
+_PROBE_WINDOW = (4, 1)
+
+
+@functools.cache
+def _takes_unequal_windows(fn: Callable[..., Any], implementation: str) -> bool:
+    """Whether `implementation` computes local_window_size right at q_len != kv_len: two tiny calls against
+    the same window as a boolean mask (tokamax 0.0.12 raised, or agreed by accident: the note's table)."""
+    default_flags()
+    before, after = _PROBE_WINDOW
+    for q_len, kv_len in _PROBE_LENGTHS:
+        q = jnp.linspace(-1.0, 1.0, q_len * 16, dtype=jnp.float32).reshape(1, q_len, 1, 16)
+        k = jnp.linspace(1.0, -1.0, kv_len * 16, dtype=jnp.float32).reshape(1, kv_len, 1, 16)
+        rows, cols = np.arange(q_len)[:, None], np.arange(kv_len)[None]
+        visible = jnp.asarray((cols >= rows - before) & (cols <= rows + after))[None, None]
+        try:
+            got = fn(q, k, k, local_window_size=_PROBE_WINDOW, implementation=implementation)
+            want = fn(q, k, k, None, visible, implementation=implementation)
+        except Exception:  # noqa: BLE001 - any error (a broadcast, a slice, a type check) says: not natively
+            return False
+        if not np.allclose(got, want, atol=1e-6):
+            return False
     return True

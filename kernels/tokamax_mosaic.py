@@ -9,9 +9,10 @@ numeric restriction. The conventions say so, so every run.json records it.
 
 The fast interpreter (HLO) runs tokamax's call as it is. The faithful one (the TPU interpret mode) meets two
 gaps of jax's (docs/findings/tokamax_mosaic_faithful_interpreter.md): the op's custom_vjp asks for jax's
-remat optimization, which refuses forward functions with the interpreter's IO callbacks, and the interpreter
-mis-sizes the grid of a vmapped kernel (tokamax vmaps over the batch). Around a faithful call the adapter
-allows the callbacks (`remat_takes_callbacks`) and calls tokamax one batch row at a time.
+remat optimization, which refused forward functions with the interpreter's IO callbacks before jax 0.12.0,
+and the interpreter mis-sizes the grid of a vmapped kernel (tokamax vmaps over the batch). Around a faithful
+call the adapter allows the callbacks where the installed jax does not (`remat_takes_callbacks`) and calls
+tokamax one batch row at a time.
 
 What mosaic takes, read from tokamax's source (pallas_mosaic_tpu_common.py): float32 and bfloat16; no
 bias, no query_seq_lengths or key_value_seq_lengths (mask q_end, k_end), no local_window_size (k_start,
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -50,7 +52,7 @@ from harness.core.contract import About, Capabilities, Conventions, Outputs, Res
 from harness.core.inputs import Inputs
 from harness.core.masks import Mask
 from harness.runtime import interpret
-from kernels._pallas import TpuKernel, block_names, lane_tiles
+from kernels._pallas import TpuKernel, block_names
 from kernels._tokamax import PRECISION, default_flags
 
 IMPLEMENTATION = "mosaic"
@@ -64,10 +66,24 @@ GATED = (mosaic.PallasMosaicTpuFlashAttention, mosaic_vjp.PallasMosaicTpuFlashAt
 # Mask components that are the same in every batch row and head: one [q_len, kv_len] boolean mask.
 SHARED_MASKED = ("window", "causal_offset", "chunk", "block_sparse", "causal_bottom_right")
 
+
+def _multiple_of(config: type, name: str) -> int:
+    """The multiple a Config tile must be, as the installed release declares it (pydantic's multiple_of:
+    `conint(multiple_of=NUM_LANES)` in tokamax 0.0.12, `Annotated[int, Field(multiple_of=NUM_LANES)]` in 0.0.17)."""
+    metadata = config.__pydantic_fields__[name].metadata
+    return next((m.multiple_of for m in metadata if getattr(m, "multiple_of", None)), 1)
+
+
+# Each Config tile's multiple, from the installed op's Config and its VJP's.
+TILE_MULTIPLES = {name: _multiple_of(mosaic.Config, name) for name in FORWARD_BLOCKS[:3]} | {
+    name: _multiple_of(mosaic_vjp.Config, name) for name in DKV_BLOCKS
+}
+
 _COMMON = "tokamax/_src/ops/attention/pallas_mosaic_tpu_common.py"
-# With grouped query heads and a boolean mask, the dkv kernel adds each head's share to the previous heads'
-# through an input aliased to its output, which a TPU does not fetch again while the block index stays:
-# where the pass visits one key tile, dk and dv keep the last head's share alone.
+# With grouped query heads and a boolean mask, tokamax 0.0.12's dkv kernel adds each head's share to the previous
+# heads' through an input aliased to its output, which a TPU does not fetch again while the block index stays:
+# where the pass has one key tile, dk and dv keep the last head's share alone (`sums_dkv_in_place`; 0.0.16 sums
+# the heads' shares outside the kernel up to two key tiles).
 ONE_KV_TILE = "docs/findings/tokamax_mosaic_gqa_mask_one_kv_tile.md"
 DEFAULT_TILE = 128  # the heuristic configs' tiles (pallas_mosaic_tpu*.py: _get_heuristics_config)
 _KERNEL = "tokamax/_src/ops/experimental/tpu/splash_attention/splash_attention_kernel.py"
@@ -109,9 +125,8 @@ RESTRICTIONS = (
     ),
     Restriction(
         on="violations",
-        rule="blocks name every Config field of both ops (flags optional)",
-        upstream="tokamax/_src/ops/attention/pallas_mosaic_tpu.py",
-        check="block_kv_compute: pydantic.conint(multiple_of=common.NUM_LANES, gt=0)",
+        rule="blocks name every Config field of both ops (flags optional), each tile a multiple its Config declares",
+        probe="TILE_MULTIPLES",
     ),
     Restriction(
         on="violations", rule="block_kv a multiple of block_kv_compute", upstream=_KERNEL, check="bkv % bkv_compute"
@@ -128,8 +143,11 @@ RESTRICTIONS = (
     ),
     Restriction(
         on="violations",
-        rule="grouped query heads with a boolean mask only where the dkv pass visits two key tiles or more",
-        finding=ONE_KV_TILE,
+        rule=(
+            "where the installed tokamax sums dk and dv in place (0.0.12), grouped query heads with a boolean mask"
+            " only where the dkv pass visits two key tiles or more"
+        ),
+        probe="sums_dkv_in_place",
     ),
 )
 
@@ -240,8 +258,9 @@ def remat_takes_callbacks() -> Iterator[None]:
 
     tokamax's Op defines its custom_vjp with optimize_remat=True (tokamax/_src/ops/op.py), whose forward
     refuses effects outside effects.custom_derivatives_allowed_effects (jax/_src/custom_derivatives.py:
-    optimize_remat_of_custom_vjp_fwd): the faithful interpreter's callbacks are IOEffect and OrderedIOEffect.
-    Outside jax.checkpoint the remat_opt primitive runs the forward once, as without the optimization."""
+    optimize_remat_of_custom_vjp_fwd): the faithful interpreter's callbacks are IOEffect and OrderedIOEffect,
+    on that list from jax 0.12.0 on (jax/_src/callback.py), where the block adds nothing. Outside
+    jax.checkpoint the remat_opt primitive runs the forward once, as without the optimization."""
     from jax._src import callback, effects
 
     allowed = effects.custom_derivatives_allowed_effects
@@ -258,16 +277,58 @@ def _any_device(self: Any, device: jax.Device) -> bool:
     return True
 
 
+@functools.cache
+def sums_dkv_in_place(kv_tiles: int = 1) -> bool:
+    """Whether the installed tokamax sums the dk and dv shares of a group's query heads in place, through inputs
+    aliased to the dkv kernel's outputs, on a boolean mask's dkv pass of `kv_tiles` key tiles (one: ONE_KV_TILE).
+    Read from the pallas_calls its VJP traces to; nothing runs."""
+    default_flags()
+    length = kv_tiles * DEFAULT_TILE
+    rows = np.arange(length)
+    band = jnp.asarray(np.abs(rows[:, None] - rows[None]) <= 3)
+    q = jax.ShapeDtypeStruct((1, length, 2, 128), jnp.float32)
+    kv = jax.ShapeDtypeStruct((1, length, 1, 128), jnp.float32)
+
+    def gradients(q, k, v, dout):
+        def attention(q, k, v):
+            return tokamax.dot_product_attention(q, k, v, None, band, implementation=IMPLEMENTATION)
+
+        return jax.vjp(attention, q, k, v)[1](dout)
+
+    with gate_opened():
+        traced = jax.make_jaxpr(gradients)(q, kv, kv, q)
+    # The dkv kernel's outputs are (dq, dk, dv): dk and dv aliased to inputs is the in-place sum.
+    aliased = ({out for _, out in call.params["input_output_aliases"]} for call in _pallas_calls(traced.jaxpr))
+    return any({1, 2} <= outputs for outputs in aliased)
+
+
+def _pallas_calls(jaxpr: Any) -> Iterator[Any]:
+    from jax._src import core
+
+    yield from (eqn for eqn in jaxpr.eqns if eqn.primitive.name == "pallas_call")
+    for sub in core.subjaxprs(jaxpr):
+        yield from _pallas_calls(sub)
+
+
+def _tiles(length: int, multiple: int) -> list[int]:
+    """The tiles a Config may name for an axis of `length`: multiples of `multiple` dividing it."""
+    return [t for t in range(multiple, length + 1, multiple) if length % t == 0]
+
+
 @st.composite
 def _configs(draw: Any, case: Case) -> dict[str, int]:
-    q_tiles, k_tiles = lane_tiles(case.q_len), lane_tiles(case.kv_len)
-    blocks = {"block_q": draw(st.sampled_from(q_tiles)), "block_kv": draw(st.sampled_from(k_tiles))}
-    # block_kv a multiple of block_kv_compute (Config.__post_init__), each a multiple of 128 lanes.
-    blocks["block_kv_compute"] = draw(st.sampled_from(lane_tiles(blocks["block_kv"])))
+    blocks: dict[str, int] = {}
+
+    def tile(name: str, length: int) -> int:
+        blocks[name] = draw(st.sampled_from(_tiles(length, TILE_MULTIPLES[name])))
+        return blocks[name]
+
+    # block_kv a multiple of block_kv_compute (Config.__post_init__), each a multiple its Config declares.
+    tile("block_q", case.q_len)
+    tile("block_kv_compute", tile("block_kv", case.kv_len))
     blocks |= {name: draw(st.sampled_from(LAYOUTS)) for name in FORWARD_BLOCKS[3:]}
-    blocks["block_q_dkv"] = draw(st.sampled_from(q_tiles))
-    blocks["block_kv_dkv"] = draw(st.sampled_from(k_tiles))
-    blocks["block_kv_dkv_compute"] = draw(st.sampled_from(lane_tiles(blocks["block_kv_dkv"])))
+    tile("block_q_dkv", case.q_len)
+    tile("block_kv_dkv_compute", tile("block_kv_dkv", case.kv_len))
     for flag in (*FORWARD_FLAGS, DKV_BASE2):
         if draw(st.booleans()):
             blocks[flag] = 1
@@ -283,8 +344,9 @@ def _blocks(draw: Any, case: Case, configs: bool) -> dict[str, int]:
 
 
 def _one_kv_tile(case: Case) -> bool:
-    """Grouped query heads with a boolean mask, where the dkv pass visits at most one key tile (ONE_KV_TILE)."""
-    if case.q_heads == case.kv_heads or _shared_mask(case) is None:
+    """Grouped query heads with a boolean mask, where the dkv pass visits at most one key tile and the installed
+    tokamax sums dk and dv in place there (ONE_KV_TILE)."""
+    if case.q_heads == case.kv_heads or _shared_mask(case) is None or not sums_dkv_in_place():
         return False
     tile = case.block_dict.get("block_kv_dkv", DEFAULT_TILE)
     if case.kv_len % tile:
@@ -407,8 +469,8 @@ class TokamaxMosaic(TpuKernel):
             ("block_kv_dkv", case.kv_len),
             ("block_kv_dkv_compute", blocks["block_kv_dkv"]),
         ):
-            if blocks[name] % 128 or length % blocks[name]:
-                out.append(f"{name}={blocks[name]} must be a multiple of 128 dividing {length}")
+            if blocks[name] not in _tiles(length, TILE_MULTIPLES[name]):
+                out.append(f"{name}={blocks[name]} must be a multiple of {TILE_MULTIPLES[name]} dividing {length}")
         return out
 
     def op(self, case: Case) -> mosaic.PallasMosaicTpuFlashAttention:

@@ -13,8 +13,10 @@ from hypothesis import given, settings  # noqa: E402
 from harness.core import contract, paging
 from harness.core.case import Case  # noqa: E402
 from harness.core.compare import compare, tolerance  # noqa: E402
+from harness.core.contract import QUANTITIES  # noqa: E402
 from harness.core.inputs import make_inputs  # noqa: E402
 from harness.core.masks import Chunk, Lengths, Mask, Window  # noqa: E402
+from harness.core.rows import batch_row  # noqa: E402
 from harness.core.strategies import cases  # noqa: E402
 from harness.running.runner import run_case  # noqa: E402
 from harness.runtime import compat  # noqa: E402
@@ -63,8 +65,6 @@ def _window_case(q_len: int, window: Window, **kw) -> Case:
         pytest.param(_window_case(64, Window(3, None)), (3, 64), False, id="aligned-unbounded-right"),
         pytest.param(_window_case(64, Window(None, 0)), (64, 0), False, id="causal-offset-0"),
         pytest.param(_window_case(64, Window(3, 2, offset=5)), None, True, id="shifted"),
-        # q_len != kv_len: tokamax's local_window_size fails (docs/findings/tokamax_local_window_unequal_lengths.md).
-        pytest.param(_window_case(16, Window(3, 2)), None, True, id="unequal-lengths"),
         pytest.param(_window_case(64, None).replace(mask=Mask(chunk=Chunk(8))), None, True, id="chunk"),
         pytest.param(_window_case(64, None).replace(mask=Mask(causal="top_left")), None, False, id="is-causal"),
     ],
@@ -74,6 +74,36 @@ def test_windows_go_in_natively_where_tokamax_computes_them_and_as_the_mask_othe
     assert got_local == local and (got_array is not None) == array
     if array:
         np.testing.assert_array_equal(got_array, make_inputs(case).visible)
+
+
+@pytest.mark.parametrize("name", ["tokamax_xla", "tokamax_xla_chunked"])
+@pytest.mark.parametrize("q_len", [16, 128])
+def test_a_window_at_unequal_lengths_goes_in_natively_and_passes(name, q_len):
+    # tokamax 0.0.17 builds local_window_size as a CausalMask, at any lengths; 0.0.12 built the query rows' key
+    # range from the key positions and raised, or agreed by accident, and the adapter passed such windows through
+    # the boolean mask (docs/findings/tokamax_local_window_unequal_lengths.md).
+    kernel = contract.resolve(name)
+    case = _window_case(q_len, Window(3, 2))
+    assert _tokamax._takes_unequal_windows(tokamax.dot_product_attention, kernel.implementation)
+    assert kernel.split_mask(case) == ((3, 2), None)
+    result = run_case(case, [kernel], grads=True)
+    assert result.passed, result.subjects[0].failure
+
+
+def test_a_window_goes_in_as_the_mask_where_local_window_size_fails_at_unequal_lengths():
+    # As tokamax 0.0.12's xla implementation did: a broadcast error where q_len != kv_len.
+    def unequal_fails(query, key, value, bias=None, mask=None, **kw):
+        if kw.get("local_window_size") is not None and query.shape[1] != key.shape[1]:
+            raise ValueError("Incompatible shapes for broadcasting")
+        return tokamax.dot_product_attention(query, key, value, bias, mask, **kw)
+
+    kernel = contract.resolve("tokamax_xla").dropin(unequal_fails, name="unequal_fails")
+    assert not _tokamax._takes_unequal_windows(unequal_fails, "xla")
+    case = _window_case(16, Window(3, 2))
+    local, array = kernel.split_mask(case)
+    assert local is None
+    np.testing.assert_array_equal(array, make_inputs(case).visible)
+    assert kernel.split_mask(_window_case(64, Window(3, 2)))[0] == (3, 2)
 
 
 def test_native_window_and_highest_precision_pass():
@@ -105,6 +135,21 @@ def test_soft_cap_is_passed_natively():
 @given(cases(contract.resolve("tokamax_xla")))
 def test_every_drawn_case_is_inside_the_contract(case):
     assert contract.resolve("tokamax_xla").violations(case) == []
+
+
+def test_a_batch_row_alone_differs_by_an_ulp_as_declared():
+    # tokamax computes a batch of one unbatched, another program (docs/findings/tokamax_xla_batch_of_one.md):
+    # on the CPU xla's dv of this row moves by an ulp (xla_chunked's quantities on other inputs), so batch
+    # invariance is declared false for every quantity, and the exactness probe tightens what a release keeps.
+    for name in ("tokamax_xla", "tokamax_xla_chunked"):
+        assert contract.resolve(name).conventions.varies("batch_invariant") == QUANTITIES
+    kernel = contract.resolve("tokamax_xla")
+    case = Case(batch=2, q_heads=2, kv_heads=1, q_len=16, kv_len=16, head_dim=32)
+    inputs = make_inputs(case)
+    both = kernel.run(case, inputs, grads=True)
+    alone = kernel.run(*batch_row(case, inputs, 1), grads=True)
+    gap = np.abs(both.dv[1:] - alone.dv).max()
+    assert 0 < gap < 8 * np.finfo(np.float32).eps * np.abs(alone.dv).max()  # a few ulp
 
 
 def test_soft_cap_support_is_probed_from_the_implementation():

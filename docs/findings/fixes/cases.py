@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.core import contract
 from harness.core.case import Case
-from harness.core.masks import BlockSparse, Lengths, Mask, Window
+from harness.core.masks import BlockSparse, Lengths, Mask
 from harness.running.failures import failure_document
 from harness.running.runner import run_case
 from harness.running.worker import default_time_limit
@@ -90,19 +90,6 @@ CASES = {
             head_dim=64,
             dtype="float16",
             blocks=tuple(sorted({**dict.fromkeys(GPU_TILES, 64), "backward_xla": 1}.items())),
-        ),
-    ),
-    "tokamax_local_window": (
-        "docs.findings.fixes.tokamax_local_window:unfixed",
-        # The note's first row: q_len 64, kv_len 128, a (3, 2) window at offset 0.
-        lambda: Case(
-            batch=1,
-            q_heads=2,
-            kv_heads=2,
-            q_len=64,
-            kv_len=128,
-            head_dim=32,
-            mask=Mask(window=Window(left=3, right=2)),
         ),
     ),
     "torch_float32_mask": (

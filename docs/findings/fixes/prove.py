@@ -15,11 +15,15 @@ with the exit code it must give:
 unfixed kernel; the shrunk case is then the proof.) The two unfixed commands run with [fix] unfixed_env
 added to the environment: a fix that is not a kernel edit (the TPU interpreter's) is left out by its
 switch, and `fixed` and `unfixed` may then name the same kernel. Exits 1 when any command gives another code.
+
+A fix whose kernels this environment cannot load (the installed jax lacks a module they wrap: jax 0.12.1 removed
+the Pallas GPU ones) runs no command: it is "cannot run here", named in the last line, never a failed proof.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import subprocess
 import sys
@@ -76,6 +80,30 @@ def commands(f: findings.Finding, out: Path) -> list[Step]:
     return steps
 
 
+def cannot_run(f: findings.Finding) -> str | None:
+    """Why this environment cannot load the fix's kernels (the installed jax lacks a module they wrap), or None.
+
+    Checked here because `repro` and `run` exit 2 for a MODULE:ATTR kernel whose module cannot import, as for a
+    misspelt one: the proof would read as failed.
+    """
+    from harness.core import contract
+    from harness.runtime import versions
+
+    for spec in (f.fix.fixed, f.fix.unfixed):
+        target = spec.rpartition("=")[2]
+        try:
+            if ":" in target:
+                importlib.import_module(target.partition(":")[0])
+            contract.resolve(spec)
+        except contract.NotLoadedHere as e:
+            return str(e)
+        except Exception as e:  # noqa: BLE001 - any other error is the fix's own: its commands fail on it
+            if (gap := versions.missing_api(e)) is not None:
+                return f"{spec!r} cannot run here: {gap}"
+            return None
+    return None
+
+
 def prove(f: findings.Finding) -> bool:
     ok = True
     with tempfile.TemporaryDirectory(prefix=f"findings-{f.name}-") as tmp:
@@ -95,17 +123,24 @@ def main(names: list[str]) -> int:
     if unknown:
         print(f"no fix to prove for {unknown}; fixes: {[f.name for f in proved]}", file=sys.stderr)
         return 2
-    failed = []
+    failed, elsewhere = [], []
     for f in proved:
         if names and f.name not in names:
             continue
         print(f"{f.name}: {f.fix.fixed}", flush=True)
-        if not prove(f):
+        why = cannot_run(f)
+        if why is not None:
+            print(f"  {why}", flush=True)
+            elsewhere.append(f.name)
+        elif not prove(f):
             failed.append(f.name)
     for f in findings.catalogue():
         if f.fix is not None and f.fix.upstream and (not names or f.name in names):
             print(f"{f.name}: fixed upstream ({f.fix.upstream}); nothing to prove on this release")
-    print("every fix proved" if not failed else f"NOT PROVED: {', '.join(failed)}")
+    verdict = f"NOT PROVED: {', '.join(failed)}" if failed else "every fix proved"
+    if elsewhere:
+        verdict += f"{'' if failed else ' that can run here'}; cannot run here: {', '.join(elsewhere)}"
+    print(verdict)
     return 1 if failed else 0
 
 
