@@ -381,7 +381,7 @@ CONVENTIONS = Conventions(
     # order; the backward sums a kv head's query heads in a loop.
     reproducible=True,
     batch_invariant=True,
-    notes=f"rows with no visible key, per mask form, probed: {_EMPTY}",
+    notes=f"rows with no visible key, per mask form and dtype, probed on this host: {_EMPTY}",
 )
 # The CPU checks are C++ (aten/src/ATen/native/transformers/sdp_utils_cpp.cpp), not in the wheel to quote
 # from: each restriction is probed on the installed release instead.
@@ -391,7 +391,10 @@ ABOUT = About(
     # 17 smoke, 3 drawn; 0.01-2.1 CPU s a case, 48 to find the smoke set (benchmarks/results/matrix_budget.json)
     cases=20,
     blocks="API options: mask_form, mask_shape, layout, gqa, causal_mask (the module's docstring)",
-    notes=f"the only fused torch backend with a CPU kernel (others refuse: probed); empty rows per mask form: {_EMPTY}",
+    # The empty rows' values are left out: torch picks its CPU kernels by the host's capability (AVX-512,
+    # AVX2, ...), so the probe's answer is the host's, recorded with each run (Conventions.notes), never the page's.
+    notes="the only fused torch backend with a CPU kernel (others refuse: probed); empty rows per mask form and "
+    "dtype: probed on the host at each run (the finfo.min form differs by torch's CPU capability)",
     restrictions=(
         Restriction(on="dbias", rule="no gradient for attn_mask: a mask that requires grad", probe="MASK_GRAD_REFUSED"),
         Restriction(on="violations", rule="enable_gqa only where the kernel takes fewer kv heads", probe="ENABLE_GQA"),

@@ -109,3 +109,11 @@ def test_a_float16_ruler_is_computed_or_refused_by_name(level) -> None:
         assert said.endswith("set --xla_cpu_max_isa to AVX or higher"), said
     else:
         assert said == "ruler", done.stderr[-2000:]
+
+
+def test_torchs_cpu_capabilities_are_those_the_host_has_lowest_first() -> None:
+    assert isa.host_torch_capabilities(["sse4_2"]) == ("default",)
+    assert isa.host_torch_capabilities(["avx2", "fma"]) == ("default", "avx2")  # an AMD EPYC without AVX-512
+    avx512 = ["avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"]
+    assert isa.host_torch_capabilities(avx512) == isa.TORCH_CAPABILITIES
+    assert isa.host_torch_capabilities(["avx2", "fma", "avx512f"]) == ("default", "avx2")  # F alone is not enough

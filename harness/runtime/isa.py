@@ -3,7 +3,8 @@
 The same program compiles to other machine code at each level (`--xla_cpu_max_isa`), and float16
 has been seen to round differently between levels (issue 42), so a failure file records the level
 it failed at (harness.running.failures) and `repro` says when it replays at another. `nox -s isa`
-runs the ISA-sensitive tests at every level the host has (host_levels).
+runs the ISA-sensitive tests at every level the host has (host_levels), and torch's at every CPU
+capability it has (host_torch_capabilities, ATEN_CPU_CAPABILITY).
 """
 
 from __future__ import annotations
@@ -47,6 +48,20 @@ def host_levels(flags: Iterable[str] | None = None) -> tuple[str, ...]:
     """
     have = cpu_flags() if flags is None else frozenset(flags)
     return ("SSE4_2", *(level for level in LEVELS[1:] if _FLAG[level] in have))
+
+
+# torch dispatches its CPU kernels by the host's capability too (torch.backends.cpu.get_cpu_capability()),
+# capped by ATEN_CPU_CAPABILITY; the values it takes, lowest first, with the cpuinfo flags each needs.
+# torch's AVX512 kernels need AVX512-F, BW, VL and DQ.
+TORCH_CAPABILITY_ENV = "ATEN_CPU_CAPABILITY"
+TORCH_CAPABILITIES = ("default", "avx2", "avx512")
+_TORCH_FLAGS = {"default": (), "avx2": ("avx2", "fma"), "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq")}
+
+
+def host_torch_capabilities(flags: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The TORCH_CAPABILITIES a host with these cpuinfo `flags` (default: this host's) runs, lowest first."""
+    have = cpu_flags() if flags is None else frozenset(flags)
+    return tuple(c for c in TORCH_CAPABILITIES if all(f in have for f in _TORCH_FLAGS[c]))
 
 
 def max_isa(xla_flags: str | None = None) -> str | None:
