@@ -249,6 +249,13 @@ def faults(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def tutorial(session: nox.Session) -> None:
+    """Every command of docs/tutorial.md, run as a reader runs them (minutes: two of them are runs)."""
+    install(session, "test")
+    _pytest(session, "-m", "slow", "tests/test_tutorial.py")
+
+
+@nox.session(python=PYTHON)
 def planted(session: nox.Session) -> None:
     """Detection power: every planted bug caught under ci, shrunk, and replayed (slow)."""
     install(session, "test")

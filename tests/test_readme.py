@@ -231,3 +231,45 @@ def test_a_notes_toml_block_renders_as_toml_under_its_title() -> None:
     page = "# A page\n\n+++ not front matter\n"
     assert front_matter_as_code(page) == page
     assert front_matter_as_code("+++\nunclosed\n") == "+++\nunclosed\n"
+
+
+# A page's claim that the test suite runs something, and the test file it names.
+SUITE_CLAIM = re.compile(r"by the test suite \(`(?P<path>tests/test_\w+\.py)`\)")
+
+
+def _slow_tests(path: Path) -> list[str]:
+    """The test functions of a test module marked slow (`@pytest.mark.slow`): not run by `nox -s tests`."""
+    tree = ast.parse(path.read_text())
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and node.name.startswith("test_")
+        and any("slow" in ast.unparse(d) for d in node.decorator_list)
+    ]
+
+
+def _sessions_run_by_ci() -> set[str]:
+    """The nox sessions a workflow or .ci/run runs."""
+    texts = [p.read_text() for p in (ROOT / ".github" / "workflows").glob("*.yml")] + [
+        (ROOT / ".ci" / "run").read_text()
+    ]
+    return {m for t in texts for m in re.findall(r"nox -s (\w+)", t)}
+
+
+def _sessions_naming(path: str) -> set[str]:
+    """The noxfile's sessions whose body names `path`."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and path in ast.unparse(n)}
+
+
+@pytest.mark.parametrize("page", OWN_PAGES, ids=_rel)
+def test_a_page_that_says_the_test_suite_runs_it_names_a_test_ci_runs(page: Path) -> None:
+    # "Every command below is run by the test suite (`tests/test_tutorial.py`)": where the test is slow, left out
+    # of `nox -s tests`, a session that CI runs must run it, or the page claims what nothing checks.
+    for m in SUITE_CLAIM.finditer(page.read_text()):
+        test = ROOT / m["path"]
+        assert test.is_file(), f"{_rel(page)} names {m['path']}, which does not exist"
+        if _slow_tests(test):
+            run = _sessions_naming(m["path"]) & _sessions_run_by_ci()
+            assert run, f"{_rel(page)}: {m['path']} is marked slow and no session that CI runs runs it"
