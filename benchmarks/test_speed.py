@@ -16,6 +16,12 @@ from harness.runtime import compat
 from harness.tpu import bench
 
 SHAPE_NAMES = [n for n in os.environ.get("ATTN_BENCH_SHAPES", "").split(",") if n]
+# ATTN_BENCH_KERNELS=spec,spec: only these (`bench --kernel`), drop-ins (KERNEL=MODULE:ATTR) included.
+KERNELS = [n for n in os.environ.get("ATTN_BENCH_KERNELS", "").split(",") if n]
+
+
+def _impl(name: str):  # noqa: ANN202 - a harness.core.contract.Implementation
+    return contract.resolve(name) if KERNELS else contract.registry()[name]
 
 
 def _params() -> list:
@@ -23,8 +29,8 @@ def _params() -> list:
     # Off a TPU the Pallas TPU kernels are timed under the TPU interpret mode (the default interpreter),
     # so that every cell's timing is of the same interpreter; a jax without it (before 0.7.0) times none.
     missing = compat.faithful_interpreter()
-    for name in contract.names():
-        impl = contract.registry()[name]
+    for name in KERNELS or contract.names():
+        impl = _impl(name)
         backend = bench.bench_backend(impl)
         if backend == "tpu_interpret" and missing is not None:
             out.append(pytest.param(name, "-", "-", id=f"{name}", marks=pytest.mark.skip(reason=missing)))
@@ -46,7 +52,7 @@ def timed_on(backend: str, shape: shapes.BenchShape, *, explicit: bool) -> bool:
 
 @pytest.mark.parametrize(("impl_name", "shape_name", "pass_"), _params())
 def test_speed(benchmark, impl_name: str, shape_name: str, pass_: str) -> None:
-    impl = contract.registry()[impl_name]
+    impl = _impl(impl_name)
     shape = shapes.SHAPES[shape_name]
     backend = bench.bench_backend(impl)
     call = bench.timed_call(impl, shape.case, pass_)

@@ -87,7 +87,7 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_option_of_every_subcommand_is_in_its_section_of_the_reference() -> None:
     text = generate.CLI_PAGE.read_text()
-    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^### |<!-- cli:end -->)", text, flags=re.S | re.M))
+    sections = dict(re.findall(r"^### ([\w-]+)\n(.*?)(?=^### |<!-- cli:end -->)", text, flags=re.S | re.M))
     assert set(sections) == set(_commands()), "docs/cli.md: a subcommand without its section (or one too many)"
     missing = [
         f"{name} {option}"

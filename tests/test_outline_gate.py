@@ -4,7 +4,7 @@ itself passes."""
 
 from __future__ import annotations
 
-import dataclasses
+import json
 
 import pytest
 
@@ -14,7 +14,7 @@ from harness.core.shapes import SHAPES
 from harness.gate import outline as gate_outline
 from harness.gate import thresholds
 from harness.store.outline import KernelCall, Op, Outline
-from harness.store.read import Records
+from harness.store.read import Records, load
 from tests.planted import OUTLINE, spec
 
 pytest.importorskip("libtpu", reason="compile checks need libtpu (pip install .[tpu])")
@@ -28,13 +28,13 @@ TH = thresholds.load(None)
 
 @pytest.fixture(scope="module")
 def compiled() -> dict[str, aot.CompileResult]:
-    """Upstream and each planted fork, forward, compiled once; recorded under upstream's name, as an
-    upgrade or a swapped-in fork keeps the kernel's name and changes its code."""
+    """Upstream and each planted fork, forward, compiled once, each recorded under its own name as `compile
+    --kernel` records it: the gate pairs a fork with the built-in it replaces (harness.gate.forks)."""
     out = {}
     for name, kernel in [("upstream", "pallas_flash"), *((n, spec(n)) for n in OUTLINE)]:
         r = aot.compile_one(contract.resolve(kernel), SHAPES[SHAPE], TOPOLOGY, "fwd")
         assert r.ok and r.outline is not None, r.error or r.outline_error
-        out[name] = dataclasses.replace(r, implementation="pallas_flash")
+        out[name] = r
     return out
 
 
@@ -68,6 +68,7 @@ def test_the_relayout_fork_fails_naming_the_added_copy_of_k_and_its_bytes(compil
     result = _gate(compiled, "upstream", "relayout_k")
     row = _row(result)
     assert result.failed and row.fails and row.status == "worse"
+    assert row.subject == f"{spec('relayout_k')} vs {SUBJECT}"  # the fork named beside what it replaces
     # k is f32[1,2,256,128]: 256 KiB read and 256 KiB written into the transposed layout.
     assert "around the kernel: copy added, 0 B -> 512.00 KiB moved (+512.00 KiB)" in row.detail
     assert "f32[1,2,256,128] relayout reads 256.00 KiB writes 256.00 KiB" in row.detail
@@ -106,3 +107,27 @@ def _one_op(kind: str, nbytes: int) -> Outline:
 def test_an_op_kind_grows_only_past_both_limits(before: int, after: int, grew: bool) -> None:
     b = _one_op("copy", before) if before else Outline()
     assert bool(gate_outline.grown(b, _one_op("copy", after))) is grew
+
+
+def test_a_fork_gated_against_upstream_as_a_user_runs_it(tmp_path, capsys) -> None:
+    # `compare-fork` runs the fork and pallas_flash on the same cases and compiles, each into its own store, and
+    # gates one against the other: the outline row names the fork beside upstream, and every case pairs.
+    from harness.cli import main
+
+    fork = f"pallas_flash={spec('relayout_k')}"
+    out = tmp_path / "out"
+    argv = ["compare-fork", fork, "--examples", "2", "--compile-shape", SHAPE, "--compile-topology", TOPOLOGY]
+    assert main([*argv, "--compile-rounds", "1", "--no-bench", "--jobs", "2", "--out", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert text.startswith(f"compare-fork: {fork} against pallas_flash, 2 cases each"), text
+    summary = json.loads((out / "summary.json").read_text())
+    outlines = {r["subject"]: r for r in summary["failures"] if r["category"] == "outline"}
+    assert set(outlines) == {f"{fork} vs pallas_flash {p} {SHAPE} on {TOPOLOGY} outline" for p in ("fwd", "fwd_bwd")}
+    outline = outlines[f"{fork} vs pallas_flash fwd {SHAPE} on {TOPOLOGY} outline"]
+    assert "copy added" in outline["detail"] and "relayout reads 256.00 KiB" in outline["detail"]
+    assert not [r for r in summary["failures"] if r["category"] != "outline"], summary["failures"]
+    # The same two cases on both sides, paired one to one (the fork draws its upstream's cases).
+    upstream, forked = (load([out / side]).cases for side in ("upstream", "fork"))
+    ids = lambda cases, name: sorted(r.case_id for r in cases if r.implementation == name)  # noqa: E731
+    assert ids(upstream, "pallas_flash") == ids(forked, fork) and len(ids(forked, fork)) == 2
+    assert "MISSING" not in text and "not compiled by" not in text

@@ -76,7 +76,7 @@ OWN_CACHE = "~/.cache/attention-harness"
 # A page a reader can take in at one sitting; the generated tables (between `<!-- X:begin -->` and
 # `<!-- X:end -->`) are reference data and do not count.
 MAX_WORDS = 3000
-GENERATED = re.compile(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", re.S)
+GENERATED = re.compile(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", re.S)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_rel)
@@ -177,14 +177,20 @@ def _sessions() -> set[str]:
     }
 
 
-COMMANDS = {p.stem for p in (ROOT / "harness" / "cli" / "commands").glob("*.py") if not p.stem.startswith("_")}
+def _commands() -> set[str]:
+    from harness.cli import _commands
+
+    return set(_commands())
+
+
+COMMANDS = _commands()  # each module's NAME: compare_fork.py is `compare-fork`
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_rel)
 def test_every_session_and_command_a_page_names_exists(page: Path) -> None:
     text = page.read_text()
     sessions = set(re.findall(r"\bnox -s \"?(\w+)", text))
-    commands = set(re.findall(r"\bpython -m harness (\w+)", text))
+    commands = set(re.findall(r"\bpython -m harness ([\w-]+)", text))
     assert sessions <= _sessions(), f"{_rel(page)} names nox sessions noxfile.py lacks: {sessions - _sessions()}"
     assert commands <= COMMANDS, f"{_rel(page)} names harness commands that do not exist: {commands - COMMANDS}"
 

@@ -25,7 +25,6 @@ from harness.core.case import DTYPES, KV_FORMATS, REGIMES, Case
 from harness.core.errors import InputError
 from harness.core.locate import TileNames, declare_tiles
 from harness.core.masks import MASK_COMPONENTS, RESTRICTIONS
-from harness.runtime import versions
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -469,6 +468,8 @@ PACKAGES_OF_ROLE: dict[str, tuple[str, ...]] = {"oracle": ("oracles",)}
 # tokamax needs, where it is not installed: harness.environments.matrix): a module that
 # needs one is skipped, and `unavailable()` says which and why.
 OPTIONAL_FRAMEWORKS = ("torch", "tokamax")
+# The built-in kernel a bare `MODULE:ATTR` drop-in replaces (`resolve`).
+DEFAULT_DROPIN_BASE = "pallas_flash"
 _UNAVAILABLE: dict[str, str] = {}
 
 
@@ -616,7 +617,7 @@ def resolve(spec: str) -> Implementation:
         return obj
     if not callable(obj):
         raise UnknownImplementation(f"{target!r} is neither an Implementation nor a function")
-    base = base or "pallas_flash"
+    base = base or DEFAULT_DROPIN_BASE
     # A kernel registered by a module of another name (kernels/xla_attention.py registers jax_xla) is
     # found by discovering every module, as `names` lists it.
     builtin = _builtin(base) or registry().get(base)

@@ -14,9 +14,10 @@ not compared, within noise), which the summary line and the report count alike.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
-from harness.gate import drift
+from harness.gate import drift, forks
 from harness.gate.codegen import CodegenChange, codegen_changes, codegen_rows
 from harness.gate.compiled import compile_rows, compile_time_rows
 from harness.gate.correctness import cannot_run_row, correctness_rows
@@ -62,6 +63,9 @@ __all__ = [
 def compare(
     base: Records, cand: Records, th: Thresholds, *, labels: tuple[str, str] = ("baseline", "candidate")
 ) -> GateResult:
+    # A fork on one side against the built-in it replaces on the other: paired as one kernel.
+    named = {**forks.pairs(base, cand), **forks.pairs(cand, base)}
+    base, cand = forks.as_upstream(base, forks.pairs(cand, base)), forks.as_upstream(cand, forks.pairs(base, cand))
     pairs = drift.with_replays(drift.pair(base.cases, cand.cases), [*cand.roots, *base.roots])
     rows = correctness_rows(base, cand, th) + compile_rows(base, cand, th) + speed_rows(base, cand, th)
     rows += compile_time_rows(base, cand, th)
@@ -72,6 +76,7 @@ def compare(
     rows += outline_rows(base, cand)
     if rows:  # with nothing compared the gate is "NOTHING COMPARED" (bad input), never PASS either way
         rows += incomplete_rows(base, cand)
+    rows = [dataclasses.replace(r, subject=forks.labelled(r.subject, named)) for r in rows] if named else rows
     order = {s: i for i, s in enumerate(STATUSES)}
     rows.sort(key=lambda r: (not r.fails, order[r.status], CATEGORIES.index(r.category), r.subject))
     return GateResult(

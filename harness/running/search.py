@@ -472,7 +472,10 @@ class Search:
         # Each kernel and each phase has its own key in the example database (an unseeded run's).
         test.hypothesis.inner_test._hypothesis_internal_add_digest = phase.key
         if seeded:
-            test = hypothesis.seed(phase_seed(self.kernel.name, seed, phase.name))(test)
+            # A drop-in draws its upstream's cases (the same capabilities): a fork's run pairs case by case with
+            # its upstream's (harness.gate.forks). The example database stays the fork's own (phase.key).
+            drawn_as = self.kernel.drops_into or self.kernel.name
+            test = hypothesis.seed(phase_seed(drawn_as, seed, phase.name))(test)
         return test
 
     # -- one case ---------------------------------------------------------------------------------------

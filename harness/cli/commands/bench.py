@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.cli import EXIT_FAIL, EXIT_OK, UsageError
 from harness.cli.commands._shared import add_out, create_store
-from harness.core import shapes
+from harness.core import contract, shapes
 from harness.runtime import compat
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import bench
@@ -26,6 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--shape", action="append", metavar="S", help=f"benchmark shape (repeatable; one of {list(shapes.SHAPES)})"
     )
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression over test ids (impl-shape-pass)")
+    p.add_argument(
+        "--kernel",
+        action="append",
+        default=[],
+        metavar="K",
+        help="only these implementations (repeatable): a name, MODULE:ATTR or KERNEL=MODULE:ATTR (a fork)",
+    )
     add_out(p)
 
 
@@ -41,6 +48,10 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"benchmarks not found at {BENCHMARKS}; run from a source checkout (pip install -e .)")
     if args.shape:
         os.environ["ATTN_BENCH_SHAPES"] = ",".join(args.shape)
+    if args.kernel:
+        for spec in args.kernel:
+            contract.resolve(spec)  # an unknown kernel is bad input, said before anything runs
+        os.environ["ATTN_BENCH_KERNELS"] = ",".join(args.kernel)
     store = create_store(args.out, {"command": sys.argv, "mode": "bench"})
     print(f"results -> {store.dir}")
     if compat.jax_platform() == "cpu":
