@@ -29,7 +29,7 @@ from harness.running.plan import RunPlan
 from harness.running.search import Search, SearchOptions, SearchOutcome
 from harness.running.settle import Failure
 from harness.running.sink import CaseRecorder, Sink, StopToken, create_dir
-from harness.runtime import placement
+from harness.runtime import placement, versions
 from harness.store.schema import KernelStatus, RunStatus
 from harness.tpu import crosscheck
 
@@ -90,6 +90,9 @@ def run_session(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
     Raises InputError for bad input (said before any case runs), and any other exception for the
     harness's own failure, with run.json saying "failed".
     """
+    if not os.environ.get(shards.PARENT_ENV):  # a worker of `run --jobs`: its parent said it
+        installed = versions.library_versions()
+        sink.say("versions: " + ", ".join(f"{name} {v}" for name, v in installed.items() if v and name != "harness"))
     if plan.jobs > 1:
         return _run_jobs(plan, sink)
     with worker.session():  # the run's own kernel worker, closed with the run
