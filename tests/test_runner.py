@@ -12,6 +12,7 @@ from jax.experimental import pallas as pl
 
 from harness.core import contract, reference
 from harness.core.case import Case
+from harness.core.compare import Comparison
 from harness.core.inputs import make_inputs
 from harness.core.masks import Lengths, Mask
 from harness.running.runner import run_case
@@ -263,6 +264,9 @@ def test_a_failure_on_the_fast_interpreter_alone_is_an_interpreter_divergence_ne
         pytest.param(InterpreterFake("raises_once", raises_under=("fast",), faulty_calls={1}), True, id="raises-once"),
         # Wrong numbers on its first call alone: a numeric failure that does not reproduce.
         pytest.param(InterpreterFake("wrong_once", wrong_under=("fast",), faulty_calls={1}), True, id="wrong-once"),
+        # Wrong on its rerun alone (the second fast call): its result changed between calls on the same inputs,
+        # whatever the faithful interpreter and the replay say (it was taken for an interpreter divergence).
+        pytest.param(InterpreterFake("wrong_rerun", wrong_under=("fast",), faulty_calls={2}), True, id="wrong-rerun"),
     ],
 )
 def test_a_fast_failure_that_is_an_error_or_does_not_reproduce_is_the_kernels_failure(kernel, flaky):
@@ -310,3 +314,28 @@ def test_the_policy_picks_the_interpreters(policy, smoke, runs_on, ran):
 def test_the_faithful_interpreters_checks_are_refused_on_the_fast_one():
     with pytest.raises(ValueError, match="need interpreter='faithful'"):
         compat.InterpretOptions(interpreter="fast", detect_races=True)
+
+
+def test_a_rerun_that_returned_other_bits_makes_a_failure_flaky_whatever_its_replays() -> None:
+    from harness.core import verdicts
+
+    changed = [
+        Comparison(
+            quantity=verdicts.RERUN,
+            max_abs=float("inf"),
+            max_rel=float("inf"),
+            oracle_abs=0.0,
+            ratio=float("inf"),
+            bound=0.0,
+            passed=False,
+        )
+    ]
+    assert verdicts.changed(changed) and verdicts.changed([{"quantity": "reproducible", "passed": False}])
+    assert not verdicts.changed([{"quantity": "out", "passed": False}])
+    assert verdicts.flaky(False, "fast", (), changed=True) and not verdicts.flaky(True, "fast", (), changed=True)
+    assert "its result changed between calls on the same inputs" in verdicts.flaky_suffix(
+        False, "fast", (), changed=True
+    )
+    from harness.running import determinism
+
+    assert determinism.REPRODUCIBLE == verdicts.RERUN  # one name for the row, in the runner and the verdicts

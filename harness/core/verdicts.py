@@ -5,11 +5,14 @@ store, the report, the gate and the exit code read the words from here.
 - failure: the kernel's wrong answer, error, crash, exit or hang on a case, failing again when replayed
   under the same interpreter. A kernel that crashes, exits, hangs or raises fails under any interpreter:
   never an interpreter divergence.
-- flaky failure: a failure that did not fail again when the same case was replayed under the same
-  interpreter. The worst kind to ship: it fails the run like any failure, reported with its replays.
+- flaky failure: a failure whose result changes between calls on the same inputs, under any interpreter:
+  it did not fail again when the same case was replayed under the same interpreter, or the kernel's own
+  rerun of the case on fresh copies of its inputs returned other bits (the reproducible row failed). The
+  worst kind to ship: it fails the run like any failure, reported with its replays.
 - interpreter divergence: the fast interpreter's numbers differ from the truth (or from the faithful
-  interpreter's) the same way on replay, bit for bit, while the faithful interpreter passes; each of the
-  two ran to completion. A finding about an interpreter: it does not fail the run.
+  interpreter's) the same way on replay, bit for bit, with no change between its calls, while the
+  faithful interpreter passes; each of the two ran to completion. A finding about an interpreter: it
+  does not fail the run. Anything else the fast interpreter fails is the kernel's.
 - oracle finding: an oracle outside its own tolerance; reported apart, never fails a kernel or the run.
 - cannot run here: no interpreter here runs the kernel (an interpreter's or the release's gap); exit 4.
 
@@ -56,17 +59,36 @@ class Replay:
         return cls(interpreter=doc.get("interpreter"), passed=doc["passed"], digest=doc.get("digest"))
 
 
-def flaky(passed: bool, interpreter: str | None, replays: tuple[Replay, ...]) -> bool:
-    """A failure that passed when replayed under the interpreter that failed it."""
-    return not passed and any(r.passed for r in replays if r.interpreter == interpreter)
+# The comparison row of a case's rerun against its first run (harness.running.determinism.REPRODUCIBLE): failed,
+# the kernel returned other bits for the same inputs.
+RERUN = "reproducible"
 
 
-def replay_line(interpreter: str | None, replays: tuple[Replay, ...]) -> str:
+def changed(comparisons: Any) -> bool:
+    """Whether a kernel's result changed between calls on the same inputs: its rerun row failed. Takes the
+    comparisons of a result or of a record (objects or their JSON)."""
+    for c in comparisons or ():
+        quantity = c.get("quantity") if isinstance(c, dict) else getattr(c, "quantity", None)
+        passed = c.get("passed") if isinstance(c, dict) else getattr(c, "passed", True)
+        if quantity == RERUN and passed is False:
+            return True
+    return False
+
+
+def flaky(passed: bool, interpreter: str | None, replays: tuple[Replay, ...], *, changed: bool = False) -> bool:
+    """A failure whose result changes between calls: it passed when replayed under the interpreter that failed
+    it, or (`changed`) its own rerun returned other bits."""
+    return not passed and (changed or any(r.passed for r in replays if r.interpreter == interpreter))
+
+
+def replay_line(interpreter: str | None, replays: tuple[Replay, ...], *, changed: bool = False) -> str:
     """'failed, then passed 1 of 1 replays under the fast interpreter' and the like."""
     same = [r for r in replays if r.interpreter == interpreter]
     under = f" under the {interpreter} interpreter" if interpreter else ""
     passed = sum(r.passed for r in same)
     line = f"failed once, then passed {passed} of {len(same)} replay{'s' if len(same) != 1 else ''}{under}"
+    if changed:
+        line = f"its result changed between calls on the same inputs{under}; {line}"
     others = [r for r in replays if r.interpreter != interpreter]
     for r in others:
         line += f"; {'passed' if r.passed else 'failed'} under the {r.interpreter} interpreter"
@@ -80,9 +102,9 @@ def replays_from_json(doc: Any) -> tuple[Replay, ...]:
     return tuple(Replay.from_json(r) for r in doc)
 
 
-def flaky_suffix(passed: bool, interpreter: str | None, replays: tuple[Replay, ...]) -> str:
+def flaky_suffix(passed: bool, interpreter: str | None, replays: tuple[Replay, ...], *, changed: bool = False) -> str:
     """' (flaky failure: ...)' after a failure's line where it is flaky, else '': one wording for the failure
     file, the console and the report."""
-    if not flaky(passed, interpreter, replays):
+    if not flaky(passed, interpreter, replays, changed=changed):
         return ""
-    return f" ({Verdict.FLAKY_FAILURE}: {replay_line(interpreter, replays)})"
+    return f" ({Verdict.FLAKY_FAILURE}: {replay_line(interpreter, replays, changed=changed)})"

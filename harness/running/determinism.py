@@ -15,13 +15,14 @@ import dataclasses
 
 import numpy as np
 
+from harness.core import verdicts
 from harness.core.case import Case
 from harness.core.compare import Comparison, exact_zero
 from harness.core.contract import QUANTITIES, Implementation, Outputs
 from harness.core.inputs import Inputs
 
 # The quantity of the comparison row, and the check's name in the records (CaseRecord.checks).
-REPRODUCIBLE = "reproducible"
+REPRODUCIBLE = verdicts.RERUN
 # Every case is rerun except on the faithful Pallas TPU interpreter, which simulates the TPU step by
 # step: a reused program costs ~0.8 CPU s a forward there against ~0.04 on the fast interpreter and
 # ~0.01 in plain XLA (benchmarks/interpreters.py), and the smoke cases all run on it. There one case in

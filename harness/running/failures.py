@@ -68,7 +68,8 @@ def failure_id(case: Case, kernel: str) -> str:
 
 def failure_line(result: CaseResult) -> str:
     return " | ".join(
-        f"{s.implementation}: {s.failure}{verdicts.flaky_suffix(s.passed, s.interpreter, s.replays)}"
+        f"{s.implementation}: {s.failure}"
+        + verdicts.flaky_suffix(s.passed, s.interpreter, s.replays, changed=verdicts.changed(s.comparisons))
         for s in result.subjects
         if not s.passed
     )

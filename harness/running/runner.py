@@ -65,7 +65,7 @@ class SubjectResult:
     @property
     def flaky(self) -> bool:
         """A failure that passed when replayed under its own interpreter (harness.core.verdicts)."""
-        return verdicts.flaky(self.passed, self.interpreter, self.replays)
+        return verdicts.flaky(self.passed, self.interpreter, self.replays, changed=verdicts.changed(self.comparisons))
 
     @property
     def worst(self) -> Comparison | None:
@@ -441,7 +441,8 @@ def run_interpreted(
     again_ex = _execute(impl, case, inputs, grads=grads, time_limit=time_limit, interpret=options)
     again = judge(impl, case, inputs, again_ex, ref, interpreter="fast")
     replayed = Replay(interpreter="fast", passed=again.passed, digest=again.digest)
-    if fast_ex.outputs is not None and again.digest == fast.digest:
+    same = fast_ex.outputs is not None and not again.passed and again.digest == fast.digest
+    if same and not (verdicts.changed(fast.comparisons) or verdicts.changed(again.comparisons)):
         return dataclasses.replace(faithful, shadow=dataclasses.replace(fast, replays=(replayed,)))
     confirmed = Replay(interpreter="faithful", passed=True, digest=faithful.digest)
     return dataclasses.replace(fast, replays=(replayed, confirmed))

@@ -82,7 +82,8 @@ def failure_line(rec: CaseRecord | CompileRecord) -> str:
     if isinstance(rec, CompileRecord):
         return reason(rec.error, [])
     line = reason(rec.error, [(c.quantity, c.max_abs, c.bound, c.note) for c in rec.failing])
-    return line + verdicts.flaky_suffix(rec.passed, rec.interpreted_by, tuple(rec.replays or ()))
+    changed = verdicts.changed(rec.comparisons)
+    return line + verdicts.flaky_suffix(rec.passed, rec.interpreted_by, tuple(rec.replays or ()), changed=changed)
 
 
 def interpreters_line(rec: CaseRecord) -> str:

@@ -205,7 +205,8 @@ class CaseRecord(_Record):
     @property
     def flaky(self) -> bool:
         """A flaky failure (harness.core.verdicts): it passed when replayed under its own interpreter."""
-        return verdicts.flaky(self.passed, self.interpreted_by, tuple(self.replays or ()))
+        replays, changed = tuple(self.replays or ()), verdicts.changed(self.comparisons)
+        return verdicts.flaky(self.passed, self.interpreted_by, replays, changed=changed)
 
     @property
     def interpreted_by(self) -> str | None:

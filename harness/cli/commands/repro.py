@@ -44,10 +44,10 @@ def recorded_flaky(results: dict, kernel: str) -> str | None:
         replays = verdicts.replays_from_json(entry["replays"])
     except ValueError:
         return None
-    interpreter = entry.get("interpreter")
-    if not verdicts.flaky(bool(entry.get("passed")), interpreter, replays):
+    interpreter, changed = entry.get("interpreter"), verdicts.changed(entry.get("comparisons"))
+    if not verdicts.flaky(bool(entry.get("passed")), interpreter, replays, changed=changed):
         return None
-    return verdicts.replay_line(interpreter, replays)
+    return verdicts.replay_line(interpreter, replays, changed=changed)
 
 
 # Arrays of a case's size held at once while replaying it: q, k, v, dout, out and the
