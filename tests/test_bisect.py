@@ -266,3 +266,21 @@ def test_jax_without_its_tpu_extra_where_the_extra_pins_a_libtpu_no_index_serves
     tokamax = "Because tokamax==0.0.12 depends on jaxlib>=0.9.2 and jax==0.7.0 depends on jaxlib==0.7.0"
     assert envs.leave_out(reqs, tokamax) == (("jax[tpu]==0.4.30", "numpy==2.4.6"), "tokamax==0.0.12")
     assert envs.leave_out(reqs, "Because numpy==2.4.6 needs python>=3.11") is None  # nothing optional named
+
+
+def test_the_resolvers_reason_is_its_whole_sentence_when_uv_wraps_it() -> None:
+    # uv wraps a long reason at the terminal's width: the part after the first line names the release.
+    wrapped = (
+        "error: No solution found when resolving dependencies:\n"
+        "  ╰─▶ Because jax was not found in the provided package locations and\n"
+        "      you require jax[tpu]==0.12.1, we can conclude that your requirements\n"
+        "      are unsatisfiable.\n"
+        "\n"
+        "      hint: Packages were unavailable because index lookups were disabled\n"
+    )
+    assert envs.resolution_failure(wrapped) == (
+        "Because jax was not found in the provided package locations and you require jax[tpu]==0.12.1,"
+        " we can conclude that your requirements are unsatisfiable."
+    )
+    one_line = "error: No solution found\n  cause: Because numpy==2.4.6 needs python>=3.11, we can conclude ...\n"
+    assert envs.resolution_failure(one_line) == "Because numpy==2.4.6 needs python>=3.11, we can conclude ..."

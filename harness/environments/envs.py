@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -199,10 +200,12 @@ def uv_binary() -> str:
 def resolution_failure(stderr: str) -> str:
     """The line of uv's (or pip's) error output that says which requirement failed, and why."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    for ln in lines:
+    for i, ln in enumerate(lines):
         m = re.match(r"(?:cause:\s*)?(Because .*)", ln.removeprefix("╰─▶").strip())
         if m:
-            return m.group(1)
+            # uv wraps a long reason over several lines (the rest indented): the sentence is all of them.
+            rest = itertools.takewhile(lambda x: not re.match(r"(hint|help|error|warning):|[×╰]", x), lines[i + 1 :])
+            return " ".join([m.group(1), *(x.removeprefix("│").strip() for x in rest)])
     for ln in lines:
         if ln.startswith(("error:", "ERROR:", "×")) and "No solution found" not in ln:
             return ln.removeprefix("error:").removeprefix("ERROR:").strip()
