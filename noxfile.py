@@ -92,6 +92,12 @@ def install(session: nox.Session, *extras: str, constraints: str = DEFAULT_CONST
     _install(session, "-c", constraints, "-e", spec)
 
 
+# The default suite on every core (pytest-xdist): one worker per core, each taking the next test when
+# it is free (worksteal), since the tests' costs range from milliseconds to a minute.
+# `nox -s tests -- -n 0` runs it in one process.
+PARALLEL = ("-n", "auto", "--dist", "worksteal")
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The harness's own test suite (fast; runs kernels under the TPU interpreter; not slow ones)."""
@@ -99,8 +105,20 @@ def tests(session: nox.Session) -> None:
     install(session, "test", "tpu", "tokamax")
     session.run("ruff", "check", "harness", "kernels", "oracles", "tests", "benchmarks", "noxfile.py")
     session.run(
-        "pytest", "-m", "not slow", *session.posargs, env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
+        "pytest",
+        "-m",
+        "not slow",
+        *PARALLEL,
+        *session.posargs,
+        env={"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"},
     )
+
+
+@nox.session(python=PYTHON)
+def suite_time(session: nox.Session) -> None:
+    """Where the default suite's time goes: runs it as `tests` does and records each test's seconds (minutes)."""
+    install(session, "test", "tpu", "tokamax")
+    session.run("python", "benchmarks/suite_time.py", *session.posargs, env={"JAX_PLATFORMS": "cpu"})
 
 
 # Runs of the default suite in a row under load: a test that races the machine fails one of them.
@@ -111,13 +129,13 @@ STRESS_BURNERS = 2
 @nox.session(python=PYTHON)
 def stress(session: nox.Session) -> None:
     """The default suite 5 times beside two CPU-bound processes, then once as a background job of `sh -c`."""
-    install(session, "test", "tpu", "tokamax")  # what `tests` installs: the same suite, nothing skipped
+    install(session, "test", "tpu", "tokamax")  # what `tests` installs and runs: the same suite, on every core
     env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(STRESS_BURNERS)]
     try:
         for i in range(STRESS_RUNS):
             session.log(f"default suite, run {i + 1} of {STRESS_RUNS}, beside {STRESS_BURNERS} CPU-bound processes")
-            session.run("pytest", "-m", "not slow", *session.posargs, env=env)
+            session.run("pytest", "-m", "not slow", *PARALLEL, *session.posargs, env=env)
     finally:
         for burner in burners:
             burner.kill()
@@ -125,7 +143,8 @@ def stress(session: nox.Session) -> None:
     # A non-interactive shell starts background jobs with SIGINT ignored, as CI agents often do.
     session.log("default suite as a background job of a non-interactive shell")
     # session.run puts the session's bin directory first on PATH, so `pytest` is the session's.
-    session.run("sh", "-c", 'pytest -m "not slow" "$@" & wait $!', "sh", *session.posargs, env=env, external=True)
+    background = 'pytest -m "not slow" "$@" & wait $!'
+    session.run("sh", "-c", background, "sh", *PARALLEL, *session.posargs, env=env, external=True)
 
 
 # Tests whose draw is unseeded: Hypothesis property tests under default settings (not derandomized)

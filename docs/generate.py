@@ -49,6 +49,11 @@ RESULT_COLUMNS = {
 README = ROOT / "README.md"
 TORCH_COST = RESULTS / "torch_cost.json"
 TORCH_COST_BEGIN, TORCH_COST_END = "<!-- torch-cost:begin -->", "<!-- torch-cost:end -->"
+# Where the default suite's time goes (benchmarks/suite_time.py's record), in docs/tests.md.
+TESTS_PAGE = ROOT / "docs" / "tests.md"
+SUITE_TIME = RESULTS / "suite_time.json"
+SUITE_TIME_BEGIN, SUITE_TIME_END = "<!-- suite-time:begin -->", "<!-- suite-time:end -->"
+SUITE_TIME_MODULES = 12  # the modules listed by name; the rest summed in one row
 # The bug history's list and its walk of the commits that are not bugs: recorded data, rendered.
 HISTORY_PAGE = ROOT / "docs" / "history.md"
 HISTORY_BUGS = ROOT / "docs" / "data" / "history_bugs.json"
@@ -284,7 +289,33 @@ def parts(lacking: Iterable[str] = ()) -> dict[Path, str]:
         PERFORMANCE_PAGE: _filled(PERFORMANCE_PAGE, [(benchmark_results(RESULTS), RESULTS_BEGIN, RESULTS_END)]),
         FOUND_PAGE: _filled(FOUND_PAGE, [(finding_counts(), COUNTS_BEGIN, COUNTS_END)]),
         README: _filled(README, [(torch_cost(TORCH_COST), TORCH_COST_BEGIN, TORCH_COST_END)]),
+        TESTS_PAGE: _filled(TESTS_PAGE, [(suite_time(SUITE_TIME), SUITE_TIME_BEGIN, SUITE_TIME_END)]),
     }
+
+
+def suite_time(path: Path) -> str:
+    """docs/tests.md's tables of where the default suite's time goes (benchmarks/suite_time.py's record)."""
+    r = json.loads(path.read_text())
+    host = r["host"]
+    lines = [
+        "| tests | failed | wall (s) | CPU (s) | cores | load before | Python | command |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {r['tests']} | {r['failed']} | {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f} | {host['cores']}"
+        f" | {r['load_before']:.2f} | {host['python']} | `{' '.join(r['command'])}` |",
+        "",
+        "| module | tests | seconds (summed over its tests) | share |",
+        "|---|---|---|---|",
+    ]
+    modules = list(r["modules"].items())
+    total = r["test_seconds"] or 1.0
+    for name, m in modules[:SUITE_TIME_MODULES]:
+        lines.append(f"| `{name}` | {m['tests']} | {m['seconds']:.0f} | {m['seconds'] / total:.0%} |")
+    rest = modules[SUITE_TIME_MODULES:]
+    rest_s, rest_n = sum(m["seconds"] for _, m in rest), sum(m["tests"] for _, m in rest)
+    lines.append(f"| {len(rest)} other modules | {rest_n} | {rest_s:.0f} | {rest_s / total:.0%} |")
+    lines += ["", "| slowest tests | seconds |", "|---|---|"]
+    lines += [f"| `{t['module']}::{t['test']}` | {t['seconds']:.0f} |" for t in r["slowest"]]
+    return "\n".join(lines)
 
 
 def torch_cost(path: Path) -> str:

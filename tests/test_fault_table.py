@@ -3,8 +3,8 @@ crash, exit, hang, raise or answer wrong on some of their calls, each run throug
 options (`--jobs 1`). Each must end the run exit 1 with run.json finished, a failure file that replays, and
 no traceback: a kernel that misbehaves on one call in N never ends a run green (harness.core.verdicts).
 
-A few rows, one per path through the verdict (the probe in a worker, a flaky failure, a refusal under one
-interpreter), run in the default suite; the whole table is slow (`nox -s faults`).
+A few rows, one per path through the verdict (a flaky failure, a refusal under one interpreter), run in the
+default suite; the whole table is slow (`nox -s faults`, daily in .github/workflows/planted.yml).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ D = "tests.fixtures.dropins:"
 ROWS = [
     # The first call of every process exits 0: the probe's worker used to be the run's own process (exit 0,
     # 0 cases checked); now the probe's worker exits, and the run's first case is the kernel's failure.
-    _row(D + "OS_EXIT_FIRST", 2, "exited with status 0"),
+    # Slow (two minutes: every worker the run starts exits on its first call and is started again).
+    _row(D + "OS_EXIT_FIRST", 2, "exited with status 0", slow),
     # NaN on the first call of a process: the run's first case fails, its replay in the same worker passes.
     _row(D + "NAN_FIRST", 2, "FLAKY FAILURE"),
     # Raises under the fast interpreter alone: the probe's refusal is checked as a case, never a pass.

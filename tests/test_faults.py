@@ -5,6 +5,10 @@ or a hang costs its case, recorded as the kernel's failure with a failure file t
 the run finishes (exit 1) and prints no traceback. The hang row shortens the default time
 limit through its environment variable (harness.running.worker.TIME_LIMIT_ENV) instead of
 waiting the default's minutes.
+
+The default suite runs one row of each way (a signal, an exit, a wrong output, a hang, a lost worker under
+the default --jobs); the rows that repeat a way (another exit, an exception, another wrong output) are slow:
+`nox -s faults`, daily in .github/workflows/planted.yml.
 """
 
 from __future__ import annotations
@@ -35,13 +39,13 @@ def _harness(args: list[str], env: dict[str, str]) -> subprocess.CompletedProces
         pytest.param("ABORTS", "killed by SIGABRT", "1", id="abort"),
         # Default --jobs (one worker process per core): each shard's kernel worker dies on its own.
         pytest.param("SEGFAULTS", "killed by SIGSEGV", None, id="segfault-default-jobs"),
-        pytest.param("EXITS_0", "exited with status 0", "1", id="sys-exit-0"),
+        pytest.param("EXITS_0", "exited with status 0", "1", id="sys-exit-0", marks=pytest.mark.slow),
         pytest.param("OS_EXITS_0", "exited with status 0", "1", id="os-exit-0"),
-        pytest.param("MEMORY_ERROR", "MemoryError: planted", "1", id="memory-error"),
+        pytest.param("MEMORY_ERROR", "MemoryError: planted", "1", id="memory-error", marks=pytest.mark.slow),
         pytest.param("WRONG_SHAPE", "shape (1, 1, 16, 31) != (1, 1, 16, 32)", "1", id="wrong-shape"),
-        pytest.param("WRONG_DTYPE", "past the bound", "1", id="wrong-dtype"),
-        pytest.param("TUPLE", "TypeError: run() returned tuple, not Outputs", "1", id="tuple"),
-        pytest.param("NAN_EVERYWHERE", "non-finite", "1", id="nan-everywhere"),
+        pytest.param("WRONG_DTYPE", "past the bound", "1", id="wrong-dtype", marks=pytest.mark.slow),
+        pytest.param("TUPLE", "TypeError: run() returned tuple, not Outputs", "1", id="tuple", marks=pytest.mark.slow),
+        pytest.param("NAN_EVERYWHERE", "non-finite", "1", id="nan-everywhere", marks=pytest.mark.slow),
         pytest.param("HANGS", f"per-case time limit of {HANG_LIMIT_S} s", "1", id="hang"),
     ],
 )
