@@ -74,3 +74,14 @@ def test_causal_alignment_with_unequal_lengths(causal):
     case = Case(batch=1, q_heads=1, kv_heads=1, q_len=256, kv_len=128, head_dim=64, mask=Mask(causal=causal), seed=4)
     result = run_case(case, [FLASH, SDPA], grads=False)
     assert result.passed, [s.failure for s in result.subjects]
+
+
+def test_rows_with_no_visible_key_have_their_gradient_judged_where_they_have_a_cotangent():
+    """An odd seed gives the 28 rows a cotangent: pallas_flash's uniform rows (its fill added to the logits) are
+    judged against the gradient of their average of every value row, torch_sdpa's zeros against no gradient."""
+    case = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=256, head_dim=64, mask=Mask(segments=ORPHANS), seed=3)
+    result = run_case(case, [FLASH, SDPA])
+    assert result.passed, [s.failure for s in result.subjects]
+    flash, sdpa = quantities(result, "pallas_flash"), quantities(result, "torch_sdpa")
+    assert flash["out[empty]"].note == "28 rows, declared uniform; their gradients judged (uniform, fill added)"
+    assert sdpa["out[empty]"].note == "28 rows, declared zeros; their gradients judged (zeros)"

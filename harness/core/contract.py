@@ -367,6 +367,13 @@ class Implementation(abc.ABC):
         harness.core.masks.Lengths.q), for this case; by default the same as any row with no visible key."""
         return self.empty_rows(case)
 
+    def empty_row_fill(self, case: Case) -> str | None:
+        """How a "uniform" row's finite fill meets its logits, which its gradient depends on
+        (harness.core.emptygrads): "added" (s + fill: the gradient reaches q, k and the bias) or "replaced"
+        (where(visible, s, fill): it stops at the mask). None where undeclared, or a sentence saying why
+        that gradient is not judged; either way such rows then get no cotangent."""
+        return None
+
     def jax_fn(self, case: Case) -> Callable[..., Any] | None:
         """A JAX function of the case's arrays (q, k, v[, bias]) returning the output, in the SDPA
         convention, for ahead-of-time compilation and timing; None when there is none (e.g. torch).

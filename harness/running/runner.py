@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from harness.core import coverage, reference, verdicts
+from harness.core import coverage, emptygrads, reference, verdicts
 from harness.core.case import Case
 from harness.core.compare import Comparison, check_empty_rows, compare, exact_zero, tolerance
 from harness.core.contract import GRADIENTS, QUANTITIES, Implementation, Outputs
@@ -123,6 +123,9 @@ class Reference:
 
     @classmethod
     def compute(cls, case: Case, inputs: Inputs, *, grads: bool) -> Reference:
+        """From a zero cotangent on rows that see no key: what each implementation's declared value for
+        them adds is its own (harness.core.emptygrads.expected)."""
+        inputs = emptygrads.without_cotangent(inputs)
         return cls(
             truth=reference.truth(case, inputs, grads=grads),
             ruler=reference.run_reference(case, inputs, grads=grads, dtype=inputs.q.dtype),
@@ -130,38 +133,26 @@ class Reference:
         )
 
 
-def _padded(case: Case) -> np.ndarray | None:
-    """bool [batch, q_len]: query rows at or past their batch row's valid query length; None without q lengths."""
-    lengths = case.mask.lengths
-    if lengths is None or lengths.q is None:
-        return None
-    return np.arange(case.q_len)[None, :] >= np.asarray(lengths.q)[:, None]
-
-
-def _empty_row_checks(impl: Implementation, case: Case, inputs: Inputs, got: Outputs) -> list[Comparison]:
-    """Rows with no visible key against the declared convention; padded query rows apart when
-    the implementation declares another behaviour for them (Implementation.padded_rows)."""
-    empty = inputs.empty
-    if not empty.any():
+def _empty_row_checks(
+    impl: Implementation, case: Case, inputs: Inputs, got: Outputs, *, grads: bool
+) -> list[Comparison]:
+    """Rows with no visible key against the declared convention, padded query rows apart where the
+    implementation declares another value for them (Implementation.padded_rows); each check's note says
+    whether those rows' gradients were judged, and if not why (harness.core.emptygrads)."""
+    if not inputs.empty.any():
         return []
     group = case.q_heads // case.kv_heads
     values = np.repeat(inputs.v.astype(np.float64), group, axis=1)
-    padded = _padded(case)
-    if padded is None or impl.padded_rows(case) == impl.empty_rows(case):
-        return [check_empty_rows(impl.empty_rows(case), got.out, values, empty, case.dtype)]
-    padded = np.broadcast_to(padded[:, None, :], empty.shape)
     out = []
-    if (empty & ~padded).any():
-        out.append(check_empty_rows(impl.empty_rows(case), got.out, values, empty & ~padded, case.dtype))
-    if padded.any():
-        out.append(
-            check_empty_rows(impl.padded_rows(case), got.out, values, padded, case.dtype, quantity="out[padded]")
-        )
+    for s in emptygrads.declared(impl, case, inputs.empty):
+        c = check_empty_rows(s.convention, got.out, values, s.rows, case.dtype, quantity=s.quantity)
+        said = emptygrads.note(s, case, grads=grads)
+        out.append(dataclasses.replace(c, note=f"{c.note}; {said}") if said else c)
     return out
 
 
 def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref: Reference) -> list[Comparison]:
-    truth, ruler, mags = ref.truth, ref.ruler, ref.magnitudes
+    truth, ruler, mags = emptygrads.expected(impl, case, inputs, ref.truth, ref.ruler, ref.magnitudes)
     empty = inputs.empty
     rows = ~empty if empty.any() else None
     out = [
@@ -175,7 +166,7 @@ def _errors(impl: Implementation, case: Case, inputs: Inputs, got: Outputs, ref:
             rows=rows,
         )
     ]
-    out += _empty_row_checks(impl, case, inputs, got)
+    out += _empty_row_checks(impl, case, inputs, got, grads=got.dq is not None)
     for q in GRADIENTS:
         want = truth.get(q)
         # A forward-only kernel (an inference kernel with no VJP) declares grads=False.
