@@ -190,6 +190,11 @@ class PallasFlash(TpuKernel):
     def empty_rows(self, case: Case) -> EmptyRows:
         return "convex" if case.mask.causal else "uniform"
 
+    def empty_row_fill(self, case: Case) -> str | None:
+        # The backward recomputes p = exp(s - l) from the masked logits and sends ds to q and k unmasked
+        # (measured: a uniform row's whole softmax gradient).
+        return "added"
+
     def tiling(self, case: Case) -> frozenset[str]:
         b = self._blocks(case)
         out = set()

@@ -167,6 +167,10 @@ class DotProductAttention(Implementation):
         # (_dot_product_attention_core); through the mask argument they are rows with no visible key.
         return "uniform" if MASK_ARG in case.block_dict else "zeros"
 
+    def empty_row_fill(self, case: Case) -> str | None:
+        # _apply_masks: jnp.where(combined_mask, logits, large_negative_number); cuDNN's is not measured here.
+        return "replaced" if self.implementation == "xla" else None
+
     def violations(self, case: Case) -> list[str]:
         out = super().violations(case)
         for m in (case.mask, *(case.mask.heads or ())):
