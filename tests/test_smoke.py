@@ -26,8 +26,10 @@ def _drawn(impl) -> set[str]:
 
 def test_the_flash_smoke_set_covers_every_mask_tiling_dtype_and_drawn_api_parameter_in_five_small_cases():
     flash = contract.registry()["pallas_flash"]
-    # 4 for the features; 1 for sm_scale and save_residuals together; then one per extreme regime.
-    cases, regimes = smoke.smoke_cases(flash)[:5], smoke.smoke_cases(flash)[5:]
+    # 4 for the features; 1 for sm_scale and save_residuals together; then one per extreme regime, then
+    # the cotangent of rows that see no key (none here: no smoke case has a row that sees no key).
+    found = smoke.smoke_cases(flash)
+    cases, regimes = found[:5], found[5 : 5 + len(EXTREME_REGIMES)]
     assert [c.regime for c in regimes] == list(EXTREME_REGIMES)
     # Each regime meets a mask (causal first): a finite mask value shows only where a mask hides a key.
     assert regimes[0].mask.causal == "top_left" and all(c.mask_label != "none" for c in regimes)
@@ -40,7 +42,8 @@ def test_the_flash_smoke_set_covers_every_mask_tiling_dtype_and_drawn_api_parame
         assert not flash.violations(case)
         assert case.batch == 1 and case.q_heads == 1 and max(case.q_len, case.kv_len) <= 256
     assert "mask:causal_top_left" in features.of(cases[0], flash)  # the commonest bugs first
-    assert smoke.smoke_cases(flash) == cases + regimes  # the same every run
+    assert smoke.smoke_cases(flash) == found  # the same every run
+    assert found[5 + len(EXTREME_REGIMES) :] == smoke.cotangent_cases(flash, cases + regimes)
 
 
 def test_a_search_starts_with_the_smoke_cases_and_counts_them_in_its_examples():

@@ -39,9 +39,11 @@ from pathlib import Path
 import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 
-from harness.core import coverage, features, strategies
+from harness.core import coverage, emptygrads, features, strategies
 from harness.core.case import EXTREME_REGIMES, Case, CaseError
 from harness.core.contract import Implementation
+from harness.core.inputs import empty_cotangent
+from harness.core.masks import dense_mask, empty_rows
 from harness.runtime import compat
 
 # The groups smoke cases cover (harness.core.features), in the order their values are paired.
@@ -98,9 +100,28 @@ def _smallest_where(impl: Implementation, condition: Callable[[Case], bool]) -> 
 
 def smoke_cases(impl: Implementation) -> list[Case]:
     """The smoke set of `impl`: each declared mask component, tiling class and dtype in at least one
-    case (feature_cases), each drawn API parameter those cases left unexercised (api_cases), then each
-    extreme-value regime (regime_cases)."""
-    return feature_cases(impl) + api_cases(impl) + regime_cases(impl)
+    case (feature_cases), each drawn API parameter those cases left unexercised (api_cases), each
+    extreme-value regime (regime_cases), then the cotangent of rows that see no key (cotangent_cases)."""
+    found = feature_cases(impl) + api_cases(impl) + regime_cases(impl)
+    return found + cotangent_cases(impl, found)
+
+
+def cotangent_cases(impl: Implementation, cases: list[Case]) -> list[Case]:
+    """Each of `cases` whose rows that see no key are declared in a way (row set, value, fill) no earlier one's
+    were, again with the next odd seed: those rows then get a cotangent (harness.core.inputs.empty_cotangent)
+    and their gradients are judged against their declared value's (harness.core.emptygrads)."""
+    seen: set[tuple] = set()
+    out: list[Case] = []
+    for case in cases:
+        shape = dict(batch=case.batch, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
+        empty = empty_rows(dense_mask(case.mask, **shape))
+        if not empty.any():
+            continue
+        ways = {(s.quantity, s.convention, s.fill) for s in emptygrads.declared(impl, case, empty) if s.judged}
+        if ways - seen:
+            seen |= ways
+            out.append(case if empty_cotangent(case) else case.replace(seed=case.seed + 1))
+    return out
 
 
 def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
@@ -121,9 +142,12 @@ def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
 
 
 def _found(impl: Implementation) -> Iterator[Case]:
-    yield from feature_cases(impl)
-    yield from api_cases(impl)
-    yield from regime_cases(impl)
+    found: list[Case] = []
+    for group in (feature_cases, api_cases, regime_cases):
+        for case in group(impl):
+            found.append(case)
+            yield case
+    yield from cotangent_cases(impl, found)
 
 
 # What the draw depends on besides the kernel's name and capabilities: the strategies, masks,
