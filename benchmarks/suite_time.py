@@ -5,8 +5,9 @@ JUnit XML file, in this interpreter, and records:
 
 - wall_seconds: the pytest run's wall time (installation excluded), and the machine's core count;
 - cpu_seconds: user + system time of pytest and everything it started (workers, the runs they start);
-- load_before: the machine's 1-minute load average before the run (other work slows it: a record
-  made beside other work says so here, never in prose);
+- load_before, load_after: the machine's 1-minute load average before the run, and its 15-minute one
+  after it (about the mean over the run's end; the suite alone keeps it near the core count): a record
+  made beside other work says so here, never in prose;
 - per module: tests, seconds summed over its tests (the time a worker spent on them), failures;
 - the slowest tests.
 
@@ -92,6 +93,7 @@ def main() -> int:
         start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         code = subprocess.run([*cmd, *args.pytest_args], cwd=ROOT, env=env).returncode
         wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+        load_after = os.getloadavg()[2]
         tests = tests_of(junit) if junit.exists() else []
     record = {
         "benchmark": "suite_time",
@@ -100,6 +102,7 @@ def main() -> int:
         "command": ["pytest", "-m", "not slow", *parallel, *args.pytest_args],
         "exit": code,
         "load_before": round(load, 2),
+        "load_after": round(load_after, 2),
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 1),
         **summarize(tests),
@@ -108,7 +111,7 @@ def main() -> int:
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(
         f"{record['tests']} tests ({record['failed']} failed) in {wall:.0f} s wall, {record['cpu_seconds']:.0f} CPU s, "
-        f"{record['host']['cores']} cores, load {load:.2f} before -> {args.out}"
+        f"{record['host']['cores']} cores, load {load:.2f} before, {load_after:.2f} after -> {args.out}"
     )
     return code
 

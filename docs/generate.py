@@ -298,10 +298,10 @@ def suite_time(path: Path) -> str:
     r = json.loads(path.read_text())
     host = r["host"]
     lines = [
-        "| tests | failed | wall (s) | CPU (s) | cores | load before | Python | command |",
+        "| tests | failed | wall (s) | CPU (s) | cores | load before, after | Python | command |",
         "|---|---|---|---|---|---|---|---|",
         f"| {r['tests']} | {r['failed']} | {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f} | {host['cores']}"
-        f" | {r['load_before']:.2f} | {host['python']} | `{' '.join(r['command'])}` |",
+        f" | {r['load_before']:.1f}, {r['load_after']:.1f} | {host['python']} | `{' '.join(r['command'])}` |",
         "",
         "| module | tests | seconds (summed over its tests) | share |",
         "|---|---|---|---|",
