@@ -261,9 +261,12 @@ class TorchCPUFlash(Implementation):
 
     def empty_row_fill(self, case: Case) -> str | None:
         # Where rows are uniform (the finfo_min form): finfo.min is added to the logits, but the backward gives
-        # kv_len times the gradient of its own forward there (measured on torch 2.15.0, seed-1 segments case;
-        # not yet written up under docs/findings/): not judged, said by name.
-        return "torch's CPU flash backward on finfo.min rows is kv_len times their gradient (measured, torch 2.15.0)"
+        # kv_len times the gradient of its own forward there (docs/findings/torch_cpu_flash_masked_row_backward.md,
+        # torch 2.13.0 and 2.15.0): not judged, said by name.
+        return (
+            "torch's CPU flash backward of finfo.min rows is kv_len times their gradient"
+            " (finding torch_cpu_flash_masked_row_backward)"
+        )
 
     def violations(self, case: Case) -> list[str]:
         out = super().violations(case)
