@@ -268,6 +268,20 @@ def faults(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def fleet_db(session: nox.Session) -> None:
+    """Two runners share a real redis-server as their example database, killed mid-run (slow; needs redis-server)."""
+    install(session, "test", "fleet")
+    _pytest(session, "-m", "slow", "tests/test_fleet_database.py")
+
+
+@nox.session(python=PYTHON)
+def forks(session: nox.Session) -> None:
+    """Upstream's later fixes replayed on planted forks of old releases (fork-base; slow: a kernel run per bug)."""
+    install(session, "test")
+    _pytest(session, "-m", "slow", "tests/test_fork_base.py")
+
+
+@nox.session(python=PYTHON)
 def tutorial(session: nox.Session) -> None:
     """Every command of docs/tutorial.md, run as a reader runs them (minutes: two of them are runs)."""
     install(session, "test")
