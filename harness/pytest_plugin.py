@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,6 +49,7 @@ class Options:
     out: Path  # --attention-out: failure files go to OUT/failures/
     interpreter: str  # --attention-interpreter (harness.running.runner.INTERPRETER_POLICIES)
     case_timeout: float | None  # --attention-case-timeout: seconds per kernel call (None: `run`'s default)
+    database: str | None = None  # --attention-database: as `run --database` (None: Hypothesis's own default)
 
     @property
     def spec(self) -> str:
@@ -105,6 +107,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="S",
         help="seconds per kernel call before its worker process is killed (default: as `run`)",
     )
+    group.addoption(
+        "--attention-database",
+        metavar="URL",
+        help="the drawn test's example database, as `run --database`: a directory, redis://HOST:PORT/N or "
+        "github://OWNER/REPO[/ARTIFACT] (default $ATTN_HARNESS_DATABASE, else Hypothesis's .hypothesis/)",
+    )
 
 
 def _options(config: pytest.Config) -> Options | None:
@@ -136,6 +144,12 @@ def _options(config: pytest.Config) -> Options | None:
         profile = profiles.profile_name(config.getoption("attention_profile"))
     except InputError as e:
         raise pytest.UsageError(f"--attention-profile: {e}") from None
+    from harness.running import database as examples_database
+
+    database = config.getoption("attention_database") or os.environ.get(examples_database.DATABASE_ENV) or None
+    wrong = examples_database.problem(database)
+    if wrong is not None:
+        raise pytest.UsageError(wrong.replace("--database", "--attention-database"))
     return Options(
         kernel=kernel,
         like=like,
@@ -144,6 +158,7 @@ def _options(config: pytest.Config) -> Options | None:
         out=config.invocation_params.dir / config.getoption("attention_out"),
         interpreter=interpreter,
         case_timeout=timeout,
+        database=database,
     )
 
 
@@ -321,7 +336,7 @@ class DrawnItem(_KernelItem):
         state = _Shrinking()
         check = functools.partial(api.check, self.impl, **options.check_options())
 
-        @hypothesis.settings(base, max_examples=examples)
+        @hypothesis.settings(base, max_examples=examples, **self._database(base))
         @hypothesis.given(case=api.cases(self.impl))
         def drawn(case: Case) -> None:
             if state.spent(budget):
@@ -349,6 +364,20 @@ class DrawnItem(_KernelItem):
                 raise
             # Hypothesis's final run of the smallest failure passed (its Flaky error): a flaky failure.
             raise self._reported(state.last, f"Hypothesis: {type(e).__name__}: {e}") from e
+
+    def _database(self, base: Any) -> dict[str, Any]:
+        """The settings' database: --attention-database's (harness.running.database), paired for a shared one
+        with Hypothesis's own directory; {} (the profile's) without one or for a derandomized draw."""
+        from harness.running import database as examples_database
+
+        url = self.options.database
+        if url is None or base.derandomize:
+            return {}
+        where = examples_database.parse(url)
+        if isinstance(where, Path):
+            return {"database": examples_database.open_database(where)}
+        home = Path(os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or ".hypothesis")  # Hypothesis's own
+        return {"database": examples_database.open_database(home / "examples", where)}
 
     def _reported(self, failure: Any, why: str) -> BaseException:
         """The smallest failure yet, replayed and written as its failure file (`check` writes one only on

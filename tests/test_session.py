@@ -35,6 +35,7 @@ CHANGED: dict[str, dict[str, Any]] = {
     "out": {"out": Path("/tmp/some where/store")},
     "grads": {"grads": False},
     "database": {"database": False},
+    "database_url": {"database_url": "github://org/repo/nightly-db"},
     "case_timeout": {"case_timeout": 2.5},
     "verbose": {"verbose": True},
     "in_process": {"in_process": True},
@@ -142,6 +143,7 @@ def test_a_worker_is_its_shard_of_the_plan_in_one_process() -> None:
         pytest.param({"jobs": 0}, "--jobs=0 must be at least 1", id="jobs"),
         pytest.param({"jobs": 2, "shard": Shard(0, 2)}, "drop --jobs=2 (or use --jobs 1)", id="jobs-and-shard"),
         pytest.param({"kernels": ()}, "at least one --kernel", id="no-kernel"),
+        pytest.param({"database_url": "ftp://db"}, "--database='ftp://db': unknown scheme 'ftp'", id="database"),
     ],
 )
 def test_a_bad_plan_says_which_option_to_fix(changes: dict[str, Any], message: str) -> None:

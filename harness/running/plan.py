@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.core import profiles
 from harness.core.errors import InputError
+from harness.running import database as examples_database
 from harness.running import runner, shards, worker
 from harness.runtime import compat
 
@@ -90,7 +92,16 @@ class RunPlan:
     out: Path = option("--out", DEFAULT_STORE, shared=True, help="")
     grads: bool = option("--no-grads", True, negate=True, help="forward pass only")
     database: bool = option(
-        "--no-database", True, negate=True, help="do not replay or save examples in DIR/.hypothesis"
+        "--no-database", True, negate=True, help="do not replay or save examples in the example database"
+    )
+    database_url: str | None = option(
+        "--database",
+        factory=lambda: os.environ.get(examples_database.DATABASE_ENV) or None,
+        type=str,
+        metavar="URL",
+        help=f"the example database: {examples_database.FORMS}; a shared one is paired with "
+        f"DIR/.hypothesis, and a Redis server that goes away costs one warning (default "
+        f"${examples_database.DATABASE_ENV}, else DIR/.hypothesis)",
     )
     case_timeout: float | None = option(
         "--case-timeout",
@@ -223,6 +234,15 @@ class RunPlan:
                 argv += [flag, str(value)]
         return argv
 
+    def example_database(self) -> tuple[Path | None, examples_database.Shared | None]:
+        """The example database's local directory and shared database (None, None: --no-database)."""
+        if not self.database:
+            return None, None
+        where = examples_database.parse(self.database_url) if self.database_url else None
+        if isinstance(where, Path):
+            return where, None
+        return self.out / ".hypothesis", where
+
     def worker(self, shard: shards.Shard) -> RunPlan:
         """The plan of one worker of this `--jobs` run: `shard` of it, in one process."""
         return dataclasses.replace(self, jobs=1, shard=shard)
@@ -285,6 +305,9 @@ def _problems(plan: RunPlan) -> list[str]:
         out.append(f"--shard={plan.shard} checks one shard in this process; drop --jobs={plan.jobs} (or use --jobs 1)")
     if not plan.kernels:
         out.append("a run needs at least one --kernel")
+    database = examples_database.problem(plan.database_url) if plan.database else None  # --no-database wins
+    if database is not None:
+        out.append(database)
     return out
 
 

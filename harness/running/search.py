@@ -30,12 +30,13 @@ import hypothesis
 import jax
 from hypothesis import Verbosity, given, settings
 from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.database import ExampleDatabase
 
 from harness.core import pool, profiles, strategies
 from harness.core.case import Case
 from harness.core.contract import Implementation
 from harness.core.smoke import iter_smoke_cases
+from harness.running import database as examples_database
 from harness.running import runner, signatures, trigger
 from harness.running.distinct import Failures, Shrink, ShrinkStats
 from harness.running.execute import is_interrupt
@@ -250,8 +251,9 @@ class SearchOptions:
     """How one kernel's search runs.
 
     examples: distinct cases checked, smoke cases among them (None: the profile's). seed: the draw's seed
-    (None: the profile's, derandomized under ci). database: the example database directory; ignored by
-    seeded and derandomized draws. time_limit: per-subject seconds; interpret: the interpreter's options;
+    (None: the profile's, derandomized under ci). database: the example database directory, and
+    shared_database a shared one beside it (harness.running.database); both ignored by seeded and derandomized
+    draws. time_limit: per-subject seconds; interpret: the interpreter's options;
     interpreters: which interpreters run a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are
     marked as such; see runner.run_case). shrink_runs overrides the profile's shrink budget in cases, per
     failure. smoke: start with the kernel's smoke cases (harness.core.smoke; or these cases, a shard's share
@@ -265,6 +267,7 @@ class SearchOptions:
     seed: int | None = None
     profile: str | None = None
     database: Path | None = None
+    shared_database: examples_database.Shared | None = None
     grads: bool = True
     time_limit: float | None = None
     interpret: InterpretOptions = DEFAULT_INTERPRET
@@ -455,7 +458,7 @@ class Search:
             overrides["derandomize"] = False  # as --seed always ran: the seed's own draw
         seeded = seed is not None or self.profile.derandomize
         if database and not seeded:
-            saved = DirectoryBasedExampleDatabase(str(database))
+            saved = examples_database.open_database(database, self.options.shared_database)
             overrides["database"] = _KeptDatabase(saved) if restarted else saved
         else:
             overrides["database"] = None
@@ -469,7 +472,9 @@ class Search:
             self.check(case)
 
         test = settings(self.profile, **overrides)(given(drawn)(check))
-        # Each kernel and each phase has its own key in the example database (an unseeded run's).
+        # Each kernel and each phase has its own key in the example database (an unseeded run's): Hypothesis's
+        # digest of `check`'s source and signature, and phase.key (the kernel's name: a built-in's, or its
+        # MODULE:ATTR spec), so every runner of a fleet, on any machine, shares it (no path, no host).
         test.hypothesis.inner_test._hypothesis_internal_add_digest = phase.key
         if seeded:
             # A drop-in draws its upstream's cases (the same capabilities): a fork's run pairs case by case with

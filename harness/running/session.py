@@ -295,11 +295,13 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
         total=n,
     )
     shard = plan.shard
+    local, shared = plan.example_database()
     options = SearchOptions(
         examples=n,
         seed=plan.seed,
         profile=plan.profile,
-        database=plan.out / ".hypothesis" if plan.database else None,
+        database=local,
+        shared_database=shared,
         grads=grads,
         time_limit=run.time_limit,
         interpret=plan.interpret,
