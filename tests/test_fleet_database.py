@@ -290,3 +290,18 @@ def test_a_fleet_shares_its_failures_and_survives_the_server_going_away(redis_ur
     warnings = [line for line in stderr.splitlines() if line.startswith("warning: example database")]
     assert len(warnings) == 1 and url in warnings[0], stderr
     assert any((tmp_path / "b" / ".hypothesis").rglob("*")), "B's examples went to its directory"
+
+
+def test_the_pytest_plugins_drawn_test_uses_it_unless_derandomized(tmp_path, monkeypatch):
+    from hypothesis import settings
+    from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase
+
+    monkeypatch.setenv("HYPOTHESIS_STORAGE_DIRECTORY", str(tmp_path / "home"))
+    item = lambda url: types.SimpleNamespace(options=types.SimpleNamespace(database=url))  # noqa: E731
+    drawn = pytest_plugin.DrawnItem._database
+    (db,) = drawn(item(str(tmp_path / "db")), settings(derandomize=False)).values()
+    assert isinstance(db, DirectoryBasedExampleDatabase) and db.path == tmp_path / "db"
+    (db,) = drawn(item("github://o/r"), settings(derandomize=False)).values()
+    assert isinstance(db, MultiplexedDatabase)  # Hypothesis's own directory, and the artifact read-only
+    assert drawn(item(str(tmp_path / "db")), settings(derandomize=True)) == {}
+    assert drawn(item(None), settings(derandomize=False)) == {}
