@@ -297,11 +297,12 @@ def suite_time(path: Path) -> str:
     """docs/tests.md's tables of where the default suite's time goes (benchmarks/suite_time.py's record)."""
     r = json.loads(path.read_text())
     host = r["host"]
+    after = f"{r['load_after']:.1f}" if "load_after" in r else "not recorded"
     lines = [
         "| tests | failed | wall (s) | CPU (s) | cores | load before, after | Python | command |",
         "|---|---|---|---|---|---|---|---|",
         f"| {r['tests']} | {r['failed']} | {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f} | {host['cores']}"
-        f" | {r['load_before']:.1f}, {r['load_after']:.1f} | {host['python']} | `{' '.join(r['command'])}` |",
+        f" | {r['load_before']:.1f}, {after} | {host['python']} | `{' '.join(r['command'])}` |",
         "",
         "| module | tests | seconds (summed over its tests) | share |",
         "|---|---|---|---|",
