@@ -101,8 +101,9 @@ PARALLEL = ("-n", "auto", "--dist", "worksteal")
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The harness's own test suite (fast; runs kernels under the TPU interpreter; not slow ones)."""
-    # libtpu: the compile-check tests run the real TPU compiler; tokamax: its adapters' tests.
-    install(session, "test", "tpu", "tokamax")
+    # libtpu: the compile-check tests run the real TPU compiler; tokamax: its adapters' tests; fleet: the
+    # redis client, so the shared example database's tests run instead of skipping.
+    install(session, "test", "tpu", "tokamax", "fleet")
     session.run("ruff", "check", "harness", "kernels", "oracles", "tests", "benchmarks", "noxfile.py")
     session.run(
         "pytest",
@@ -117,7 +118,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def suite_time(session: nox.Session) -> None:
     """Where the default suite's time goes: runs it as `tests` does and records each test's seconds (minutes)."""
-    install(session, "test", "tpu", "tokamax")
+    install(session, "test", "tpu", "tokamax", "fleet")
     session.run("python", "benchmarks/suite_time.py", *session.posargs, env={"JAX_PLATFORMS": "cpu"})
 
 
@@ -129,7 +130,7 @@ STRESS_BURNERS = 2
 @nox.session(python=PYTHON)
 def stress(session: nox.Session) -> None:
     """The default suite 5 times beside two CPU-bound processes, then once as a background job of `sh -c`."""
-    install(session, "test", "tpu", "tokamax")  # what `tests` installs and runs: the same suite, on every core
+    install(session, "test", "tpu", "tokamax", "fleet")  # what `tests` installs and runs: the same suite, on every core
     env = {"JAX_PLATFORMS": "cpu", "ATTN_HARNESS_PROFILE": "ci"}
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(STRESS_BURNERS)]
     try:
