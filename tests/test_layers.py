@@ -104,7 +104,9 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
             ),
         },
     ),
-    ("gate", {"gate": ("harness.gate", "harness.gate.drift")}),
+    # A fork's lineage (harness.upstream: its base release, upstream's hunks since, the fixes replayed on it) pairs a
+    # drop-in with the built-in it replaces, as the gate does (harness.gate.forks).
+    ("gate", {"gate": ("harness.gate", "harness.gate.drift", "harness.upstream")}),
     ("report", {"report": ("harness.report",)}),
     (
         "cli",

@@ -250,17 +250,16 @@ class _Phase:
 class SearchOptions:
     """How one kernel's search runs.
 
-    examples: distinct cases checked, smoke cases among them (None: the profile's). seed: the draw's seed
-    (None: the profile's, derandomized under ci). database: the example database directory, and
-    shared_database a shared one beside it (harness.running.database); both ignored by seeded and derandomized
-    draws. time_limit: per-subject seconds; interpret: the interpreter's options;
-    interpreters: which interpreters run a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are
-    marked as such; see runner.run_case). shrink_runs overrides the profile's shrink budget in cases, per
-    failure. smoke: start with the kernel's smoke cases (harness.core.smoke; or these cases, a shard's share
-    of them), counted in `examples`. reuse: drawn cases take their compile-relevant part from a pool drawn
-    for this run (harness.core.pool), so compiled programs serve several cases. owns: only cases it is true of
-    are drawn and checked (a shard's part of the search, harness.running.shards). first_failure: stop at the
-    first failure, shrunk (any failure met while shrinking counts).
+    examples: distinct cases checked, smoke cases among them (None: the profile's). seed: the draw's seed (None: the
+    profile's, derandomized under ci). database: the example database directory, shared_database one beside it
+    (harness.running.database), both ignored by seeded and derandomized draws. time_limit: per-subject seconds;
+    interpret: the interpreter's options; interpreters: which interpreters run a Pallas TPU kernel
+    (runner.INTERPRETER_POLICIES; smoke cases are marked as such; see runner.run_case). shrink_runs overrides the
+    profile's shrink budget in cases, per failure. smoke: start with the kernel's smoke cases (harness.core.smoke;
+    or these cases, a shard's share of them), counted in `examples`. reuse: drawn cases take their compile-relevant
+    part from a pool drawn for this run (harness.core.pool), so compiled programs serve several cases. owns: only
+    cases it is true of are drawn and checked (a shard's part of the search, harness.running.shards). first_failure:
+    stop at the first failure, shrunk (any failure met while shrinking counts).
     """
 
     examples: int | None = None
@@ -472,9 +471,8 @@ class Search:
             self.check(case)
 
         test = settings(self.profile, **overrides)(given(drawn)(check))
-        # Each kernel and each phase has its own key in the example database (an unseeded run's): Hypothesis's
-        # digest of `check`'s source and signature, and phase.key (the kernel's name: a built-in's, or its
-        # MODULE:ATTR spec), so every runner of a fleet, on any machine, shares it (no path, no host).
+        # Each kernel and each phase has its own key in the example database (an unseeded run's), with no path or
+        # host in it (Hypothesis's digest of `check`, and phase.key): every runner of a fleet shares it.
         test.hypothesis.inner_test._hypothesis_internal_add_digest = phase.key
         if seeded:
             # A drop-in draws its upstream's cases (the same capabilities): a fork's run pairs case by case with
