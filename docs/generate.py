@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import shlex
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -302,7 +303,7 @@ def suite_time(path: Path) -> str:
         "| tests | failed | wall (s) | CPU (s) | cores | load before, after | Python | command |",
         "|---|---|---|---|---|---|---|---|",
         f"| {r['tests']} | {r['failed']} | {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f} | {host['cores']}"
-        f" | {r['load_before']:.1f}, {after} | {host['python']} | `{' '.join(r['command'])}` |",
+        f" | {r['load_before']:.1f}, {after} | {host['python']} | `{shlex.join(r['command'])}` |",
         "",
         "| module | tests | seconds (summed over its tests) | share |",
         "|---|---|---|---|",
