@@ -41,8 +41,6 @@ GRADIENT_UNDEFINED = {
     "nan_or_convex": "a NaN row has no gradient and which keys a convex one averages depends on the tiling",
     "unwritten": "an unwritten row has no value to differentiate",
 }
-# The words a failure of these rows' gradients alone carries (harness.running.emptyrows).
-WORDS = "gradients of rows that see no key"
 
 
 def padded(case: Case) -> np.ndarray | None:

@@ -107,6 +107,23 @@ CASES = {
             blocks=(("mask_form", 3),),
         ),
     ),
+    "torch_masked_row": (
+        "docs.findings.fixes.torch_masked_row:unfixed",
+        # Every key of every query hidden (one tile, pattern "0"), as the finfo.min mask form; seed 1 (odd): the
+        # rows that see no key have a cotangent, and their gradients are judged.
+        lambda: Case(
+            batch=1,
+            q_heads=1,
+            kv_heads=1,
+            q_len=16,
+            kv_len=16,
+            head_dim=32,
+            dtype="float32",
+            mask=Mask(block_sparse=BlockSparse(block_q=32, block_kv=32, pattern=("0",))),
+            blocks=(("mask_form", 2),),
+            seed=1,
+        ),
+    ),
     "ragged_empty_sequence": (
         "pallas_ragged_paged",
         # The harness's failure (seed 1), without its v_scale and spare query rows: sequences of 0, 1 and 15
