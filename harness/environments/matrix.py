@@ -199,6 +199,10 @@ def parse(text: str = MATRIX) -> list[Cell]:
 CELLS: list[Cell] = parse()
 HISTORY_CELLS: list[Cell] = parse(HISTORY)
 TORCH_HISTORY_CELLS: list[Cell] = parse(TORCH_HISTORY)
+# Each list of cells by the nox session that runs one (`nox -s "<session>(<cell name>)"`): the CI workflows
+# generate their job matrices from it (.github/workflows/cells.yml), and `harness merge --expect-cells SESSION`
+# names each of its cells whose store is missing or whose job failed.
+SESSIONS: dict[str, list[Cell]] = {"matrix": CELLS, "history": HISTORY_CELLS, "torch_history": TORCH_HISTORY_CELLS}
 
 
 # Run in a cell's environment (`python -c LIST_KERNELS [FRAMEWORK ...]`), it prints the kernels that register

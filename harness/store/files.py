@@ -328,6 +328,11 @@ def merge_stores(sources: list[Path | str], dest: Path | str) -> MergeReport:
     share a directory and their records never collide, even for the same case ids. Copying
     the same run twice is a no-op. Every source file is read and checked before the first
     is copied: a corrupt source (MergeError) leaves `dest` as it was.
+
+    The order of `sources` does not matter: files are copied in the order of their destination
+    and content, so of two files for one name the same one keeps it (the other goes beside it,
+    or is the conflict) whichever store came first. CI downloads its cells' stores in any order,
+    and their merged report must be the same bytes.
     """
     dest = Path(dest)
     report = MergeReport()
@@ -341,6 +346,7 @@ def merge_stores(sources: list[Path | str], dest: Path | str) -> MergeReport:
                 if failure:
                     _check_failure(src, data)
                 plan.append((dest / src.relative_to(source), data, failure))
+    plan.sort(key=lambda p: (p[0], json.dumps(p[1], sort_keys=True)))
     for dst, data, failure in plan:
         if dst.exists():
             if _read_json(dst) == data:
