@@ -3,6 +3,8 @@
 Everything the template shows is computed here from the records (and, for the baseline
 comparison, from harness.gate), so the HTML step only lays it out.
 """
+# Long module: one builder per section of the page; a new section goes in a module of its own (fork, conventions,
+# outline, versions) and is only hooked in here.
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from harness.core.summary import KernelSummary
 from harness.gate import GateResult
 from harness.gate.thresholds import Thresholds
 from harness.report.conventions import ConventionRow
+from harness.report.fork import ForkSection, section
 from harness.report.outline import TraceLink, outline_by_version, traces
 from harness.report.versions import (
     CorrectnessRow,
@@ -490,6 +493,7 @@ class Report:
     # Per matrix cell and implementation: the verdict and the API coverage (harness.store.cells.cell_rows).
     cells: list[CellRow] = dataclasses.field(default_factory=list)
     divergences: list[FailureView] = dataclasses.field(default_factory=list)  # between the two interpreters
+    forks: ForkSection = dataclasses.field(default_factory=ForkSection)  # the stores' fork records (report.fork)
 
 
 def verdict(current: Records, gate: GateResult | None) -> Verdict:
@@ -597,4 +601,5 @@ def build(
         leaks=leak_rows(records.leaks),
         cells=cell_rows(records.runs, records.cases),
         divergences=divergences(records, run_env),
+        forks=section(records.roots),
     )

@@ -5,7 +5,9 @@
     replays = [replays.replay(bug, fork.spec) for bug in replays.fixed_after(fork.kernel, report.base.release)]
 
 Modules: sources (each release's module text, fetched from the wheels once), lineage (the base and
-the hunks, pure), replays (the history table's bugs run on the fork), views (the printed report).
+the hunks, pure), replays (the history table's bugs run on the fork), views (the printed report),
+record (the same as one JSON record: `--json`, STORE/forks/, the report's fork section), candidate
+(the fixes a candidate jax brings that the fork lacks, for `upgrade`).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from harness.core.exit_codes import EXIT_FAIL, EXIT_OK, EXIT_REFUSED
+from harness.upstream.lineage import Hunk
 from harness.upstream.sources import KERNELS, release_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,9 +94,28 @@ def bugs(kernel: str, *, path: Path = BUGS) -> list[Bug]:
     return sorted(out, key=lambda b: release_key(b.fixed_in))
 
 
-def fixed_after(kernel: str, base: str, *, path: Path = BUGS) -> list[Bug]:
-    """The bugs of `kernel` whose fix came in a release after `base`."""
-    return [b for b in bugs(kernel, path=path) if release_key(b.fixed_in) > release_key(base)]
+def fixed_after(kernel: str, base: str, *, through: str | None = None, path: Path = BUGS) -> list[Bug]:
+    """The bugs of `kernel` whose fix came in a release after `base` (and no later than `through`, if given)."""
+    last = release_key(through) if through is not None else None
+    return [
+        b
+        for b in bugs(kernel, path=path)
+        if release_key(b.fixed_in) > release_key(base) and (last is None or release_key(b.fixed_in) <= last)
+    ]
+
+
+def links(hunk: Hunk, bugs: list[Bug]) -> list[tuple[str, bool]]:
+    """(bug id, linked by its fix word) for each bug of `bugs` whose fix `hunk` may be: the bug was fixed in
+    the release the hunk arrived in and, where the project knows a word of the fix's lines (FIX_WORDS), the
+    hunk's changed lines hold it; else the bug is linked by its release alone (False)."""
+    release = hunk.arrived.split(" ")[0]
+    changed = "".join(ln for ln in hunk.text.splitlines(keepends=True) if ln[:1] in "+-")
+    out = []
+    for b in bugs:
+        word = FIX_WORDS.get(b.id)
+        if b.fixed_in == release and (word is None or word in changed):
+            out.append((b.id, word is not None))
+    return out
 
 
 def replay_of(bug: Bug, fork: str) -> list[str] | None:

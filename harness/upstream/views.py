@@ -6,7 +6,7 @@ from collections import Counter
 
 from harness.upstream import Fork, Hunk, Lineage
 from harness.upstream.lineage import State
-from harness.upstream.replays import FIX_WORDS, Bug, Replay, Verdict
+from harness.upstream.replays import Bug, Replay, Verdict, links
 
 
 def base(fork: Fork, found: Lineage) -> list[str]:
@@ -22,17 +22,9 @@ def base(fork: Fork, found: Lineage) -> list[str]:
 
 
 def fixed_by(hunk: Hunk, bugs: list[Bug]) -> list[str]:
-    """The history bugs whose fix came in the release `hunk` arrived in and, where the project knows a word
-    of the fix's lines (replays.FIX_WORDS), whose changed lines hold it; "(by release)" marks a bug
-    linked by its release alone."""
-    release = hunk.arrived.split(" ")[0]
-    changed = "".join(ln for ln in hunk.text.splitlines(keepends=True) if ln[:1] in "+-")
-    out = []
-    for b in bugs:
-        word = FIX_WORDS.get(b.id)
-        if b.fixed_in == release and (word is None or word in changed):
-            out.append(b.id if word else f"{b.id} (by release)")
-    return out
+    """The history bugs `hunk` may be the fix of (replays.links); "(by release)" marks a bug linked by its
+    release alone."""
+    return [i if by_word else f"{i} (by release)" for i, by_word in links(hunk, bugs)]
 
 
 def hunks(found: Lineage, bugs: list[Bug], *, text: bool) -> list[str]:
@@ -59,7 +51,9 @@ def replays(kernel: str, base_release: str, done: list[Replay]) -> list[str]:
     return lines
 
 
-def verdict(done: list[Replay]) -> str:
+def verdict(done: list[Replay], *, replayed: bool = True) -> str:
+    if not replayed:
+        return f"NOT REPLAYED (--no-replay): {len(done)} upstream fixes after the base cannot be told"
     still = [r for r in done if r.verdict is Verdict.STILL]
     if still:
         named = "; ".join(f"{r.bug.id} (fixed upstream in {r.bug.fixed_in}; replay: {r.command})" for r in still)

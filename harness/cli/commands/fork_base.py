@@ -4,16 +4,21 @@ Reads the fork's module, finds the jax release whose module of that kernel is cl
 source read from its wheel, downloaded once into the cache), prints the fork's own edits against it,
 upstream's hunks since (carried, missing or conflicts), and runs the trigger of every bug of
 docs/data/history_bugs.json fixed after the base in that kernel on the fork (harness.upstream).
+The same, as one JSON record (harness.upstream.record), is written to STORE/forks/ for the report and,
+with --json, printed instead of the text.
 Exit 0 no replayed fix missing, 1 the fork still has a bug upstream fixed, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
+import sys
 from pathlib import Path
 
-from harness.cli import EXIT_FAIL, EXIT_OK
-from harness.upstream import Fork, examine, replays, sources, views
+from harness.cli.commands._shared import add_out
+from harness.upstream import Fork, examine, record, replays, sources, views
 
 NAME = "fork-base"
 HELP = (
@@ -42,21 +47,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"limit per replay (default {replays.DEFAULT_TIMEOUT_S:g})",
     )
+    p.add_argument(
+        "--json", action="store_true", help="print the record (base, drift, hunks, per-bug verdicts) as JSON, not text"
+    )
+    add_out(p, what="results store the record is written to, as STORE/forks/<fork>.json")
 
 
 def main(args: argparse.Namespace) -> int:
+    # With --json, stdout holds the record alone: every other line goes to stderr.
+    say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)
     fork = Fork.named(args.fork)
     store = args.sources or sources.cache_dir()
     if args.sources is None and not args.offline:
-        sources.fetch(store, sources.published())
+        sources.fetch(store, sources.published(), say=say)
     found = examine(fork, sources.sources(store, fork.kernel))
     bugs = replays.bugs(fork.kernel)
-    print("\n".join(views.base(fork, found)))
-    print("\n".join(views.hunks(found, bugs, text=args.hunks)))
-    if args.no_replay:
-        return EXIT_OK
+    if not args.json:
+        say("\n".join(views.base(fork, found)))
+        say("\n".join(views.hunks(found, bugs, text=args.hunks)))
     after = replays.fixed_after(fork.kernel, found.base.release)
-    done = [replays.replay(bug, fork.spec, timeout_s=args.replay_timeout) for bug in after]
-    print("\n".join(views.replays(fork.kernel, found.base.release, done)))
-    print(views.verdict(done))
-    return EXIT_FAIL if any(r.verdict is replays.Verdict.STILL for r in done) else EXIT_OK
+    if args.no_replay:
+        done = record.not_replayed(after)
+    else:
+        done = [replays.replay(bug, fork.spec, timeout_s=args.replay_timeout) for bug in after]
+        if not args.json:
+            say("\n".join(views.replays(fork.kernel, found.base.release, done)))
+    last = views.verdict(done, replayed=not args.no_replay)
+    made = record.of(fork, found, bugs, done, replayed=not args.no_replay, verdict=last)
+    written = record.write(made, args.out)
+    if args.json:
+        print(json.dumps(made.to_json(), indent=1))
+    elif not args.no_replay:
+        say(last)
+    say(f"record -> {written}")
+    return made.code

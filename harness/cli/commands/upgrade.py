@@ -25,10 +25,12 @@ from harness.cli.commands.bisect import (
 )
 from harness.environments import envs, pythons, upgrade
 from harness.gate import drift, verdict
+from harness.gate.forks import upstream_of
 from harness.gate.thresholds import Thresholds, load
 from harness.report import compose, data
 from harness.running import shards
 from harness.store import read as records
+from harness.upstream import candidate
 
 NAME = "upgrade"
 HELP = "should we take this release: the suite, compile checks and benchmarks in a baseline and a candidate env, gated"
@@ -185,7 +187,7 @@ def main(args: argparse.Namespace) -> int:
     results.check_writable(junitxml, "--junitxml")
     results.check_writable(summary, "--json")
     base_env, cand_env = _environments(args, changes)
-    declared = [upgrade.query(env, upgrade.KERNELS, cwd=ROOT) for env in (base_env, cand_env)]
+    declared = [_with_forks(upgrade.query(env, upgrade.KERNELS, cwd=ROOT), budget) for env in (base_env, cand_env)]
     base_kernels, cand_kernels = list(declared[0]), list(declared[1])
     # Both sides run the same cases: the baseline's declaration first (the same checkout declares both).
     budget = dataclasses.replace(budget, declared=tuple({**declared[1], **declared[0]}.items()))
@@ -216,6 +218,9 @@ def main(args: argparse.Namespace) -> int:
     v = verdict.verdict(change=change, result=result)
     print("\n".join(v.lines()))
     print(gate.format_table(result))
+    # A fork (--kernel K=MOD:ATTR): the fixes the candidate's jax brings that the fork lacks (docs/forks.md).
+    for line in candidate.report(wanted, versions[1].get("jax")):
+        print(line)
     if recs is not None:
         report_path = compose.write(_report(v, result, recs, th), out / "index.html")
         print(f"report -> {report_path}")
@@ -227,6 +232,13 @@ def main(args: argparse.Namespace) -> int:
     print(f"results for CI -> {junitxml}, {summary}")
     print(f"upgrade took {time.perf_counter() - start:.0f} s")
     return v.code
+
+
+def _with_forks(declared: Any, budget: upgrade.Budget) -> dict[str, int]:
+    """A side's kernels with their cases (`declared`), and each fork asked for (--kernel K=MOD:ATTR) whose kernel
+    the side registers, with that kernel's cases: a fork runs where the kernel it replaces does."""
+    forks = {k: declared[up] for k in budget.kernels if k not in declared and (up := upstream_of(k)) in declared}
+    return {**declared, **forks}
 
 
 def _where(kernel: str, base_run: list[str], cand_run: list[str]) -> str:
