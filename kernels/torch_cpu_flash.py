@@ -260,13 +260,20 @@ class TorchCPUFlash(Implementation):
         return EMPTY_ROWS[(MASK_FORMS[case.block_dict.get("mask_form", 0)], case.dtype)]
 
     def empty_row_fill(self, case: Case) -> str | None:
-        # Where rows are uniform (the finfo_min form): finfo.min is added to the logits, but the backward gives
-        # kv_len times the gradient of its own forward there (docs/findings/torch_cpu_flash_masked_row_backward.md,
-        # torch 2.13.0 and 2.15.0): not judged, said by name.
-        return (
-            "torch's CPU flash backward of finfo.min rows is kv_len times their gradient"
-            " (finding torch_cpu_flash_masked_row_backward)"
-        )
+        # Where rows are uniform (the finfo_min form), finfo.min is added to the logits. Judged: the installed
+        # backward gives kv_len times that gradient there (docs/findings/torch_cpu_flash_masked_row_backward.md,
+        # torch 2.13.0 and 2.15.0), a failure the run names by that finding (harness.running.known).
+        return "added"
+
+    def mask_forms(self, case: Case) -> dict[str, Case]:
+        if not _passes_mask(case):
+            return {"": case}
+        forms = {}
+        for i, form in enumerate(MASK_FORMS):
+            candidate = case.replace(blocks=tuple(_named(case.block_dict | {"mask_form": i}).items()))
+            if _consistent(candidate):
+                forms[form] = candidate
+        return forms
 
     def violations(self, case: Case) -> list[str]:
         out = super().violations(case)

@@ -171,6 +171,12 @@ class DotProductAttention(Implementation):
         # _apply_masks: jnp.where(combined_mask, logits, large_negative_number); cuDNN's is not measured here.
         return "replaced" if self.implementation == "xla" else None
 
+    def mask_forms(self, case: Case) -> dict[str, Case]:
+        if self.implementation != "xla":
+            return {"": case}
+        plain = tuple((k, v) for k, v in case.blocks if k != MASK_ARG)
+        return {"parameters": case.replace(blocks=plain), "mask argument": case.replace(blocks=(*plain, (MASK_ARG, 1)))}
+
     def violations(self, case: Case) -> list[str]:
         out = super().violations(case)
         for m in (case.mask, *(case.mask.heads or ())):

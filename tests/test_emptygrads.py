@@ -10,10 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from harness.core import emptygrads, reference
+from harness.core import contract, emptygrads, reference
 from harness.core.case import Case
 from harness.core.inputs import empty_cotangent, make_inputs
 from harness.core.masks import Lengths, Mask, Segments
+from harness.running.runner import run_case
 from harness.runtime import compat
 
 # float32's finfo.min: absorbed by float64 logits of ordinary size (its ulp is ~4e22), as by float32's.
@@ -104,3 +105,16 @@ def test_padded_rows_are_a_set_of_their_own_and_keep_their_cotangent_apart() -> 
     mine = emptygrads.cotangent(inputs, sets)
     assert not mine.dout[sets[0].rows].any() and mine.dout[sets[1].rows].all()
     assert all(getattr(mine, f.name) is getattr(inputs, f.name) for f in dataclasses.fields(inputs) if f.name != "dout")
+
+
+def test_a_backward_that_skips_rows_with_no_key_fails_and_says_so() -> None:
+    # Batch row 0 has no valid key: uniform rows (jax_xla's fill replaces the logits, so dv alone is theirs).
+    case = Case(batch=2, q_heads=2, kv_heads=2, q_len=8, kv_len=8, head_dim=16, mask=Mask(lengths=Lengths(kv=(0, 5))))
+    case = case if empty_cotangent(case) else case.replace(seed=case.seed + 1)
+    upstream = run_case(case, [contract.resolve("jax_xla")]).subjects[0]
+    assert upstream.passed, upstream.failure
+    planted = contract.resolve("jax_xla=tests.fixtures.emptyrows:NN_KV_LENGTH_0_DETACHED")
+    subject = run_case(case, [planted]).subjects[0]
+    bad = {c.quantity: c.note for c in subject.comparisons if not c.passed}
+    assert set(bad) == {"dv"}, bad
+    assert f"{emptygrads.ALONE}: 0x their declared value's gradient" in bad["dv"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.emptygrads import ALONE
 from harness.running import worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +36,7 @@ def _row(spec: str, examples: int, said: str, *marks: pytest.MarkDecorator) -> o
 
 
 D = "tests.fixtures.dropins:"
+E = "tests.fixtures.emptyrows:"
 ROWS = [
     # The first call of every process exits 0: the probe's worker used to be the run's own process (exit 0,
     # 0 cases checked); now the probe's worker exits, and the run's first case is the kernel's failure.
@@ -58,6 +60,11 @@ ROWS = [
     _row("jax_xla=" + D + "NN_SEGFAULT_THIRD", 6, "killed by SIGSEGV", slow),
     _row("jax_xla=" + D + "NN_NAN_ONE_IN_3", 6, "non-finite", slow),
     _row("jax_xla=" + D + "NN_WRONG_DTYPE_EVERY", 2, "past the bound", slow),
+    # A backward wrong on rows that see no key alone (tests/fixtures/emptyrows.py), one per way such rows are
+    # made: an additive -inf mask, an additive finfo.min mask, lengths. Each fails a 30-case run, saying so.
+    _row("torch_cpu_flash=" + E + "TORCH_NEG_INF_AS_UNIFORM", 30, ALONE, slow),
+    _row("torch_cpu_flash=" + E + "TORCH_FINFO_MIN_DETACHED", 30, ALONE, slow),
+    _row("jax_xla=" + E + "NN_KV_LENGTH_0_DETACHED", 30, ALONE, slow),
 ]
 
 

@@ -11,8 +11,9 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 
-from harness.core import contract, strategies
+from harness.core import contract, emptygrads, smoke, strategies
 from harness.core.case import Case
+from harness.core.inputs import empty_cotangent
 from harness.core.masks import Lengths, Mask, Segments, Window
 from harness.core.torchvjp import classify_empty_row
 from harness.running.failures import load_failure
@@ -21,6 +22,7 @@ from harness.runtime import isa
 from kernels import torch_cpu_flash as tcf
 
 FIX_CASE = Path(__file__).resolve().parent.parent / "docs" / "findings" / "fixes" / "torch_float32_mask.json"
+MASKED_ROW_CASE = FIX_CASE.with_name("torch_masked_row.json")
 FLASH = contract.resolve("torch_cpu_flash")
 
 
@@ -145,3 +147,22 @@ def test_a_float32_mask_with_float64_inputs_is_still_misread() -> None:
     result = run_case(case, [FLASH], grads=False)
     assert not result.subjects[0].passed
     assert result.subjects[0].comparisons[0].max_abs > 0.1
+
+
+def test_a_finfo_min_row_backward_is_kv_len_times_its_gradient_said_in_words() -> None:
+    # docs/findings/torch_cpu_flash_masked_row_backward.md: the rows are judged (empty_row_fill "added"), and the
+    # failure says its error is on them alone, kv_len (16) times their gradient. Red when torch fixes it.
+    case = load_failure(MASKED_ROW_CASE).case
+    subject = run_case(case, [FLASH]).subjects[0]
+    bad = {c.quantity: c.note for c in subject.comparisons if not c.passed}
+    assert set(bad) == {"dq", "dk", "dv"}
+    assert all(f"{emptygrads.ALONE}: 16x their declared value's gradient" in note for note in bad.values()), bad
+
+
+def test_the_smoke_set_judges_rows_that_see_no_key_once_per_mask_form() -> None:
+    case = Case(batch=1, q_heads=2, kv_heads=1, q_len=16, kv_len=16, head_dim=32, mask=Mask(lengths=Lengths(kv=(0,))))
+    got = smoke.cotangent_cases(FLASH, [case])
+    forms = [tcf.MASK_FORMS[c.block_dict.get("mask_form", 0)] for c in got]
+    # float32 queries: the float32 form is the neg_inf form's call; each form's rows then get a cotangent.
+    assert forms == ["neg_inf", "bool", "finfo_min"]
+    assert all(empty_cotangent(c) and not FLASH.violations(c) for c in got)

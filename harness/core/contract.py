@@ -374,6 +374,12 @@ class Implementation(abc.ABC):
         that gradient is not judged; either way such rows then get no cotangent."""
         return None
 
+    def mask_forms(self, case: Case) -> dict[str, Case]:
+        """`case` with its mask passed each way the kernel takes one (a bool or an additive mask, a fill of -inf
+        or finfo.min, lengths or a mask argument), by the form's name; {"": case} where there is one way. The
+        smoke set judges the gradients of rows that see no key once per form (harness.core.smoke)."""
+        return {"": case}
+
     def jax_fn(self, case: Case) -> Callable[..., Any] | None:
         """A JAX function of the case's arrays (q, k, v[, bias]) returning the output, in the SDPA
         convention, for ahead-of-time compilation and timing; None when there is none (e.g. torch).

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 # How a uniform row's finite fill meets the logits (Implementation.empty_row_fill).
 FILLS = ("added", "replaced")
+# The words of a failure whose gradients are wrong on these rows alone (Direction.words).
+ALONE = "wrong in the gradients of rows that see no key alone"
 # Why no gradient is judged for rows declared so: the note the result carries for them.
 GRADIENT_UNDEFINED = {
     "convex": "which keys a convex row averages depends on the tiling",
@@ -180,6 +182,35 @@ def expected(
             setattr(ruler, q, (ruler.get(q) + add).astype(dtype).astype(np.float64))
             magnitudes[q] = max(magnitudes[q], float(sizes[q].max(initial=0)))
     return truth, ruler, magnitudes
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Direction:
+    """What an error confined to the gradients of the judged rows that see no key looks like: per quantity,
+    the gradient a uniform row adds there (`grads`); `zeros` where every such row is declared zeros (the
+    direction is then that of a kernel treating them as uniform, fill "added")."""
+
+    grads: dict[str, np.ndarray]
+    zeros: bool
+
+    def words(self, scale: float) -> str:
+        """A failing gradient's error as `scale` times this direction, in words."""
+        if self.zeros:
+            return f"{ALONE}: {scale:.3g}x a uniform row's gradient (zeros have none)"
+        return f"{ALONE}: {1 + scale:.3g}x their declared value's gradient"  # the kernel's: 1 + scale times theirs
+
+
+def direction(impl: Implementation, case: Case, inputs: Inputs) -> Direction | None:
+    """The Direction of `impl`'s judged rows that see no key in `case`; None where none has a cotangent. A
+    failing gradient whose error is a multiple of it, within the tolerance, is wrong on those rows alone
+    (harness.running.runner)."""
+    mine = subject_inputs(impl, case, inputs)
+    sets = [s for s in declared(impl, case, inputs.empty) if s.judged and mine.dout[s.rows].any()]
+    if not sets:
+        return None
+    rows = np.logical_or.reduce([s.rows for s in sets])
+    fills = [s.fill for s in sets if s.convention == "uniform"]
+    return Direction(grads=uniform(case, mine, rows, fill=fills[0] if fills else "added"), zeros=not fills)
 
 
 def note(s: RowSet, case: Case, *, grads: bool) -> str:

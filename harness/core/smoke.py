@@ -107,21 +107,33 @@ def smoke_cases(impl: Implementation) -> list[Case]:
 
 
 def cotangent_cases(impl: Implementation, cases: list[Case]) -> list[Case]:
-    """Each of `cases` whose rows that see no key are declared in a way (row set, value, fill) no earlier one's
-    were, again with the next odd seed: those rows then get a cotangent (harness.core.inputs.empty_cotangent)
-    and their gradients are judged against their declared value's (harness.core.emptygrads)."""
+    """A case for each way rows that see no key are declared (mask form, row set, value, fill) that earlier
+    ones were not, again with the next odd seed: those rows then get a cotangent (harness.core.inputs.
+    empty_cotangent) and their gradients are judged against their declared value's (harness.core.emptygrads).
+    Taken from `cases` through each form the kernel takes its mask in (Implementation.mask_forms); where none
+    of `cases` has such rows, from the smallest case that has."""
+    with_rows = [c for c in cases if _empty_ways(impl, c)]
+    if not with_rows:
+        first = _smallest_where(impl, lambda c: bool(_empty_ways(impl, c)))
+        with_rows = [first] if first is not None else []
     seen: set[tuple] = set()
     out: list[Case] = []
-    for case in cases:
-        shape = dict(batch=case.batch, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
-        empty = empty_rows(dense_mask(case.mask, **shape))
-        if not empty.any():
-            continue
-        ways = {(s.quantity, s.convention, s.fill) for s in emptygrads.declared(impl, case, empty) if s.judged}
-        if ways - seen:
-            seen |= ways
-            out.append(case if empty_cotangent(case) else case.replace(seed=case.seed + 1))
+    for case in with_rows:
+        for form, variant in impl.mask_forms(case).items():
+            ways = {(form, *way) for way in _empty_ways(impl, variant)}
+            if ways - seen and not impl.violations(variant):
+                seen |= ways
+                out.append(variant if empty_cotangent(variant) else variant.replace(seed=variant.seed + 1))
     return out
+
+
+def _empty_ways(impl: Implementation, case: Case) -> set[tuple]:
+    """The judged (row set, value, fill) of `case`'s rows that see no key under `impl`'s declarations."""
+    shape = dict(batch=case.batch, heads=case.q_heads, q_len=case.q_len, kv_len=case.kv_len)
+    empty = empty_rows(dense_mask(case.mask, **shape))
+    if not empty.any():
+        return set()
+    return {(s.quantity, s.convention, s.fill) for s in emptygrads.declared(impl, case, empty) if s.judged}
 
 
 def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:

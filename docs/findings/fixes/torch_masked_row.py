@@ -9,9 +9,9 @@ kernel computes: the rows whose every key is masked take their value and gradien
 in torch operations (where the fill is added to the logits, their probabilities are 1/kv_len exactly, and
 autograd gives the whole softmax gradient), the other rows from the kernel.
 
-`fixed` and `unfixed` are the torch_cpu_flash adapter drawing float32 cases whose masks go in as the finfo.min
-additive form, with the gradients of rows that see no key judged (their fill is added to the logits), around
-the call with and without that shift: `--kernel docs.findings.fixes.torch_masked_row:fixed`.
+`fixed` and `unfixed` are the torch_cpu_flash adapter drawing cases whose masks go in as the finfo.min additive
+form (the gradients of rows that see no key judged, their fill added to the logits, as the adapter declares),
+around the call with and without that shift: `--kernel docs.findings.fixes.torch_masked_row:fixed`.
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ from harness.core.masks import SHAPE_REQUIRED
 from kernels import torch_cpu_flash as tcf
 
 FINFO_MIN = tcf.MASK_FORMS.index("finfo_min")
-# float32, and a shape component in every mask drawn (SHAPE_REQUIRED): every drawn case passes an attn_mask. No
-# bias: the fix's rows take no gradient through the mask.
+# A shape component in every mask drawn (SHAPE_REQUIRED): every drawn case passes an attn_mask. No bias: the
+# fix's rows take no gradient through the mask. Every dtype the adapter draws, so that the run names this finding
+# on any dtype's failing case (harness.running.known); float16's finfo.min rows are convex, not judged.
 CAPABILITIES = dataclasses.replace(
     tcf.CAPABILITIES,
-    dtypes=("float32",),
     mask_components=tcf.CAPABILITIES.mask_components - {"bias"},
     restrictions=frozenset({SHAPE_REQUIRED}),
 )
 
 
 class FinfoMinMasks(tcf.TorchCPUFlash):
-    """torch_cpu_flash in float32 with every mask the finfo.min additive form, its empty rows' gradients judged."""
+    """torch_cpu_flash with every mask the finfo.min additive form."""
 
     def __init__(self, name: str, fn: Any = None) -> None:
         super().__init__(name, fn=fn)
@@ -48,28 +48,30 @@ class FinfoMinMasks(tcf.TorchCPUFlash):
         alone = {"causal_mask": 1} if case.mask.components == {"causal_top_left"} and not case.bias else {}
         return super().block_strategy(case).map(lambda blocks: blocks | alone | {"mask_form": FINFO_MIN})
 
-    def empty_row_fill(self, case: Case) -> str | None:
-        return "added"  # finfo.min is added to the logits: the whole softmax gradient is the truth there
-
 
 def _as_written(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, **kw: Any) -> torch.Tensor:
-    """softmax(q k^T * scale + mask) v in torch operations (k and v repeated to the query heads)."""
+    """softmax(q k^T * scale + mask) v in torch operations (k and v repeated to the query heads), in q's dtype."""
     if kw.get("enable_gqa") and k.shape[-3] != q.shape[-3]:
         group = q.shape[-3] // k.shape[-3]
         k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
     scale = kw.get("scale") or q.shape[-1] ** -0.5
-    return torch.softmax(q @ k.transpose(-2, -1) * scale + mask, dim=-1) @ v
+    # In float32 at least, as the kernel accumulates: a 16-bit finfo.min plus a negative logit is -inf in 16 bits.
+    wide = torch.promote_types(q.dtype, torch.float32)
+    p = torch.softmax((q.to(wide) @ k.to(wide).transpose(-2, -1)) * scale + mask.to(wide), dim=-1)
+    return (p @ v.to(wide)).to(q.dtype)
 
 
 def _masked_rows_as_written(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> torch.Tensor:
-    out = tcf._flash(q, k, v, **kw)
     mask = kw.get("attn_mask")
     if mask is None or not mask.is_floating_point():
-        return out
+        return tcf._flash(q, k, v, **kw)
     # A row that sees no key: every mask value at least half-way to finfo.min.
     hidden = (mask <= torch.finfo(mask.dtype).min / 2).all(dim=-1, keepdim=True)
     if not hidden.any():
-        return out
+        return tcf._flash(q, k, v, **kw)
+    # The kernel never sees those rows masked (its backward of them is wrong, NaN in 16 bits): they are ordinary
+    # rows to it, and their value and gradient come from the softmax as written.
+    out = tcf._flash(q, k, v, **(kw | {"attn_mask": mask.masked_fill(hidden, 0)}))
     rest = {key: value for key, value in kw.items() if key not in ("attn_mask", "is_causal")}
     return torch.where(hidden, _as_written(q, k, v, mask, **rest), out)
 
