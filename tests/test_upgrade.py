@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import os
 import re
@@ -259,8 +260,19 @@ def _env_defaults(wf: dict) -> dict[str, str]:
     return out
 
 
-def _run_steps(wf: dict) -> list[str]:
-    return [step["run"] for job in wf["jobs"].values() for step in job["steps"] if "run" in step]
+def _job_runs(wf: dict) -> list[tuple[str, dict[str, str], str]]:
+    """(job, its env, one `run:` script) in the jobs' order; a matrix job once per value, `${{ matrix.K }}` at it."""
+    out = []
+    for name, job in wf["jobs"].items():
+        matrix = job.get("strategy", {}).get("matrix", {})
+        for values in itertools.product(*matrix.values()):
+            at = dict(zip(matrix, values, strict=True))
+            env = {
+                k: re.sub(r"\$\{\{ matrix\.(\w+) \}\}", lambda m, at=at: at[m.group(1)], v)
+                for k, v in job.get("env", {}).items()
+            }
+            out += [(name, env, step["run"]) for step in job["steps"] if "run" in step]
+    return out
 
 
 def _nox_sessions() -> set[str]:
@@ -270,37 +282,61 @@ def _nox_sessions() -> set[str]:
     return {f.name for f in tree.body if isinstance(f, ast.FunctionDef) and decorated(f)}
 
 
-def test_workflow_commands_parse_and_name_real_sessions(tmp_path: Path) -> None:
-    """Each `run:` step runs in bash with `nox` and `python` recording their arguments instead of running."""
+def _workflow_calls(tmp_path: Path) -> list[tuple[str, list[str]]]:
+    """Each `run:` step in bash with `nox` and `python` recording their arguments instead of running: (job, argv)."""
     wf = _workflow()
     stub = tmp_path / "bin"
     stub.mkdir()
     for name in ("nox", "python"):
-        (stub / name).write_text(f'#!/bin/sh\nprintf "%s\\n" "{name}" "$@" > "$ARGV_DIR/$$.{name}"\n')
+        (stub / name).write_text(f'#!/bin/sh\nprintf "%s\\n" "{name}" "$@" > "$ARGV_DIR/{name}"\n')
         (stub / name).chmod(0o755)
     env = {**os.environ, **_env_defaults(wf), "PATH": f"{stub}:{os.environ['PATH']}", "ARGV_DIR": str(tmp_path)}
     env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
     calls = []
-    for script in _run_steps(wf):
-        done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    for job, job_env, script in _job_runs(wf):
+        done = subprocess.run(
+            ["bash", "-e", "-c", script], cwd=tmp_path, env={**env, **job_env}, capture_output=True, text=True
+        )
         assert done.returncode == 0, (script, done.stderr)
-    for path in sorted(tmp_path.glob("*.nox")) + sorted(tmp_path.glob("*.python")):
-        calls.append(path.read_text().splitlines())
-    nox_calls = [c[1:] for c in calls if c[0] == "nox"]
-    assert nox_calls, "the workflow runs no nox session"
-    sessions = _nox_sessions()
-    parser = build_parser()
-    for argv in nox_calls:
-        assert argv[0] == "-s" and argv[1] in sessions, argv
-        assert argv[1] == "upgrade" and argv[2] == "--"
-        args = parser.parse_args(["upgrade", *argv[3:]])  # raises (exit 2) on anything the harness rejects
-        assert args.to == ["jax==0.9.2"] and args.examples is None and args.out == Path("reports/upgrade")
-    assert [c[1:4] for c in calls if c[0] == "python"] == [["-m", "pip", "install"]]
+        for name in ("nox", "python"):
+            if (tmp_path / name).exists():
+                calls.append((job, (tmp_path / name).read_text().splitlines()))
+                (tmp_path / name).unlink()
+    return calls
+
+
+def test_the_workflows_side_and_gate_commands_are_options_the_cli_has(tmp_path: Path) -> None:
+    """The side jobs (one per side, in parallel) and the gate job over what they upload, through the CLI parser."""
+    wf = _workflow()
+    calls = _workflow_calls(tmp_path)
+    assert [argv[1:4] for _, argv in calls if argv[0] == "python"] == [["-m", "pip", "install"]] * 3  # per job run
+    nox_calls = [(job, argv[1:]) for job, argv in calls if argv[0] == "nox"]
+    parser, sessions = build_parser(), _nox_sessions()
+    parsed = []
+    for job, argv in nox_calls:
+        assert argv[:3] == ["-s", "upgrade", "--"] and argv[1] in sessions, argv
+        parsed.append((job, parser.parse_args(["upgrade", *argv[3:]])))  # raises (exit 2) on what the CLI rejects
+    sides = [args for job, args in parsed if job == "side"]
+    assert [a.side for a in sides] == list(upgrade.SIDES) and all(a.gate is None for a in sides)
+    assert all(a.to == ["jax==0.9.2"] and a.examples is None and a.out == Path("reports/upgrade") for a in sides)
+    (gate_args,) = [args for job, args in parsed if job == "gate"]
+    # The gate reads the very directories the side jobs upload and the gate job downloads.
+    assert gate_args.gate == [a.out / a.side for a in sides] and gate_args.side is None and gate_args.to == []
+    side_job, gate_job = wf["jobs"]["side"], wf["jobs"]["gate"]
+    (upload,) = [s for s in side_job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["with"]["path"] == "reports/upgrade/${{ matrix.side }}" and upload["if"] == "always()"
+    downloads = [s["with"] for s in gate_job["steps"] if s.get("uses", "").startswith("actions/download-artifact")]
+    assert [(d["name"], Path(d["path"])) for d in downloads] == [
+        (upload["with"]["name"].replace("${{ matrix.side }}", s), gate_args.gate[i])
+        for i, s in enumerate(upgrade.SIDES)
+    ]
+    assert (gate_job["needs"], gate_job["if"]) == ("side", "always()")  # a side that failed is named by the gate
 
 
 @pytest.mark.slow
 def test_workflow_runs_from_a_clean_clone(tmp_path: Path) -> None:
-    """The workflow's `run:` commands, for real, in a clone of this commit, with a small budget (minutes)."""
+    """The workflow's `run:` commands, for real, in a clone of this commit, with a small budget (minutes): both
+    side jobs, then the gate job, in one directory (where the gate job downloads the sides to)."""
     if shutil.which("nox") is None:
         pytest.skip("nox is not installed")
     clone = tmp_path / "clone"
@@ -308,11 +344,14 @@ def test_workflow_runs_from_a_clean_clone(tmp_path: Path) -> None:
     wf = _workflow()
     env = {**os.environ, **_env_defaults(wf), "BUDGET": SMALL, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
     env.pop("PIP_EXTRA_INDEX_URL")  # this machine's pip configuration already finds the CPU torch
-    steps = [s for s in _run_steps(wf) if "pip install" not in s]  # nox is installed here already
-    codes = [subprocess.run(["bash", "-e", "-c", s], cwd=clone, env=env).returncode for s in steps]
-    assert codes[0] in (0, 1)  # safe or not safe: both are verdicts, with the report written
+    steps = [(job_env, s) for _, job_env, s in _job_runs(wf) if "pip install" not in s]  # nox is installed here
+    codes = [
+        subprocess.run(["bash", "-e", "-c", s], cwd=clone, env={**env, **job_env}).returncode for job_env, s in steps
+    ]
+    assert codes[:2] == [0, 0]  # each side written
+    assert codes[2] in (0, 1)  # safe or not safe: both are verdicts, with the report written
     html = (clone / "reports" / "upgrade" / "index.html").read_text()
-    verdict = "SAFE" if codes[0] == 0 else "NOT SAFE"
+    verdict = "SAFE" if codes[2] == 0 else "NOT SAFE"
     jax_now = envs.pinned(DEFAULT)["jax"].split("==")[1]  # the baseline is the default environment
     assert f"<h1>{verdict}: jax {html_escape(jax_now + ' -> 0.9.2')}" in html
     assert verdict in (tmp_path / "summary.md").read_text()
@@ -379,7 +418,7 @@ def test_a_kernel_lost_in_the_candidate_is_the_one_regression_and_stops_nothing(
     code, out, html = _upgrade(tmp_path, capsys)
     assert code == 1, out
     assert "NOT SAFE: torch==2.13.0 (no version changed: the control) (1 regression: correctness 1;" in out
-    log = tmp_path / "out" / "logs" / "candidate-run-tests._fakes:CORRECT.log"
+    log = tmp_path / "out" / "candidate" / "logs" / "candidate-run-tests._fakes:CORRECT.log"
     assert (
         "  - correctness: tests._fakes:CORRECT: run: lost in the candidate: the candidate's run tests._fakes:CORRECT "
         f"did not run (exit 3): ImportError: cannot import name 'x' from 'jax'; log {log}"

@@ -12,7 +12,8 @@ regressions, each with its evidence) or CANNOT TELL (nothing compared), listing 
 improvements, what is new, what was not compared and why, and what moved within noise.
 
 Pure planning (`targets`, `steps`, `schedule`) is separate from running (`run_all`); judging what
-ran is harness.gate.verdict's (the gate is a layer above).
+ran is harness.gate.verdict's (the gate is a layer above). What a side ran is written beside its
+store as a `SideRecord` (SIDE_FILE), so that each side can run as its own job and be gated later.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from harness.core.errors import InputError
 from harness.core.exit_codes import ENTRY, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_USAGE, PARENT_PID_ENV
@@ -113,6 +115,18 @@ class Budget:
             raise UpgradeError(f"--case-timeout={self.case_timeout} must be positive")
         if self.bench_rounds < 1:
             raise UpgradeError(f"--bench-rounds={self.bench_rounds} must be at least 1")
+
+    def to_json(self) -> dict[str, Any]:
+        """The options both sides must share (the side files say them; the gate checks they agree)."""
+        doc = dataclasses.asdict(self)
+        doc.pop("declared")
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in doc.items()}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], *, declared: Mapping[str, int]) -> Budget:
+        return cls(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in doc.items()}, declared=tuple(declared.items())
+        )
 
     def examples_for(self, kernel: str) -> int:
         if self.examples is not None:
@@ -220,6 +234,83 @@ class StepResult:
             return "no log"
         return lines[-1][:300] if lines[1:] else "no output"
 
+    def to_json(self, root: Path) -> dict[str, Any]:
+        """As a side file holds it: the log relative to the side directory `root` where it lies inside it."""
+        log = self.log.relative_to(root) if self.log.is_relative_to(root) else self.log
+        step = {
+            "name": self.step.name,
+            "argv": list(self.step.argv),
+            "kernel": self.step.kernel,
+            "round": self.step.round,
+        }
+        return {
+            "step": step,
+            "code": self.code,
+            "seconds": self.seconds,
+            "log": str(log),
+            "command": self.command,
+            "runs": list(self.runs),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], *, side: str, root: Path) -> StepResult:
+        step = Step(**{**doc["step"], "argv": tuple(doc["step"]["argv"])})
+        return cls(
+            side=side,
+            step=step,
+            code=doc["code"],
+            seconds=doc["seconds"],
+            log=root / doc["log"],
+            command=doc["command"],
+            runs=tuple(doc["runs"]),
+        )
+
+
+SIDES = ("baseline", "candidate")
+# Beside a side's store (OUT/<side>/records): what the verdict needs besides the records.
+SIDE_FILE = "upgrade-side.json"
+SIDE_SCHEMA = 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SideRecord:
+    """One side of an upgrade as run (`upgrade --side`, or both in one process): read by the gate."""
+
+    side: str  # one of SIDES
+    to: dict[str, str]  # the --to pins (name -> version) the upgrade is for
+    budget: dict[str, Any]  # Budget.to_json: the same on both sides
+    kernels: dict[str, int]  # registered there (forks asked for included), each with its declared cases
+    versions: dict[str, Any]  # its library versions (harness.runtime.compat.library_versions)
+    steps: tuple[StepResult, ...]  # in the order they ran
+
+    def write(self, directory: Path) -> Path:
+        doc = {"schema": SIDE_SCHEMA, "side": self.side, "to": self.to, "budget": self.budget}
+        doc |= {"kernels": self.kernels, "versions": self.versions, "steps": [r.to_json(directory) for r in self.steps]}
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / SIDE_FILE
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, directory: Path) -> SideRecord:
+        """The side file in `directory`; an UpgradeError naming the fix when it is absent, unreadable or newer."""
+        path = directory / SIDE_FILE
+        try:
+            doc = json.loads(path.read_text())
+        except OSError:
+            raise UpgradeError(
+                f"{directory} holds no {SIDE_FILE}: give the --out/<side> directory of "
+                "`python -m harness upgrade --side baseline|candidate --to ... --out DIR`"
+            ) from None
+        except ValueError as e:
+            raise UpgradeError(f"{path} is not JSON ({e}): run that side again") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SIDE_SCHEMA or doc.get("side") not in SIDES:
+            got = doc.get("schema") if isinstance(doc, dict) else None
+            raise UpgradeError(f"{path}: schema={got!r}, this harness reads schema {SIDE_SCHEMA}: run that side again")
+        steps = tuple(StepResult.from_json(r, side=doc["side"], root=directory) for r in doc["steps"])
+        fields = {k: doc[k] for k in ("side", "to", "budget", "kernels", "versions")}
+        return cls(**fields, steps=steps)
+
 
 def query(env: envs.Env, code: str, *, cwd: Path) -> object:
     """Run a line of Python in the environment and read the JSON it prints."""
@@ -294,11 +385,12 @@ def run_all(
     plans: dict[str, list[Step]],
     *,
     cwd: Path,
-    logs: Path,
+    logs: Path | None = None,
     jobs: int = 1,
     log: Callable[[str], None] = print,
 ) -> list[StepResult]:
-    """Every step of every side, in `schedule` order; a step that did not run stops nothing.
+    """Every step of every side, in `schedule` order; a step that did not run stops nothing. Logs go to
+    `logs`, or with None to each side's store/logs (a side's directory then holds all it ran).
 
     The run steps go `jobs` at a time, both sides of a kernel side by side (each is `run --jobs 1`:
     one process and its kernel worker, taking turns, about one core); the compile and bench steps
@@ -312,9 +404,10 @@ def run_all(
     def one(item: tuple[str, Step]) -> StepResult:
         side, step = item
         env, store = sides[side]
+        where = store / "logs" if logs is None else logs
         why = cannot_compile(env) if step.name == "compile" else None
         result = (
-            not_run(side, step, why, logs=logs) if why else run_step(side, env, step, store=store, cwd=cwd, logs=logs)
+            not_run(side, step, why, logs=where) if why else run_step(side, env, step, store=store, cwd=cwd, logs=where)
         )
         with lock:
             log(result.line())

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from harness.gate import drift, forks
+from harness.gate import drift, forks, machines
 from harness.gate.codegen import CodegenChange, codegen_changes, codegen_rows
 from harness.gate.compiled import compile_rows, compile_time_rows
 from harness.gate.correctness import cannot_run_row, correctness_rows
@@ -61,14 +61,23 @@ __all__ = [
 
 
 def compare(
-    base: Records, cand: Records, th: Thresholds, *, labels: tuple[str, str] = ("baseline", "candidate")
+    base: Records,
+    cand: Records,
+    th: Thresholds,
+    *,
+    labels: tuple[str, str] = ("baseline", "candidate"),
+    one_machine: bool = False,
 ) -> GateResult:
+    """Every row of the candidate against the baseline. one_machine: timings are compared only where both
+    sides' runs name the same host (harness.gate.machines), as upgrade's sides run as separate jobs need."""
     # A fork on one side against the built-in it replaces on the other: paired as one kernel.
     named = {**forks.pairs(base, cand), **forks.pairs(cand, base)}
     base, cand = forks.as_upstream(base, forks.pairs(cand, base)), forks.as_upstream(cand, forks.pairs(base, cand))
     pairs = drift.with_replays(drift.pair(base.cases, cand.cases), [*cand.roots, *base.roots])
-    rows = correctness_rows(base, cand, th) + compile_rows(base, cand, th) + speed_rows(base, cand, th)
-    rows += compile_time_rows(base, cand, th)
+    timings = speed_rows(base, cand, th) + compile_time_rows(base, cand, th)
+    if one_machine:
+        timings = machines.timing_rows_across(timings, base, cand)
+    rows = correctness_rows(base, cand, th) + compile_rows(base, cand, th) + timings
     changes = codegen_changes(base, cand)
     rows += codegen_rows(changes, base, cand, rows)
     rows += drift_rows(pairs, th)

@@ -1,6 +1,8 @@
 """`upgrade --to NAME==VERSION ...`: should we take this release?
 
 Exit 0 safe, 1 not safe, 2 bad usage, 4 nothing could be compared here (every check not compared).
+The same as three jobs: `--side baseline` and `--side candidate` (each exits 0 once its directory, OUT/SIDE,
+is written), then `--gate BASE_DIR CAND_DIR`; without either option both sides run here, then the same gate.
 """
 
 from __future__ import annotations
@@ -44,10 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--to",
         action="append",
         default=[],
-        required=True,
         metavar="NAME==VERSION",
-        help="a package of constraints/default.txt at another release (repeatable), e.g. jax==0.9.2",
+        help="a package of constraints/default.txt at another release (repeatable), e.g. jax==0.9.2; "
+        "required except with --gate",
     )
+    _add_side_arguments(p)
     b = p.add_argument_group("budget (the same on both sides)")
     b.add_argument(
         "--kernel", action="append", default=[], metavar="K", help="only these kernels (default: all, either side)"
@@ -97,24 +100,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_index_arguments(p)
 
 
-def _environments(args: argparse.Namespace, changes: dict[str, str]) -> tuple[envs.Env, envs.Env]:
+def _add_side_arguments(p: argparse.ArgumentParser) -> None:
+    """--side and --gate: an upgrade as three jobs (docs/upgrade.md, .github/workflows/upgrade-gate.yml)."""
+    m = p.add_argument_group("one side at a time (the sides as parallel CI jobs)").add_mutually_exclusive_group()
+    m.add_argument(
+        "--side",
+        choices=upgrade.SIDES,
+        help=f"build and run this side only, into OUT/SIDE (its store, logs and {upgrade.SIDE_FILE}); "
+        "gate both later with --gate",
+    )
+    m.add_argument(
+        "--gate",
+        nargs=2,
+        type=Path,
+        metavar=("BASE_DIR", "CAND_DIR"),
+        help="gate two side directories written by --side (OUT/baseline, OUT/candidate): the verdict, report "
+        "and results into --out",
+    )
+
+
+def _build(args: argparse.Namespace, changes: dict[str, str], side: str, *, after: str | None = None) -> envs.Env:
+    """One side's environment. The candidate tries `after` (the baseline's Python) first where given, so that a
+    release that needs no other Python is gated with nothing else changed; alone, its constraints' Pythons."""
     constraints = read_constraints(args.constraints)
-    index = index_options(args)
     change = " ".join(f"{k}=={v}" for k, v in changes.items())
-
-    def spec(reqs: tuple[str, ...], label: str) -> envs.EnvSpec:
-        return envs.EnvSpec(python=sys.executable, requirements=reqs, index=index, editable=(str(ROOT),), label=label)
-
-    # Each side on the first Python its pins install on: the candidate tries the baseline's first, so that a
-    # release that needs no other Python is gated with nothing else changed.
-    if args.baseline_python:
-        first = [interpreter(args.baseline_python, "--baseline-python")]
+    pins, label = (changes, f"candidate ({change})") if side == "candidate" else ({}, "baseline")
+    chosen, flag = (args.python, "--python") if side == "candidate" else (args.baseline_python, "--baseline-python")
+    if chosen:
+        first = [interpreter(chosen, flag)]
     else:
-        first = pythons.for_constraints(constraints)
-    base = envs.build_first(spec(envs.requirements_with(constraints, {}), "baseline"), first, args.envs)
-    then = [interpreter(args.python, "--python")] if args.python else pythons.search_order(base.spec.python)
-    cand_spec = spec(envs.requirements_with(constraints, changes), f"candidate ({change})")
-    return base, envs.build_first(cand_spec, then, args.envs)
+        first = pythons.search_order(after) if after else pythons.for_constraints(constraints)
+    spec = envs.EnvSpec(
+        python=sys.executable,
+        requirements=envs.requirements_with(constraints, pins),
+        index=index_options(args),
+        editable=(str(ROOT),),
+        label=label,
+    )
+    return envs.build_first(spec, first, args.envs)
+
+
+def _environments(args: argparse.Namespace, changes: dict[str, str]) -> tuple[envs.Env, envs.Env]:
+    """Both sides' environments, the candidate on the baseline's Python first."""
+    base = _build(args, changes, "baseline")
+    return base, _build(args, changes, "candidate", after=base.spec.python)
 
 
 def _side(store: Path, drop: set[str]) -> records.Records:
@@ -137,7 +166,9 @@ def _judge(
     drift.write_replays(
         pairs, cand.cases, cand.runs, stores["candidate"], factor=th.drift_factor, min_used=th.drift_min_used
     )
-    result = gate.compare(base, cand, th, labels=(str(stores["baseline"]), str(stores["candidate"])))
+    labels = (str(stores["baseline"]), str(stores["candidate"]))
+    # Sides run as separate jobs may run on different machines: their timings are then not compared.
+    result = gate.compare(base, cand, th, labels=labels, one_machine=True)
     return result, (base, cand)
 
 
@@ -178,59 +209,177 @@ def _kernels(budget: upgrade.Budget, base: list[str], cand: list[str]) -> tuple[
 def main(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     th = load(args.thresholds)
-    changes = upgrade.targets(args.to, read_constraints(args.constraints))
+    results.check_writable(args.junitxml, "--junitxml")
+    results.check_writable(args.json, "--json")
+    out = args.out.resolve()
+    if args.gate:
+        if args.to:
+            raise UsageError("--gate reads the --to pins from the side directories: leave --to out")
+        sides = _read_sides(*(d.resolve() for d in args.gate))
+        _announce(sides)
+        code = _decide(sides, out, th, args)
+    else:
+        if not args.to:
+            raise UsageError("give at least one --to NAME==VERSION, e.g. --to jax==0.9.2 (or --gate BASE_DIR CAND_DIR)")
+        changes = upgrade.targets(args.to, read_constraints(args.constraints))
+        jobs = shards.default_jobs() if args.jobs is None else args.jobs
+        if jobs < 1:
+            raise UsageError(f"--jobs={jobs} must be at least 1")
+        if args.side:
+            code = _one_side(args, changes, out, jobs)
+        else:
+            # Both sides in this process are the same steps as two --side jobs, then the same gate as --gate.
+            dirs = _run_sides(args, changes, out, jobs)
+            code = _decide(_read_sides(dirs["baseline"], dirs["candidate"]), out, th, args)
+    print(f"upgrade took {time.perf_counter() - start:.0f} s")
+    return code
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Prepared:
+    """A side ready to run: its environment, its kernels (with their declared cases) and its versions."""
+
+    side: str
+    env: envs.Env
+    kernels: dict[str, int]
+    versions: dict[str, Any]
+
+
+def _prepare(side: str, env: envs.Env, budget: upgrade.Budget) -> _Prepared:
+    kernels = _with_forks(upgrade.query(env, upgrade.KERNELS, cwd=ROOT), budget)
+    return _Prepared(side=side, env=env, kernels=kernels, versions=upgrade.query(env, upgrade.VERSIONS, cwd=ROOT))
+
+
+def _one_side(args: argparse.Namespace, changes: dict[str, str], out: Path, jobs: int) -> int:
+    """`--side S`: that side's environment and steps, written to OUT/S for `--gate`. Exit 0 once written: a step
+    that did not run is recorded there, and judged by the gate."""
     budget = _budget(args)
-    jobs = shards.default_jobs() if args.jobs is None else args.jobs
-    if jobs < 1:
-        raise UsageError(f"--jobs={jobs} must be at least 1")
-    junitxml, summary = args.junitxml, args.json
-    results.check_writable(junitxml, "--junitxml")
-    results.check_writable(summary, "--json")
-    base_env, cand_env = _environments(args, changes)
-    declared = [_with_forks(upgrade.query(env, upgrade.KERNELS, cwd=ROOT), budget) for env in (base_env, cand_env)]
-    base_kernels, cand_kernels = list(declared[0]), list(declared[1])
+    side = _prepare(args.side, _build(args, changes, args.side), budget)
+    budget = dataclasses.replace(budget, declared=tuple(side.kernels.items()))
+    unknown = [k for k in budget.kernels if k not in side.kernels]
+    mine = [k for k in (budget.kernels or side.kernels) if k in side.kernels]
+    print(f"upgrade --side {args.side}: " + ", ".join(f"{k} {v}" for k, v in side.versions.items()))
+    for k in mine:
+        print(f"  kernel {k}: {budget.examples_for(k)} cases")
+    for k in unknown:
+        print(f"  kernel {k}: not registered here (the gate says whether the other side has it)")
+    directory = _run({args.side: side}, {args.side: mine}, budget, changes, out, jobs)[args.side]
+    print(f"{args.side} -> {directory}; gate it with the other side: python -m harness upgrade --gate BASE CAND")
+    return 0
+
+
+def _run_sides(args: argparse.Namespace, changes: dict[str, str], out: Path, jobs: int) -> dict[str, Path]:
+    """Both sides in this process: each side's steps as `--side` runs them, the timed rounds alternating."""
+    budget = _budget(args)
+    prepared = {s: _prepare(s, env, budget) for s, env in zip(upgrade.SIDES, _environments(args, changes), strict=True)}
+    base, cand = prepared["baseline"], prepared["candidate"]
     # Both sides run the same cases: the baseline's declaration first (the same checkout declares both).
-    budget = dataclasses.replace(budget, declared=tuple({**declared[1], **declared[0]}.items()))
-    versions = [upgrade.query(env, upgrade.VERSIONS, cwd=ROOT) for env in (base_env, cand_env)]
-    change = _change(*versions, changes)
-    base_run, cand_run, wanted = _kernels(budget, base_kernels, cand_kernels)
+    budget = dataclasses.replace(budget, declared=tuple({**cand.kernels, **base.kernels}.items()))
+    base_run, cand_run, wanted = _kernels(budget, list(base.kernels), list(cand.kernels))
+    _print_plan(_change(base.versions, cand.versions, changes), budget, wanted, base_run, cand_run)
+    return _run(prepared, {"baseline": base_run, "candidate": cand_run}, budget, changes, out, jobs)
+
+
+def _run(
+    prepared: dict[str, _Prepared],
+    kernels: dict[str, list[str]],
+    budget: upgrade.Budget,
+    changes: dict[str, str],
+    out: Path,
+    jobs: int,
+) -> dict[str, Path]:
+    """Run the sides' steps, each into OUT/<side> with its side file; each side's directory."""
+    dirs = {s: out / s for s in prepared}
+    for d in dirs.values():
+        if (d / "records").exists() or (d / upgrade.SIDE_FILE).exists():
+            raise UsageError(f"{d} already holds an upgrade side; give another --out or remove it")
+    plans = {s: upgrade.steps(budget, kernels[s], dirs[s]) for s in prepared}
+    sides = {s: (p.env, dirs[s]) for s, p in prepared.items()}
+    with progress.Steps(sum(len(p) for p in plans.values()), "upgrade") as bar:
+        done = upgrade.run_all(sides, plans, cwd=ROOT, jobs=jobs, log=bar.done)
+    for s, p in prepared.items():
+        upgrade.SideRecord(
+            side=s,
+            to=changes,
+            budget=budget.to_json(),
+            kernels=p.kernels,
+            versions=p.versions,
+            steps=tuple(r for r in done if r.side == s),
+        ).write(dirs[s])
+    return dirs
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Sides:
+    """Both sides' files, as the gate reads them."""
+
+    base: upgrade.SideRecord
+    cand: upgrade.SideRecord
+    dirs: dict[str, Path]
+    budget: upgrade.Budget
+
+
+def _read_sides(base_dir: Path, cand_dir: Path) -> _Sides:
+    base, cand = upgrade.SideRecord.read(base_dir), upgrade.SideRecord.read(cand_dir)
+    for got, want, d in ((base, "baseline", base_dir), (cand, "candidate", cand_dir)):
+        if got.side != want:
+            raise UsageError(f"{d} is the {got.side} side; give the baseline's directory first, then the candidate's")
+    for what in ("to", "budget"):
+        b, c = getattr(base, what), getattr(cand, what)
+        if b != c:
+            raise UsageError(f"the sides ran with different {what} ({b} against {c}): run both with the same options")
+    budget = upgrade.Budget.from_json(base.budget, declared={**cand.kernels, **base.kernels})
+    return _Sides(base=base, cand=cand, dirs={"baseline": base_dir, "candidate": cand_dir}, budget=budget)
+
+
+def _announce(sides: _Sides) -> None:
+    base_run, cand_run, wanted = _kernels(sides.budget, list(sides.base.kernels), list(sides.cand.kernels))
+    change = _change(sides.base.versions, sides.cand.versions, sides.base.to)
+    _print_plan(change, sides.budget, wanted, base_run, cand_run)
+
+
+def _print_plan(
+    change: str, budget: upgrade.Budget, wanted: list[str], base_run: list[str], cand_run: list[str]
+) -> None:
     print(f"upgrade: {change}")
     for k in wanted:
         print(f"  kernel {k}: registered on {_where(k, base_run, cand_run)}, {budget.examples_for(k)} cases")
-    out = args.out.resolve()
-    stores = {"baseline": out / "baseline", "candidate": out / "candidate"}
-    for store in stores.values():
-        if (store / "records").exists():
-            raise UsageError(f"{store} already holds records; give another --out or remove it")
-    plans = {"baseline": upgrade.steps(budget, base_run, stores["baseline"])}
-    plans["candidate"] = upgrade.steps(budget, cand_run, stores["candidate"])
-    sides = {"baseline": (base_env, stores["baseline"]), "candidate": (cand_env, stores["candidate"])}
-    total = sum(len(p) for p in plans.values())
-    with progress.Steps(total, "upgrade") as bar:
-        done = upgrade.run_all(sides, plans, cwd=ROOT, logs=out / "logs", jobs=jobs, log=bar.done)
-    rows, drop = verdict.step_rows(done)
-    rows += verdict.registration_rows(base_kernels, cand_kernels, wanted)
-    result, recs = _judge(stores, th, drop)
+
+
+def _steps(sides: _Sides) -> list[upgrade.StepResult]:
+    """Both sides' step results, less the baseline's runs of a kernel the candidate does not register (lost:
+    registration_rows says so once), as the one-process upgrade never runs them."""
+    cand = sides.cand.kernels
+    base = [r for r in sides.base.steps if r.step.kernel is None or r.step.kernel in cand]
+    return base + list(sides.cand.steps)
+
+
+def _decide(sides: _Sides, out: Path, th: Thresholds, args: argparse.Namespace) -> int:
+    """The gate over both side directories: verdict, table, report and results for CI; the verdict's exit code."""
+    base_run, cand_run, wanted = _kernels(sides.budget, list(sides.base.kernels), list(sides.cand.kernels))
+    change = _change(sides.base.versions, sides.cand.versions, sides.base.to)
+    lost = {run for r in sides.base.steps if r.step.kernel not in (None, *sides.cand.kernels) for run in r.runs}
+    rows, drop = verdict.step_rows(_steps(sides))
+    rows += verdict.registration_rows(list(sides.base.kernels), list(sides.cand.kernels), wanted)
+    result, recs = _judge(sides.dirs, th, drop | lost)
     if result is None:  # neither side recorded anything: only the step rows say why
-        labels = {"baseline": str(stores["baseline"]), "candidate": str(stores["candidate"])}
-        result = gate.GateResult(**labels, thresholds=th.source, rows=[])
+        result = gate.GateResult(**{s: str(d) for s, d in sides.dirs.items()}, thresholds=th.source, rows=[])
     result.rows = rows + result.rows
     v = verdict.verdict(change=change, result=result)
     print("\n".join(v.lines()))
     print(gate.format_table(result))
     # A fork (--kernel K=MOD:ATTR): the fixes the candidate's jax brings that the fork lacks (docs/forks.md).
-    for line in candidate.report(wanted, versions[1].get("jax")):
+    for line in candidate.report(wanted, sides.cand.versions.get("jax")):
         print(line)
     if recs is not None:
         report_path = compose.write(_report(v, result, recs, th), out / "index.html")
         print(f"report -> {report_path}")
     out.mkdir(parents=True, exist_ok=True)
-    junitxml, summary = junitxml or out / JUNIT_NAME, summary or out / SUMMARY_NAME
+    junitxml, summary = args.junitxml or out / JUNIT_NAME, args.json or out / SUMMARY_NAME
     kernels = {k: _where(k, base_run, cand_run) for k in wanted}
-    sides = {"baseline": versions[0], "candidate": versions[1]}
-    results.write_gate(v, result, kernels=kernels, junitxml=junitxml, json_path=summary, versions=sides)
+    versions = {"baseline": sides.base.versions, "candidate": sides.cand.versions}
+    results.write_gate(v, result, kernels=kernels, junitxml=junitxml, json_path=summary, versions=versions)
     print(f"results for CI -> {junitxml}, {summary}")
-    print(f"upgrade took {time.perf_counter() - start:.0f} s")
     return v.code
 
 
