@@ -65,8 +65,9 @@ def _masked_rows_as_written(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *
     mask = kw.get("attn_mask")
     if mask is None or not mask.is_floating_point():
         return tcf._flash(q, k, v, **kw)
-    # A row that sees no key: every mask value at least half-way to finfo.min.
-    hidden = (mask <= torch.finfo(mask.dtype).min / 2).all(dim=-1, keepdim=True)
+    # A row that sees no key by a finite fill: every mask value at least half-way to finfo.min, none -inf (the
+    # kernel gives a -inf row its declared zeros, value and gradient).
+    hidden = ((mask <= torch.finfo(mask.dtype).min / 2) & mask.isfinite()).all(dim=-1, keepdim=True)
     if not hidden.any():
         return tcf._flash(q, k, v, **kw)
     # The kernel never sees those rows masked (its backward of them is wrong, NaN in 16 bits): they are ordinary
