@@ -115,7 +115,7 @@ def test_failures_carry_case_error_table_and_repro_command(tmp_path: Path) -> No
     assert f.why == "out: err 5e-05 > bound 1e-05"
     assert [(c.quantity, c.passed, c.used) for c in f.comparisons][0] == ("out", False, "5.00")
     assert f.repro == f"python -m harness repro {moved}"
-    assert report.verdict.status == "fail" and "1 failing case record" in report.verdict.headline
+    assert report.verdict.status == "fail" and report.verdict.headline.startswith("FAILURES: 1 bug;")
 
 
 def test_unfinished_runs_are_named_in_the_verdict(tmp_path: Path) -> None:
@@ -388,7 +388,7 @@ def test_interpreter_divergences_are_listed_apart_and_each_failure_says_which_in
     assert "1 interpreter divergence (fast against faithful interpreter; not counted against kernels)" in (
         report.verdict.details
     )
-    assert "2 failing case records" in report.verdict.headline  # the divergence is not one of them
+    assert "2 failing cases of" in report.verdict.headline  # the divergence is not one of them
     said = {f.title.split("seed=")[1].split()[0]: f.interpreters for f in report.failures + report.other_failures}
     assert said["8"].startswith("on the faithful interpreter failed: out: err 5e-05 > bound 1e-05; on the fast")
     assert said["9"] == "computed on the faithful interpreter"

@@ -8,12 +8,15 @@ from pathlib import Path
 from harness.core import strips, verdicts
 from harness.core.case import Case
 from harness.core.compare import oracle_multiple
+from harness.core.errors import InputError
 from harness.core.locate import tiling
 from harness.core.numbers import multiple
 from harness.core.summary import KernelSummary
 from harness.running.runner import CaseResult, SubjectResult
 from harness.running.session import RunOutcome
 from harness.running.sink import StoreSink
+from harness.store import counts as counting
+from harness.store.counts import Counts
 from harness.store.failures import FailureRecord
 
 
@@ -71,42 +74,77 @@ def progress_line(index: int, total: int, result: CaseResult, *, verbose: bool =
     return line if len(line) <= LINE_MAX else line[: LINE_MAX - 3] + "..."
 
 
+# Said under an error table where its "x oracle" column shows no multiple.
+NO_MULTIPLE = (
+    "x oracle: max_abs in units of the same-dtype oracle's error; '-' where that error is below the tolerance's "
+    "floor (the floor sets the bound there; err/bound says how the case did)"
+)
+
+
 def comparison_table(subject: SubjectResult, dtype: str) -> str:
-    """The error table of one implementation on one case of `dtype`; its ratio (the error as a multiple of the
-    same-dtype oracle's) only where the oracle's error is above the tolerance's floor (compare.oracle_multiple)."""
+    """The error table of one implementation on one case of `dtype`: each error, the oracle's, the error as a
+    multiple of the same-dtype oracle's ("x oracle", only where the oracle's error is above the tolerance's floor:
+    compare.oracle_multiple), the bound, and the error as a share of it."""
     head = f"  {subject.implementation} ({subject.backend}, empty rows declared {subject.empty_rows})"
     if subject.error:
         return f"{head}\n    raised {subject.error}"
-    rows = [f"{'quantity':<11} {'max_abs':>9} {'max_rel':>9} {'oracle':>9} {'ratio':>7} {'bound':>9}  verdict"]
+    rows = [
+        f"{'quantity':<11} {'max_abs':>9} {'max_rel':>9} {'oracle':>9} {'x oracle':>8} {'bound':>9} "
+        f"{'err/bound':>9}  verdict"
+    ]
+    blank = False
     for c in subject.comparisons:
         shown = oracle_multiple(c, dtype, subject.implementation)
-        ratio = f"{multiple(shown) if shown is not None else '-':>7}"
+        blank |= shown is None
+        ratio = f"{multiple(shown) if shown is not None else '-':>8}"
+        used = f"{multiple(c.used) if not math.isnan(c.used) else '-':>9}"
         rows.append(
             f"{c.quantity:<11} {_fmt(c.max_abs):>9} {_fmt(c.max_rel):>9} {_fmt(c.oracle_abs):>9} {ratio} "
-            f"{_fmt(c.bound):>9}  {'ok' if c.passed else 'FAIL'}{'  ' + c.note if c.note else ''}"
+            f"{_fmt(c.bound):>9} {used}  {'ok' if c.passed else 'FAIL'}{'  ' + c.note if c.note else ''}"
         )
+    rows += [NO_MULTIPLE] if blank else []
     return head + "\n" + "\n".join("    " + r for r in rows)
 
 
-def summary_table(rows: list[KernelSummary]) -> str:
-    """One line per row: cases, failed, worst error/bound (the failing worst on a failure: summary.worst_used),
-    seconds per case, status."""
+# What the summary table's columns measure, printed under it.
+SUMMARY_LEGEND = (
+    "drawn: cases drawn and checked; failing: of them, those that failed; bugs: root causes, one per failure file "
+    "(its shrunk case is not counted as a failing case); wall s/case: a kernel's whole search (drawing, shrinking, "
+    "replays) per drawn case, an oracle's own seconds per case"
+)
+
+
+def summary_table(rows: list[KernelSummary], counts: Counts | None = None) -> str:
+    """One line per row: drawn cases, failing ones, (with `counts`) bugs, worst error/bound (the failing worst on a
+    failure: summary.worst_used), wall seconds per drawn case, status."""
     width = max([28, *(len(r.kernel) for r in rows)])
-    header = f"{'kernel':<{width}} {'cases':>5} {'failed':>6} {'worst err/bound':>15} {'s/case':>7}  status"
+    bugs = f" {'bugs':>4}" if counts is not None else ""
+    header = f"{'kernel':<{width}} {'drawn':>5} {'failing':>7}{bugs} {'worst err/bound':>15} {'wall s/case':>11}"
+    header += "  status"
     lines = [header, "-" * len(header)]
     for r in rows:
         worst = multiple(r.worst) if r.worst is not None else "-"
         per = f"{r.seconds_per_case:.2f}" if r.seconds_per_case is not None else "-"
-        lines.append(f"{r.kernel:<{width}} {r.examples:>5} {r.failed:>6} {worst:>15} {per:>7}  {r.status}")
+        n = f" {len(counts.of(r.kernel).bugs) if r.is_kernel else '-':>4}" if counts is not None else ""
+        lines.append(f"{r.kernel:<{width}} {r.examples:>5} {r.failed:>7}{n} {worst:>15} {per:>11}  {r.status}")
     return "\n".join(lines)
 
 
-def outcome_text(outcome: RunOutcome) -> str:
-    """What a finished run prints: its summary, then each failure and finding, and whether it was stopped."""
+def verdict_lines(counts: Counts) -> list[str]:
+    """The run's counts (harness.store.counts) and each bug, as the JSON, JUnit and the report count them."""
+    lines = [f"\nverdict: {counting.headline(counts)} (the shrunk case of each bug counted apart, not as a failure)"]
+    return lines + [f"  bug {i}: {counting.bug_line(b, counts.of(b.kernel))}" for i, b in enumerate(counts.bugs, 1)]
+
+
+def outcome_text(outcome: RunOutcome, counts: Counts | None = None) -> str:
+    """What a finished run prints: its summary and counts, then each failure and finding, and whether it was
+    stopped. `counts`: the run's (harness.store.counts); None: counted here from its records."""
+    tally = _counts(outcome) if counts is None else counts
+    table = [summary_table(list(outcome.rows), tally if isinstance(tally, Counts) else None), SUMMARY_LEGEND]
     if outcome.merged is not None:
         m = outcome.merged
         lines = [f"\n== merged summary of {len(m.run_ids)} of {m.jobs} shards: {', '.join(m.run_ids)}"]
-        lines += [summary_table(list(outcome.rows)), *m.coverage, *m.lost]
+        lines += [*table, *m.coverage, *m.lost]
         if m.same_bug:
             lines += ["one bug, found by several shards: its failure file is the first named here"]
             lines += [f"  {line}" for line in m.same_bug]
@@ -114,11 +152,21 @@ def outcome_text(outcome: RunOutcome) -> str:
             lines += ["triggers that nest, failing another way (one may be the other with another symptom; not merged)"]
             lines += [f"  {line}" for line in m.nested]
     else:
-        lines = ["", summary_table(list(outcome.rows)), *_findings(outcome)]
+        lines = ["", *table, *_findings(outcome)]
+    lines += verdict_lines(tally) if isinstance(tally, Counts) else [f"\nverdict: not counted: {tally}"]
     lines += [f"\nXPASS (strict): {line}" for line in outcome.unexpected_passes]
     if outcome.interrupted:
         lines.append(f"\nrun interrupted: every case finished so far is in {outcome.records}")
     return "\n".join(lines)
+
+
+def _counts(outcome: RunOutcome) -> Counts | str:
+    """The run's counts from its records (harness.store.counts); where they cannot be read, why."""
+    runs = set(outcome.merged.run_ids) if outcome.merged is not None else None
+    try:
+        return counting.count(counting.run_records(outcome.records, runs))
+    except InputError as e:
+        return str(e)
 
 
 def _findings(outcome: RunOutcome) -> list[str]:

@@ -4,10 +4,16 @@ Built from the run's outcome (exit status, summary rows) and its records, read b
 through their typed classes (harness.store.read): a case's verdict is its record's (`passed`, `flaky`),
 so what a record says is what CI shows. Computing (`summary`, `junit`) is apart from writing (`write`).
 
-JUnit XML: one testsuite per kernel, one testcase per case record of it (the failure's text: the error
-table, where the error sits, and the replay command of the shrunk failure's file); a failure the run
-expects (--known) is skipped; a kernel that cannot run here is one error. A last testsuite, "run", holds
-one testcase, "exit status", that fails unless the run exits 0: CI is red exactly when the run is.
+Both count what harness.store.counts counts, as the terminal and the report do: bugs, failing drawn cases,
+and the shrunk case of each bug apart (never another failure).
+
+JUnit XML: one testsuite per kernel: one failing testcase per bug (its shrunk case's error table, where the
+error sits, its trigger, the drawn cases that failed, and the replay command of its failure file; a bug the
+run expects, --known, is skipped), one passing testcase per drawn case that passed; a kernel with failing
+drawn cases and no bug (stopped before shrinking) has one failing testcase per such case; a kernel that
+cannot run here is one error. A last testsuite, "run", holds one testcase, "exit status", only where the
+run failed for a reason no testcase above shows (interrupted, an expected finding that passes now, ...):
+CI is red exactly when the run is, with one red row per bug.
 
 The upgrade gate's JUnit XML has one testsuite per category of its rows (correctness, compile, speed, ...)
 and one testcase per row: a regression fails, a check not compared is skipped with its reason; its JSON
@@ -31,6 +37,7 @@ from harness.core.summary import KernelSummary
 from harness.gate import GateResult, Group, Row
 from harness.gate.verdict import Verdict as GateVerdict
 from harness.running.session import RunOutcome
+from harness.store import counts as counting
 from harness.store import derive, read
 from harness.store.records import CaseRecord
 from harness.store.schema import KernelStatus
@@ -81,20 +88,18 @@ def write(outcome: RunOutcome, *, junitxml: Path | None = None, json_path: Path 
     if junitxml is None and json_path is None:
         return
     records = run_records(outcome)
+    counts = counting.count(records)
     if junitxml is not None:
-        tree = ET.ElementTree(junit(outcome, records))
+        tree = ET.ElementTree(junit(outcome, records, counts))
         ET.indent(tree)
         tree.write(junitxml, encoding="utf-8", xml_declaration=True)
     if json_path is not None:
-        json_path.write_text(json.dumps(summary(outcome, records), indent=2, default=str) + "\n")
+        json_path.write_text(json.dumps(summary(outcome, records, counts), indent=2, default=str) + "\n")
 
 
 def run_records(outcome: RunOutcome) -> read.Records:
     """The run's records: its own directory, or (a --jobs run) its workers' runs in the shared store."""
-    records = read.load([outcome.records])
-    if outcome.merged is not None:
-        records = records.subset(set(outcome.merged.run_ids))
-    return records
+    return counting.run_records(outcome.records, set(outcome.merged.run_ids) if outcome.merged is not None else None)
 
 
 def _kernel_records(records: read.Records) -> list[CaseRecord]:
@@ -121,36 +126,36 @@ def failure_text(rec: CaseRecord, path: str | None) -> str:
     return "\n".join(lines)
 
 
-def _failures(outcome: RunOutcome, records: read.Records) -> list[dict[str, Any]]:
-    """Each reported failure (a record with its failure file): the case, why, the file and its replay."""
-    out = []
-    for rec in _kernel_records(records):
-        if rec.passed or not rec.failure_file:
-            continue
-        path, doc = derive.failure_doc(rec, records.roots)
-        found = derive.found(doc)
-        out.append(
-            {
-                "kernel": rec.implementation,
-                "case_id": rec.case_id,
-                "case": rec.case,
-                "verdict": str(verdict(rec)),
-                "failure": derive.failure_line(rec),
-                "file": path,
-                "replay": derive.repro_command(path),
-                "trigger": found.trigger_words,
-                "finding": found.finding,
-                "inherited_from": found.inherited_from,
-                "expected": found.expected,
-            }
-        )
-    return out
+def _failures(counts: counting.Counts) -> list[dict[str, Any]]:
+    """Each bug (harness.store.counts.Bug): its kernel, shrunk case, why, the file and its replay."""
+    return [
+        {
+            "kernel": bug.kernel,
+            "case_id": bug.case_id,
+            "case": bug.case_json,
+            "verdict": str(verdicts.Verdict.FLAKY_FAILURE if bug.flaky else verdicts.Verdict.FAILURE),
+            "failure": bug.failure,
+            "file": bug.file,
+            "replay": bug.replay,
+            "trigger": bug.trigger,
+            "finding": bug.finding,
+            "inherited_from": bug.inherited_from,
+            "expected": bug.expected,
+        }
+        for bug in counts.bugs
+    ]
 
 
-def summary(outcome: RunOutcome, records: read.Records) -> dict[str, Any]:
-    """The run as plain data (`run --json`): verdict, exit status, kernels, cases, failures and findings."""
-    kernel_records = _kernel_records(records)
-    failures = _failures(outcome, records)
+def run_counts(outcome: RunOutcome) -> counting.Counts:
+    """What the run's verdict counts (harness.store.counts), from its records."""
+    return counting.count(run_records(outcome))
+
+
+def summary(outcome: RunOutcome, records: read.Records, counts: counting.Counts) -> dict[str, Any]:
+    """The run as plain data (`run --json`): verdict, exit status, its counts, kernels, cases, bugs and findings.
+    "cases" counts drawn cases (the shrunk case of each bug is "shrunk", never a failed case); "failures" is
+    one entry per bug."""
+    failures = _failures(counts)
     rows = list(outcome.rows)
     return {
         "schema": SUMMARY_SCHEMA,
@@ -161,11 +166,8 @@ def summary(outcome: RunOutcome, records: read.Records) -> dict[str, Any]:
         "records": str(outcome.records),
         "run_ids": sorted(records.run_ids),
         "kernels": [r.to_json() for r in rows if r.is_kernel],
-        "cases": {
-            "checked": len(kernel_records),
-            "failed": sum(not r.passed for r in kernel_records),
-            "flaky": sum(r.flaky for r in kernel_records),
-        },
+        "counts": counts.to_json(),
+        "cases": {"checked": counts.drawn, "failed": counts.failing, "flaky": counts.flaky, "shrunk": len(counts.bugs)},
         "failures": failures,
         "findings": {
             "oracle": [r.to_json() for r in rows if r.oracle and r.failed],
@@ -184,75 +186,93 @@ def _run_word(outcome: RunOutcome) -> str:
     return str(RUN_VERDICTS.get(outcome.code, f"exit {outcome.code}"))
 
 
-def junit(outcome: RunOutcome, records: read.Records) -> ET.Element:
-    """The run as JUnit XML (`run --junitxml`)."""
+def junit(outcome: RunOutcome, records: read.Records, counts: counting.Counts) -> ET.Element:
+    """The run as JUnit XML (`run --junitxml`): one red testcase per bug, one green one per drawn case that passed."""
     root = ET.Element("testsuites", name="attention-harness")
     by_kernel: dict[str, list[CaseRecord]] = {}
     for rec in _kernel_records(records):
         by_kernel.setdefault(rec.implementation, []).append(rec)
     rows = {r.kernel: r for r in outcome.rows if r.is_kernel}
     for kernel in sorted(set(by_kernel) | set(rows)):
-        _suite(root, kernel, by_kernel.get(kernel, []), rows.get(kernel), records)
-    _run_suite(root, outcome)
+        _suite(root, by_kernel.get(kernel, []), rows.get(kernel), counts.of(kernel))
+    shown = sum(int(s.get("failures", "0")) + int(s.get("errors", "0")) for s in root)
+    if outcome.code != EXIT_OK and (not shown or outcome.interrupted or outcome.unexpected_passes):
+        _run_suite(root, outcome, counts)
     for attr in ("tests", "failures", "errors", "skipped"):
         root.set(attr, str(sum(int(s.get(attr, "0")) for s in root)))
     return root
 
 
-def _suite(
-    root: ET.Element, kernel: str, recs: list[CaseRecord], row: KernelSummary | None, records: read.Records
-) -> None:
-    suite = ET.SubElement(root, "testsuite", name=kernel)
+def _testcase(suite: ET.Element, name: str, seconds: float | None) -> ET.Element:
+    suite.set("tests", str(int(suite.get("tests", "0")) + 1))
+    suite.set("time", f"{float(suite.get('time', '0')) + (seconds or 0.0):.3f}")
+    return ET.SubElement(suite, "testcase", classname=suite.get("name", ""), name=name, time=f"{seconds or 0.0:.3f}")
+
+
+def _mark(suite: ET.Element, case: ET.Element, kind: str, message: str, **attrs: str) -> ET.Element:
+    """`case` failed, errored or was skipped (`kind`), counted on its suite."""
+    counter = {"failure": "failures", "error": "errors", "skipped": "skipped"}[kind]
+    suite.set(counter, str(int(suite.get(counter, "0")) + 1))
+    return ET.SubElement(case, kind, message=message, **attrs)
+
+
+def _suite(root: ET.Element, recs: list[CaseRecord], row: KernelSummary | None, kc: counting.KernelCounts) -> None:
+    """One kernel: its bugs (or, with none, its failing drawn cases), its passing drawn cases, and whether it runs."""
+    suite = ET.SubElement(root, "testsuite", name=kc.kernel, tests="0", failures="0", errors="0", skipped="0")
     if row is not None:
         props = ET.SubElement(suite, "properties")
         ET.SubElement(props, "property", name="status", value=str(row.status))
     expected = row is not None and row.status == KernelStatus.KNOWN_FAIL
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    seconds = 0.0
-    for rec in recs:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=kernel,
-            name=f"{derive.case_text(rec.case)} [{rec.case_id}]",
-            time=f"{rec.seconds or 0.0:.3f}",
-        )
-        counts["tests"] += 1
-        seconds += rec.seconds or 0.0
-        if rec.passed:
-            if rec.divergence:
-                note = f"{verdicts.Verdict.DIVERGENCE}: {derive.interpreters_line(rec)}"
-                ET.SubElement(case, "system-out").text = note
-            continue
-        path, _ = derive.failure_doc(rec, records.roots)
+    drawn = [r for r in recs if not r.shrunk]
+    failing = [r for r in drawn if not r.passed]
+    shrunk = {r.case_id: r for r in recs if r.shrunk}
+    for bug in kc.bugs:
+        _bug_case(suite, bug, shrunk.get(bug.case_id), failing, expected=expected or bug.expected)
+    for rec in failing if not kc.bugs else []:  # failing drawn cases no bug stands for (stopped before shrinking)
+        case = _testcase(suite, f"{derive.case_text(rec.case)} [{rec.case_id}]", rec.seconds)
         if expected:
-            ET.SubElement(case, "skipped", message=f"expected (--known): {derive.failure_line(rec)}")
-            counts["skipped"] += 1
-            continue
-        failure = ET.SubElement(case, "failure", message=derive.failure_line(rec), type=str(verdict(rec)))
-        failure.text = failure_text(rec, path)
-        counts["failures"] += 1
+            _mark(suite, case, "skipped", f"expected (--known): {derive.failure_line(rec)}")
+        else:
+            _mark(suite, case, "failure", derive.failure_line(rec), type=str(verdict(rec))).text = failure_text(
+                rec, None
+            )
+    for rec in (r for r in drawn if r.passed):
+        case = _testcase(suite, f"{derive.case_text(rec.case)} [{rec.case_id}]", rec.seconds)
+        if rec.divergence:
+            note = f"{verdicts.Verdict.DIVERGENCE}: {derive.interpreters_line(rec)}"
+            ET.SubElement(case, "system-out").text = note
     if row is not None and row.status == KernelStatus.CANNOT_RUN:
-        case = ET.SubElement(suite, "testcase", classname=kernel, name="cannot run here", time="0")
-        ET.SubElement(case, "error", message=f"{kernel} cannot run here: {row.error}", type=str(row.status))
-        counts["tests"] += 1
-        counts["errors"] += 1
-    for attr, n in counts.items():
-        suite.set(attr, str(n))
-    suite.set("time", f"{seconds:.3f}")
+        case = _testcase(suite, "cannot run here", 0.0)
+        _mark(suite, case, "error", f"{kc.kernel} cannot run here: {row.error}", type=str(row.status))
 
 
-def _run_suite(root: ET.Element, outcome: RunOutcome) -> None:
-    """The run's own verdict as one testcase: failed (exit 1), an error (any other non-zero exit), or passed."""
+def _bug_case(
+    suite: ET.Element, bug: counting.Bug, rec: CaseRecord | None, failing: list[CaseRecord], *, expected: bool
+) -> None:
+    """One bug as one testcase, named by its trigger and file: its shrunk case's table and the failing drawn cases."""
+    name = f"bug: {bug.trigger or bug.case} [{Path(bug.file).stem if bug.file else bug.case_id}]"
+    case = _testcase(suite, name, rec.seconds if rec is not None else None)
+    if expected:
+        _mark(suite, case, "skipped", f"expected (--known): {bug.failure}")
+        return
+    word = str(verdicts.Verdict.FLAKY_FAILURE if bug.flaky else verdicts.Verdict.FAILURE)
+    lines = [failure_text(rec, bug.file) if rec is not None else f"{word}: {bug.case}\n  replay: {bug.replay}"]
+    lines += [f"  {bug.trigger}"] if bug.trigger else []
+    lines += [f"  drawn cases that failed ({len(failing)}):"] + [f"    {derive.case_text(r.case)}" for r in failing]
+    _mark(suite, case, "failure", bug.failure, type=word).text = "\n".join(lines)
+
+
+def _run_suite(root: ET.Element, outcome: RunOutcome, counts: counting.Counts) -> None:
+    """The run's own verdict as one testcase, where no testcase above shows why it failed: a failure (exit 1) or
+    an error (any other non-zero exit)."""
     suite = ET.SubElement(root, "testsuite", name="run", tests="1", failures="0", errors="0", skipped="0")
     case = ET.SubElement(suite, "testcase", classname="run", name="exit status", time="0")
     word = _run_word(outcome)
-    if outcome.code != EXIT_OK:
-        kind = "failure" if outcome.code == EXIT_FAIL else "error"
-        element = ET.SubElement(case, kind, message=f"exit status {outcome.code}: {word}", type=word)
-        element.text = console.outcome_text(outcome).strip()
-        suite.set("failures" if kind == "failure" else "errors", "1")
-    ET.SubElement(case, "system-out").text = console.summary_table(list(outcome.rows))
+    kind = "failure" if outcome.code == EXIT_FAIL else "error"
+    element = ET.SubElement(case, kind, message=f"exit status {outcome.code}: {word}", type=word)
+    element.text = console.outcome_text(outcome, counts).strip()
+    suite.set("failures" if kind == "failure" else "errors", "1")
+    ET.SubElement(case, "system-out").text = console.summary_table(list(outcome.rows), counts)
 
 
 # --- The upgrade gate ---

@@ -37,6 +37,7 @@ from harness.report.versions import (
     memory_by_version,
     speed_by_version,
 )
+from harness.store import counts as counting
 from harness.store.cells import CellRow, cell_rows
 from harness.store.derive import (
     Uses,
@@ -494,31 +495,44 @@ class Report:
     cells: list[CellRow] = dataclasses.field(default_factory=list)
     divergences: list[FailureView] = dataclasses.field(default_factory=list)  # between the two interpreters
     forks: ForkSection = dataclasses.field(default_factory=ForkSection)  # the stores' fork records (report.fork)
+    # What the failures section and the per-version table count (harness.store.counts), as the nav says it; the
+    # bugs of each (implementation, version) row of the per-version table.
+    tally: counting.Counts = dataclasses.field(default_factory=lambda: counting.Counts(kernels=()))
+    nav_failures: str = ""
+    version_bugs: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
 
 
-def verdict(current: Records, gate: GateResult | None) -> Verdict:
+def _findings(current: Records, tally: counting.Counts) -> tuple[list[str], list[str]]:
+    """(what failed, in short, for the headline; one line each: every bug, then every other finding)."""
     # An oracle outside its tolerance is a finding about the oracle: shown, never a kernel failure.
-    failing = sum(not r.passed for r in current.cases if r.role != "oracle")
     oracle_findings = sum(not r.passed for r in current.cases if r.role == "oracle")
     compile_fail = sum(not r.ok for r in current.compiles)
     leaking = sorted({str(r.implementation) for r in current.leaks if not r.passed})
     diverged = sum(r.divergence for r in current.cases)
-    details = []
+    short, details = [], []
+    if tally.bugs or tally.failing:
+        short.append(counting.headline(tally))
+        details += [counting.bug_line(b, tally.of(b.kernel)) for b in tally.bugs]
+    if compile_fail:
+        short.append(counting.plural(compile_fail, "failed compile check"))
+    if leaking:
+        short.append(f"memory grows with calls (leak): {', '.join(leaking)}")
+    details += short[1 if tally.bugs or tally.failing else 0 :]
     if diverged:
         details.append(
-            f"{diverged} interpreter divergence{'s' if diverged != 1 else ''} (fast against faithful interpreter; "
+            f"{counting.plural(diverged, 'interpreter divergence')} (fast against faithful interpreter; "
             "not counted against kernels)"
         )
     if oracle_findings:
-        details.append(
-            f"{oracle_findings} oracle finding{'s' if oracle_findings != 1 else ''} (not counted against kernels)"
-        )
-    if failing:
-        details.append(f"{failing} failing case record{'s' if failing != 1 else ''}")
-    if compile_fail:
-        details.append(f"{compile_fail} failed compile check{'s' if compile_fail != 1 else ''}")
-    if leaking:
-        details.append(f"memory grows with calls (leak): {', '.join(leaking)}")
+        details.append(f"{counting.plural(oracle_findings, 'oracle finding')} (not counted against kernels)")
+    return short, details
+
+
+def verdict(current: Records, gate: GateResult | None) -> Verdict:
+    """The banner: the gate's verdict, else the bugs (each named: kernel, trigger, failing cases, replay) and
+    other failures of `current`, counted as harness.store.counts counts them for every view."""
+    tally = counting.count(current)
+    short, details = _findings(current, tally)
     # Unreadable records, or a run that did not finish (interrupted, killed, still running,
     # failed): the records are not all the run was asked to do, so the verdict is never PASS.
     # With a baseline, a kernel that cannot run is the gate's to judge (not compared, or lost).
@@ -537,18 +551,34 @@ def verdict(current: Records, gate: GateResult | None) -> Verdict:
         return Verdict(status="pass", headline=gate.summary(), details=details, baseline=gate.baseline)
     if not (current.cases or current.benches or current.compiles or current.leaks):
         return Verdict(status="fail", headline="NO RECORDS: nothing was run", details=details, baseline=None)
-    if failing or compile_fail or leaking:
-        return Verdict(status="fail", headline="FAILURES: " + ", ".join(details), details=details, baseline=None)
+    if short:
+        return Verdict(status="fail", headline="FAILURES: " + "; ".join(short), details=details, baseline=None)
     if incomplete:
         n = len(incomplete)
         return Verdict(
             status="fail",
-            headline=f"INCOMPLETE DATA ({n} problem{'s' if n != 1 else ''}): {incomplete[0]}",
+            headline=f"INCOMPLETE DATA ({counting.plural(n, 'problem')}): {incomplete[0]}",
             details=details,
             baseline=None,
         )
-    n = len(current.cases)
-    return Verdict(status="pass", headline=f"PASS: {n} case records, no failure", details=details, baseline=None)
+    headline = f"PASS: no bug; {counting.headline(tally).split('; ', 1)[1]}"
+    return Verdict(status="pass", headline=headline, details=details, baseline=None)
+
+
+def nav_failures(tally: counting.Counts, views: list[FailureView]) -> str:
+    """What the nav's Failures link counts: bugs, failing drawn cases, and failed compile checks where any."""
+    compiles = sum(f.kind == "compile" for f in views)
+    said = f"{counting.plural(len(tally.bugs), 'bug')}, {counting.plural(tally.failing, 'failing case')}"
+    return said + (f", {counting.plural(compiles, 'failed compile check')}" if compiles else "")
+
+
+def version_bugs(records: Records, envs: list[Env]) -> dict[tuple[str, str], int]:
+    """(implementation, version label) -> its bugs there (harness.store.counts), for the per-version table."""
+    out = {}
+    for env in envs:
+        for k in counting.count(records.subset(set(env.runs))).kernels:
+            out[(k.kernel, env.label)] = len(k.bugs)
+    return out
 
 
 def build(
@@ -567,23 +597,26 @@ def build(
     envs, run_env = environments(records)
     main, other = failures(records, run_env)
     uses = uses_of(records.cases)
+    tally = counting.count(records)
     return Report(
         title=title,
         generated=(now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC"),
         sources=[str(r) for r in records.roots],
         verdict=verdict(current, gate),
         gate=gate,
+        # Singular: the template writes each count with its noun's plural where it is not 1.
         counts={
-            "runs": len(records.run_ids),
-            "case records": len(records.cases),
-            "bench records": len(records.benches),
-            "compile records": len(records.compiles),
+            "run": len(records.run_ids),
+            "case record": len(records.cases),
+            "bench record": len(records.benches),
+            "compile record": len(records.compiles),
         },
         matrix=matrix(current.cases, uses),
         matrix_scope="the candidate's records" if current is not records else "every record",
         histograms=histograms(current.cases, uses),
         envs=envs,
-        correctness=correctness_by_version(records.cases, envs, run_env, uses),
+        # Drawn cases only: a bug's shrunk case is counted as the bug (version_bugs), not as another failing case.
+        correctness=correctness_by_version([r for r in records.cases if not r.shrunk], envs, run_env, uses),
         speed=speed_by_version(records.benches, envs, run_env, thresholds),
         memory=memory_by_version(records.compiles, envs, run_env, thresholds),
         compile_times=compile_time_by_version(records.compiles, envs, run_env, thresholds),
@@ -602,4 +635,7 @@ def build(
         cells=cell_rows(records.runs, records.cases),
         divergences=divergences(records, run_env),
         forks=section(records.roots),
+        tally=tally,
+        nav_failures=nav_failures(tally, main),
+        version_bugs=version_bugs(records, envs),
     )
