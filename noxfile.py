@@ -270,16 +270,24 @@ def faults(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def fleet_db(session: nox.Session) -> None:
-    """Two runners share a real redis-server as their example database, killed mid-run (slow; needs redis-server)."""
+    """The fleet, slow: two runners share a real redis-server as their example database, killed mid-run (needs
+    redis-server); the CI merge job's real steps over the cells' stores."""
     install(session, "test", "fleet")
-    _pytest(session, "-m", "slow", "tests/test_fleet_database.py")
+    _pytest(session, "-m", "slow", "tests/test_fleet_database.py", "tests/test_merge_workflow.py")
 
 
 @nox.session(python=PYTHON)
 def forks(session: nox.Session) -> None:
     """Upstream's later fixes replayed on planted forks of old releases (fork-base; slow: a kernel run per bug)."""
     install(session, "test")
-    _pytest(session, "-m", "slow", "tests/test_fork_base.py")
+    _pytest(
+        session,
+        "-m",
+        "slow",
+        "tests/test_fork_base.py",
+        "tests/test_upstream_record.py",
+        "tests/test_upstream_candidate.py",
+    )
 
 
 @nox.session(python=PYTHON)
@@ -517,3 +525,10 @@ def docs(session: nox.Session) -> None:
     session.run("python", "-m", "docs.generate", env={"JAX_PLATFORMS": "cpu"})
     # --strict: a broken link or anchor, or a page missing from the nav, fails (mkdocs.yml `validation`).
     session.run("mkdocs", "build", "--strict", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def run_phases(session: nox.Session) -> None:
+    """Where a 60-case run's CPU goes by phase, cold and warm cache (benchmarks/results/run_phases.json)."""
+    install(session)
+    session.run("python", "benchmarks/run_phases.py", *session.posargs, env={"JAX_PLATFORMS": "cpu"})

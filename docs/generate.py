@@ -13,10 +13,12 @@ the argument parser (harness.cli.build_parser). In docs/history.md, between `<!-
 `<!-- bugs:end -->` and between `<!-- commits:begin -->` and `<!-- commits:end -->`: the list of bugs and the
 commits that are not bugs, from their recorded files (docs/data/history_*.json); in docs/performance.md,
 between `<!-- results:begin -->` and `<!-- results:end -->`, every benchmark run recorded under
-benchmarks/results/ that compares sides, with its command. Exits 2 when a file lacks its markers,
-and 4 ("cannot run here") where a kernel module cannot be imported because an optional framework is
-missing: the table would lack its rows. A kernel whose upstream module the installed jax lacks (jax
-0.12.1 removed the Pallas GPU attention modules) keeps the rows generated where it loads.
+benchmarks/results/ that compares sides, with its command, and between `<!-- run-phases:begin -->` and
+`<!-- run-phases:end -->` where a 60-case run's CPU goes by phase (benchmarks/run_phases.py). Exits 2
+when a file lacks its markers, and 4 ("cannot run here") where a kernel module cannot be imported because
+an optional framework is missing: the table would lack its rows. A kernel whose upstream module the
+installed jax lacks (jax 0.12.1 removed the Pallas GPU attention modules) keeps the rows generated where
+it loads.
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ TESTS_PAGE = ROOT / "docs" / "tests.md"
 SUITE_TIME = RESULTS / "suite_time.json"
 SUITE_TIME_BEGIN, SUITE_TIME_END = "<!-- suite-time:begin -->", "<!-- suite-time:end -->"
 SUITE_TIME_MODULES = 12  # the modules listed by name; the rest summed in one row
+# Where a 60-case run's CPU goes by phase (benchmarks/run_phases.py's record), in docs/performance.md.
+RUN_PHASES = RESULTS / "run_phases.json"
+RUN_PHASES_BEGIN, RUN_PHASES_END = "<!-- run-phases:begin -->", "<!-- run-phases:end -->"
+RUN_PHASES_SHOWN = 0.5  # CPU seconds: a phase under this in every run is summed into one row
 # The bug history's list and its walk of the commits that are not bugs: recorded data, rendered.
 HISTORY_PAGE = ROOT / "docs" / "history.md"
 HISTORY_BUGS = ROOT / "docs" / "data" / "history_bugs.json"
@@ -279,15 +285,19 @@ def parts(lacking: Iterable[str] = ()) -> dict[Path, str]:
     names = [m.rpartition(".")[2] for m in lacking]
     page = KERNELS_PAGE.read_text()
     table = _with_carried(kernel_table(impls), _between(page, BEGIN, END), names)
-    restrictions = _with_carried(
-        restriction_table(impls), _between(page, RESTRICTIONS_BEGIN, RESTRICTIONS_END), names
-    )
+    restrictions = _with_carried(restriction_table(impls), _between(page, RESTRICTIONS_BEGIN, RESTRICTIONS_END), names)
     kernels = [(table, BEGIN, END), (restrictions, RESTRICTIONS_BEGIN, RESTRICTIONS_END)]
     return {
         KERNELS_PAGE: _filled(KERNELS_PAGE, kernels),
         CLI_PAGE: _filled(CLI_PAGE, [(cli_reference(build_parser()), CLI_BEGIN, CLI_END)]),
         HISTORY_PAGE: history_page(),
-        PERFORMANCE_PAGE: _filled(PERFORMANCE_PAGE, [(benchmark_results(RESULTS), RESULTS_BEGIN, RESULTS_END)]),
+        PERFORMANCE_PAGE: _filled(
+            PERFORMANCE_PAGE,
+            [
+                (benchmark_results(RESULTS), RESULTS_BEGIN, RESULTS_END),
+                (run_phases(RUN_PHASES), RUN_PHASES_BEGIN, RUN_PHASES_END),
+            ],
+        ),
         FOUND_PAGE: _filled(FOUND_PAGE, [(finding_counts(), COUNTS_BEGIN, COUNTS_END)]),
         README: _filled(README, [(torch_cost(TORCH_COST), TORCH_COST_BEGIN, TORCH_COST_END)]),
         TESTS_PAGE: _filled(TESTS_PAGE, [(suite_time(SUITE_TIME), SUITE_TIME_BEGIN, SUITE_TIME_END)]),
@@ -318,6 +328,56 @@ def suite_time(path: Path) -> str:
     lines += ["", "| slowest tests | seconds |", "|---|---|"]
     lines += [f"| `{t['module']}::{t['test']}` | {t['seconds']:.0f} |" for t in r["slowest"]]
     return "\n".join(lines)
+
+
+def run_phases(path: Path) -> str:
+    """docs/performance.md's tables of a 60-case run's CPU by phase, per run (benchmarks/run_phases.py's record)."""
+    r = json.loads(path.read_text())
+    runs, host, goal = r["runs"], r["host"], r["goal"]
+    lines = [
+        f"`{shlex.join(r['command'])}` at {r['commit']}, {host['cores']} cores, Python {host['python']}, "
+        f"jax {r['versions']['jax']}, torch {r['versions']['torch']}, recorded {r['time']}.",
+        "",
+        "| run | exit | cases | programs | CPU s | wall s | worker compile requests | served by the cache | verdicts |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, run in runs.items():
+        c = run["compiles"]
+        verdicts = ", ".join(f"{k} {v}" for k, v in run["verdicts"].items())
+        lines.append(
+            f"| {name} | {run['exit_code']} | {run['cases']} | {run['programs']} | {run['cpu_s']:.1f}"
+            f" | {run['wall_s']:.0f} | {c.get('workers_compile_requests', 0)} | {c.get('workers_cache_hits', 0)}"
+            f" | {verdicts} |"
+        )
+    ratio = goal["cold_over_warm"]
+    lines += [
+        "",
+        f"Goal: at least 40 programs ({goal['programs']}), at most 110 CPU s warm ({_figure(goal['warm_cpu_s'])}), "
+        f"cold at most 1.3x warm ({'x' + format(ratio, '.2f') if ratio else 'not run'}). "
+        f"Every run came to the same verdicts: {'yes' if goal.get('same_verdicts') else 'no'}.",
+        "",
+        "| where: phase | " + " | ".join(f"{name} CPU s" for name in runs) + " |",
+        "|---|" + "---|" * len(runs),
+    ]
+    names = sorted({k for run in runs.values() for k in run["phases"]})
+    cpu = {k: [run["phases"].get(k, {}).get("cpu_s", 0.0) for run in runs.values()] for k in names}
+    shown = sorted((k for k in names if max(cpu[k]) >= RUN_PHASES_SHOWN), key=lambda k: -max(cpu[k]))
+    rest = [sum(cpu[k][i] for k in names if k not in shown) for i in range(len(runs))]
+    lines += [f"| {k} | {_cells(cpu[k])} |" for k in shown]
+    lines.append(f"| {len(names) - len(shown)} smaller phases | {_cells(rest)} |")
+    unwritten = [run["cpu_s"] - run["phased_cpu_s"] for run in runs.values()]
+    lines.append("| after the phases: process exits, processes that wrote none | " + _cells(unwritten) + " |")
+    steps = ("trace", "lower", "backend", "cache read")
+    lines += ["", "| run: compile steps, wall s | " + " | ".join(steps) + " |", "|---|" + "---|" * len(steps)]
+    for name, run in runs.items():
+        for where in ("run", "workers"):
+            got = [run["compiles"].get(f"{where}_wall_s_{step}", 0.0) for step in steps]
+            lines.append(f"| {name}: {where} | {_cells(got)} |")
+    return "\n".join(lines)
+
+
+def _cells(figures: list[float]) -> str:
+    return " | ".join(f"{x:.1f}" for x in figures)
 
 
 def torch_cost(path: Path) -> str:

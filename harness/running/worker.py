@@ -46,7 +46,7 @@ from harness.core import contract
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.running.execute import Execution
-from harness.runtime import compat
+from harness.runtime import compat, phases
 
 # Importing jax, torch and an implementation's module takes seconds, several times longer on a
 # loaded machine; neither the start-up nor loading the implementation is part of a case's time limit.
@@ -145,7 +145,7 @@ class Worker:
     def start(self) -> None:
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
-        env = worker_env(dict(os.environ), compat.jax_platform())
+        env = worker_env(dict(os.environ), compat.jax_platform()) | phases.child_env()
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         argv = [str(to_worker_r), str(from_worker_w), str(os.getpid())]
@@ -376,6 +376,7 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
     from harness.core.rows import batch_row
     from harness.running.execute import execute
 
+    phases.start(os.environ.get(phases.ROLE_ENV, "worker"))
     outbox.send("ready")
     impls: dict[str, Implementation] = {}
     while True:
@@ -388,14 +389,17 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
         spec, case_json, grads, options, row = request
         try:
             if spec not in impls:
-                impls[spec] = contract.resolve(spec)
+                with phases.phase("kernel import"):
+                    impls[spec] = contract.resolve(spec)
             interpret = compat.InterpretOptions.from_json(options)
             case = Case.from_json(case_json)
-            inputs = make_inputs(case)
-            if row is not None:
-                case, inputs = batch_row(case, inputs, row)
+            with phases.phase("inputs"):
+                inputs = make_inputs(case)
+                if row is not None:
+                    case, inputs = batch_row(case, inputs, row)
             outbox.send(STARTED)
-            result = checked(execute(impls[spec], case, inputs, grads=grads, interpret=interpret))
+            with phases.phase("kernel calls"):
+                result = checked(execute(impls[spec], case, inputs, grads=grads, interpret=interpret))
         except KeyboardInterrupt:
             # execute saw an interrupt inside a host callback: the harness stops, the
             # kernel is not blamed (this process ignores SIGINT, so it came from the callback).
