@@ -48,8 +48,12 @@ def grads(keys: int, backend: SDPBackend):
     with sdpa_kernel([backend]):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     out.backward(dout)
-    got = {"out": out[0, 0, 0].detach().numpy(), "dq": q.grad[0, 0, 0].numpy(), "dk": k.grad[0, 0].numpy(),
-           "dv": v.grad[0, 0].numpy()}
+    got = {
+        "out": out[0, 0, 0].detach().numpy(),
+        "dq": q.grad[0, 0, 0].numpy(),
+        "dk": k.grad[0, 0].numpy(),
+        "dv": v.grad[0, 0].numpy(),
+    }
     want = declared_gradient(q.detach(), k.detach(), v.detach(), dout, keys)
     return got, want, v.detach()[0, 0].numpy().mean(0)
 
@@ -69,7 +73,9 @@ for keys in (4, 8, 64):
         errs = [rel(got[q], want[q]) for q in ("dq", "dk", "dv")]
         if backend == SDPBackend.FLASH_ATTENTION:
             worst = max(worst, errs[2])
-        print(f"{keys:4d}  {backend.name:16s}  {rel(got['out'], mean_v):.1e}          {ratio:8.3f}      "
-              + "   ".join(f"{e:.1e}" for e in errs))
+        print(
+            f"{keys:4d}  {backend.name:16s}  {rel(got['out'], mean_v):.1e}          {ratio:8.3f}      "
+            + "   ".join(f"{e:.1e}" for e in errs)
+        )
 print("shows" if worst > 1e-4 else "fixed")
 sys.exit(1 if worst > 1e-4 else 0)
