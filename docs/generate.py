@@ -307,13 +307,12 @@ def parts(lacking: Iterable[str] = ()) -> dict[Path, str]:
 def suite_time(path: Path) -> str:
     """docs/tests.md's tables of where the default suite's time goes (benchmarks/suite_time.py's record)."""
     r = json.loads(path.read_text())
-    host = r["host"]
-    after = f"{r['load_after']:.1f}" if "load_after" in r else "not recorded"
+    # The record names its host (cores, load before and after) and commit; the page shows the figures.
     lines = [
-        "| tests | failed | wall (s) | CPU (s) | cores | load before, after | Python | command |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| {r['tests']} | {r['failed']} | {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f} | {host['cores']}"
-        f" | {r['load_before']:.1f}, {after} | {host['python']} | `{shlex.join(r['command'])}` |",
+        "| tests | failed | wall (s) | CPU (s) | Python | command |",
+        "|---|---|---|---|---|---|",
+        f"| {r['tests']} | {r['failed']} | {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f}"
+        f" | {r['host']['python']} | `{shlex.join(r['command'])}` |",
         "",
         "| module | tests | seconds (summed over its tests) | share |",
         "|---|---|---|---|",
@@ -335,8 +334,9 @@ def run_phases(path: Path) -> str:
     r = json.loads(path.read_text())
     runs, host, goal = r["runs"], r["host"], r["goal"]
     lines = [
-        f"`{shlex.join(r['command'])}` at {r['commit']}, {host['cores']} cores, Python {host['python']}, "
-        f"jax {r['versions']['jax']}, torch {r['versions']['torch']}, recorded {r['time']}.",
+        # The record names its host, commit and time; the page the command and the versions it ran on.
+        f"`{shlex.join(r['command'])}` on Python {host['python']}, "
+        f"jax {r['versions']['jax']}, torch {r['versions']['torch']}.",
         "",
         "| run | exit | cases | programs | CPU s | wall s | worker compile requests | served by the cache | verdicts |",
         "|---|---|---|---|---|---|---|---|---|",
