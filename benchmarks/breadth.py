@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402,F401 - JAX platform set-up before jax is imported
 from harness.core import contract, features, pool  # noqa: E402
-from harness.running import runner, search, shards  # noqa: E402
+from harness.running import runner, search  # noqa: E402
+from harness.running.jobs import shard  # noqa: E402
 from harness.store.files import atomic_write_json  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def _pass(case, subjects, **options) -> runner.CaseResult:  # noqa: ANN001 - run
 
 
 def drawn(
-    kernel: contract.Implementation, *, examples: int, seed: int | None, profile: str, shard: shards.Shard
+    kernel: contract.Implementation, *, examples: int, seed: int | None, profile: str, shard: shard.Shard
 ) -> list:
     """The cases shard `shard` of a passing `run --examples examples` checks, in order."""
     real = search.runner.run_case
@@ -82,9 +83,9 @@ def draw_figures(kernel: contract.Implementation, cases: list, *, within: int) -
 
 def measure_draw(name: str, *, examples: int, seed: int | None, profile: str, jobs: int) -> dict[str, Any]:
     kernel = contract.resolve(name)
-    one = drawn(kernel, examples=examples, seed=seed, profile=profile, shard=shards.Shard(0, 1))
+    one = drawn(kernel, examples=examples, seed=seed, profile=profile, shard=shard.Shard(0, 1))
     parts = [
-        drawn(kernel, examples=examples, seed=seed, profile=profile, shard=shards.Shard(i, jobs)) for i in range(jobs)
+        drawn(kernel, examples=examples, seed=seed, profile=profile, shard=shard.Shard(i, jobs)) for i in range(jobs)
     ]
     merged = [c for part in parts for c in part]
     return {

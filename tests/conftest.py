@@ -6,7 +6,7 @@ from harness.runtime import compat
 
 compat.default_platforms_env()  # a process start: JAX_PLATFORMS=cpu where no TPU is attached, before jax loads
 
-# `run` starts one worker process per core by default (harness.running.shards); the tests of one run's
+# `run` starts one worker process per core by default (harness.running.jobs); the tests of one run's
 # output and store run it in one process, and tests/test_shards.py asks for workers explicitly.
 os.environ.setdefault("ATTN_HARNESS_JOBS", "1")
 

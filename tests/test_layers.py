@@ -84,7 +84,7 @@ LAYERS: list[tuple[str, dict[str, tuple[str, ...]]]] = [
                 "harness.running.session",
                 "harness.running.sink",
                 "harness.running.plan",
-                "harness.running.shards",
+                "harness.running.jobs",
                 "harness.running.summaries",
                 "harness.running.distinct",
                 "harness.running.determinism",

@@ -88,7 +88,7 @@ def test_speed_and_memory_movement_across_versions(tmp_path: Path) -> None:
 
 def test_one_bug_two_shards_found_is_one_failure_with_the_other_as_an_example(tmp_path: Path) -> None:
     # The parent of `run --jobs` pointed the second shard's shrunk records at the bug's one failure file
-    # (harness.running.shards.same_bugs): the report lists that bug once.
+    # (harness.running.jobs.same_bug.same_bugs): the report lists that bug once.
     store = tmp_path / "s"
     bug = store / "failures" / "bug.json"
     bug.parent.mkdir(parents=True)

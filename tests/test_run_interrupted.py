@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.case import Case
-from harness.running import shards
+from harness.running.jobs import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 # Upper bounds only: under load a case can take many times its idle cost.
@@ -37,7 +37,7 @@ class Run:
         argv = ["run", "--kernel", "tests._fakes:CORRECT", "--examples", "500", "--no-grads", "--out", str(out)]
         cmd = [sys.executable, "-m", "harness", *argv, "--no-database"]
         # --jobs left at its default, which $ATTN_HARNESS_JOBS sets (tests/conftest.py sets 1).
-        env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT), shards.JOBS_ENV: str(jobs)}
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT), processes.JOBS_ENV: str(jobs)}
         if ignore_sigint:
             # As a background job of a non-interactive shell: sh ignores SIGINT, and SIG_IGN is
             # inherited through exec (same pid). Not preexec_fn: Python code between fork and exec
@@ -175,8 +175,8 @@ def test_an_interrupted_run_says_so_and_keeps_its_cases(tmp_path, sig, ignore_si
     signalled = time.monotonic()
     run.proc.send_signal(sig)
     output = run.finish()
-    # A stop is forwarded, never waited out: no worker needed killing after shards.STOP_GRACE_S.
-    assert time.monotonic() - signalled < shards.STOP_GRACE_S, output
+    # A stop is forwarded, never waited out: no worker needed killing after processes.STOP_GRACE_S.
+    assert time.monotonic() - signalled < processes.STOP_GRACE_S, output
     assert run.proc.returncode == 1, output
     assert _running(started) == [], output
     assert "run interrupted" in output

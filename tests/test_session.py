@@ -17,9 +17,10 @@ from harness.cli.commands import run as run_command
 from harness.core import jaxvjp
 from harness.core.errors import InputError
 from harness.running import session
+from harness.running.jobs.processes import default_jobs
+from harness.running.jobs.shard import Shard
 from harness.running.plan import RunPlan, option, plan_from_options
 from harness.running.runner import CaseResult
-from harness.running.shards import Shard, default_jobs
 from harness.running.sink import StopToken
 from harness.store.schema import RunStatus
 

@@ -1,4 +1,4 @@
-"""`run --shard I/N` and `run --jobs N` (harness.running.shards)."""
+"""`run --shard I/N` and `run --jobs N` (harness.running.jobs)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from harness import cli
-from harness.running.shards import Shard, merge_rows, worst
+from harness.running.jobs.processes import worst
+from harness.running.jobs.shard import Shard
+from harness.running.jobs.summaries import merge_rows
 from harness.store.failures import FailureRecord
 from harness.store.records import CaseRecord, RunRecord
 from tests import _fakes
@@ -135,7 +137,7 @@ def _reported_failure(
 
 
 def test_one_bug_found_by_two_shards_keeps_one_failure_file(tmp_path: Path) -> None:
-    from harness.running.shards import SAME_BUG_DIR, same_bugs
+    from harness.running.jobs.same_bug import SAME_BUG_DIR, same_bugs
 
     runs = []
     for i in range(2):
@@ -177,7 +179,7 @@ def test_two_shards_failures_named_as_one_finding_keep_one_file_the_reduced_one(
     # jax 0.7.0, `run --kernel jax_xla --examples 200 --seed 1`: both shards met the float64 finding, one at
     # segments and a window (its shrink budget spent before the trigger search), one at near_max values
     # (reduced): two files for one known bug. Named as one finding, they are one bug; the reduced file is kept.
-    from harness.running.shards import SAME_BUG_DIR, same_bugs
+    from harness.running.jobs.same_bug import SAME_BUG_DIR, same_bugs
 
     runs = []
     for i in range(2):
@@ -196,7 +198,7 @@ def test_two_shards_failures_named_as_one_finding_keep_one_file_the_reduced_one(
 def test_two_shards_failures_whose_triggers_nest_are_said_to_and_both_kept(tmp_path: Path) -> None:
     # The planted paged page-table bug: one shard's reads past the table raise on the plainest case, the other's
     # valid lengths keep them in bounds and give wrong values. One may be the other with another symptom: said.
-    from harness.running.shards import nested, same_bugs
+    from harness.running.jobs.same_bug import nested, same_bugs
 
     runs = []
     for i in range(2):

@@ -48,7 +48,7 @@ MIN_EXTRA = 2
 # picks go by the field values they add (SPREAD), where a few candidates each suffice.
 CANDIDATES_PER_ENTRY = 6
 MIN_CANDIDATES = 160
-# Rounds of candidates a shard draws (harness.running.shards) until it owns enough of them.
+# Rounds of candidates a shard draws (harness.running.jobs) until it owns enough of them.
 OWNED_ROUNDS = 4
 _COLLECT = settings(
     database=None,
@@ -181,7 +181,7 @@ def draw_pool(
     pairs, then the tiling classes fewest entries have, then the most field values (SPREAD) no
     entry has yet; smallest first; each with the regime planned for its cases (_planned).
 
-    owns: only skeletons it is true of (a shard's programs, harness.running.shards), picked for
+    owns: only skeletons it is true of (a shard's programs, harness.running.jobs), picked for
     what they add to this shard's own entries, so that each shard's pool spans the whole space.
     Skeletons are distinct by program_key; fewer than asked come back when the contract has
     fewer distinct programs than that.

@@ -1,7 +1,7 @@
 """A run's summary row (run.json "summary"): how one kernel, oracle or interpreter pair did in one run.
 
 `run` writes them (harness.running.summaries), the shards of `run --jobs` merge them
-(harness.running.shards), and the console, the report and the coverage of a store read them,
+(harness.running.jobs), and the console, the report and the coverage of a store read them,
 all through `KernelSummary`. Here in the core because the lowest of those readers is
 (harness.core.coverage); the statuses are harness.store.schema.KernelStatus's values.
 """

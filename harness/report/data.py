@@ -287,7 +287,7 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
         if located is not None and isinstance(rec.case, dict):
             view.case, view.located, view.where = rec.case, located, [where(s) for s in located.strips]
         # One bug, one entry: a failure whose file another listed failure names already (two shards of a
-        # `run --jobs` found it, harness.running.shards.same_bugs) is one of its other examples.
+        # `run --jobs` found it, harness.running.jobs.same_bug.same_bugs) is one of its other examples.
         first = (rec.implementation, str(path)) not in listed
         (main if (rec.shrunk or path) and (path is None or first) else other).append(view)
         if rec.shrunk or path:

@@ -16,7 +16,8 @@ from typing import Any
 from harness.core import profiles
 from harness.core.errors import InputError
 from harness.running import database as examples_database
-from harness.running import runner, shards, worker
+from harness.running import runner, worker
+from harness.running.jobs import processes, shard
 from harness.runtime import compat
 
 # The kernel a run checks when none is named, and where its records go.
@@ -59,10 +60,10 @@ def options_of(plan: type[RunPlan] | RunPlan) -> list[tuple[dataclasses.Field, O
     return [(f, f.metadata["option"]) for f in dataclasses.fields(plan) if "option" in f.metadata]
 
 
-def _parse_shard(text: str) -> shards.Shard:
+def _parse_shard(text: str) -> shard.Shard:
     """--shard's parser: its own message on bad input, as argparse prints a type's error."""
     try:
-        return shards.Shard.parse(text)
+        return shard.Shard.parse(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -137,14 +138,14 @@ class RunPlan:
     )
     jobs: int = option(
         "--jobs",
-        factory=shards.default_jobs,
+        factory=processes.default_jobs,
         type=int,
         metavar="N",
         group="process",
         help="worker processes, each checking one shard of the run into the same store; the summary merges "
-        f"them (default ${shards.JOBS_ENV}, else the number of cores)",
+        f"them (default ${processes.JOBS_ENV}, else the number of cores)",
     )
-    shard: shards.Shard | None = option(
+    shard: shard.Shard | None = option(
         "--shard",
         type=_parse_shard,
         metavar="I/N",
@@ -243,7 +244,7 @@ class RunPlan:
             return where, None
         return self.out / ".hypothesis", where
 
-    def worker(self, shard: shards.Shard) -> RunPlan:
+    def worker(self, shard: shard.Shard) -> RunPlan:
         """The plan of one worker of this `--jobs` run: `shard` of it, in one process."""
         return dataclasses.replace(self, jobs=1, shard=shard)
 

@@ -258,7 +258,7 @@ class SearchOptions:
     profile's shrink budget in cases, per failure. smoke: start with the kernel's smoke cases (harness.core.smoke;
     or these cases, a shard's share of them), counted in `examples`. reuse: drawn cases take their compile-relevant
     part from a pool drawn for this run (harness.core.pool), so compiled programs serve several cases. owns: only
-    cases it is true of are drawn and checked (a shard's part of the search, harness.running.shards). first_failure:
+    cases it is true of are drawn and checked (a shard's part of the search, harness.running.jobs). first_failure:
     stop at the first failure, shrunk (any failure met while shrinking counts).
     """
 
@@ -407,7 +407,7 @@ class Search:
         # them a pool of a few extra entries can miss a whole feature (a tiling class) that 20 whole
         # draws would meet (tests/test_planted.py, fwd_v_offset_minor_blocks without smoke cases).
         skeletons_of = self.all_smoke if smoked else list(iter_smoke_cases(self.kernel))
-        # A shard owns whole programs (harness.running.shards): its pool is drawn from them alone.
+        # A shard owns whole programs (harness.running.jobs): its pool is drawn from them alone.
         pool_seed = pool.pool_seed(self.kernel, self.options.seed)
         try:
             skeletons = pool.draw_pool(

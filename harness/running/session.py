@@ -20,11 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.core import contract, features, profiles
+from harness.core import contract, exit_codes, features, profiles
 from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
-from harness.running import exactness, known, settle, shards, summaries, worker
+from harness.running import exactness, known, settle, summaries, worker
+from harness.running.jobs import processes, same_bug, shard, stores
+from harness.running.jobs import summaries as shard_summaries
 from harness.running.plan import RunPlan
 from harness.running.search import Search, SearchOptions, SearchOutcome
 from harness.running.settle import Failure
@@ -65,8 +67,8 @@ class Merged:
     run_ids: tuple[str, ...]
     coverage: tuple[str, ...]  # per kernel, its pairwise coverage line over every worker's cases
     lost: tuple[str, ...]  # per worker killed before it could say why, how it ended
-    same_bug: tuple[str, ...] = ()  # per failure another shard's explains, which (shards.same_bugs)
-    nested: tuple[str, ...] = ()  # kept failures of two shards whose triggers nest (shards.nested)
+    same_bug: tuple[str, ...] = ()  # per failure another shard's explains, which (same_bug.same_bugs)
+    nested: tuple[str, ...] = ()  # kept failures of two shards whose triggers nest (same_bug.nested)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -90,7 +92,7 @@ def run_session(plan: RunPlan, sink: Sink, stop: StopToken) -> RunOutcome:
     Raises InputError for bad input (said before any case runs), and any other exception for the
     harness's own failure, with run.json saying "failed".
     """
-    if not os.environ.get(shards.PARENT_ENV):  # a worker of `run --jobs`: its parent said it
+    if not os.environ.get(processes.PARENT_ENV):  # a worker of `run --jobs`: its parent said it
         installed = versions.library_versions()
         sink.say("versions: " + ", ".join(f"{name} {v}" for name, v in installed.items() if v and name != "harness"))
     if plan.jobs > 1:
@@ -125,16 +127,16 @@ def _prepare(plan: RunPlan, sink: Sink, stop: StopToken) -> _Run:
     if plan.cross_interpret and plan.case_timeout is not None:
         raise InputError("--cross-interpret runs its interpreted twins in-process; drop --case-timeout")
     time_limit = plan.time_limit()
-    if os.environ.get(shards.PARENT_PID_ENV):
+    if os.environ.get(exit_codes.PARENT_PID_ENV):
         # A worker of `run --jobs`: stop (as interrupted) when the parent dies, never run on as an orphan.
-        worker.die_with_parent(signal.SIGTERM, int(os.environ[shards.PARENT_PID_ENV]))
+        worker.die_with_parent(signal.SIGTERM, int(os.environ[exit_codes.PARENT_PID_ENV]))
     default_oracles = [n for n in contract.names("oracle") if n != RULER]
     oracles = resolve(plan.oracles if plan.oracles is not None else default_oracles, "oracle")
     meta: dict[str, Any] = {"command": sys.argv, "profile": plan.profile, "kernels": [k.name for k in kernels]}
     if plan.shard is not None:
         meta["shard"] = str(plan.shard)
-    if os.environ.get(shards.PARENT_ENV):
-        meta["jobs_parent"] = os.environ[shards.PARENT_ENV]
+    if os.environ.get(processes.PARENT_ENV):
+        meta["jobs_parent"] = os.environ[processes.PARENT_ENV]
     meta |= {"interpret": plan.interpret.to_json(), "case_timeout": time_limit}
     # Checked as exact as the installed upstream kernel is: its own behaviour, probed, refines the declaration.
     kernels = exactness.refined(kernels, sink.say)
@@ -319,20 +321,20 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
     """`plan.jobs` worker processes, shard i of them each, into one store; then the merged summary.
 
-    The workers handle a stop themselves (harness.running.shards.run_workers forwards it to them).
+    The workers handle a stop themselves (harness.running.processes.run_workers forwards it to them).
     """
     kernels = resolve(plan.kernels, "kernel")  # bad input is said once, before any worker starts
     exactness.refined(kernels, sink.say)  # probed once here, read from its cache by every worker
     create_dir(plan.out)
     sink.say(f"{plan.jobs} worker processes, one shard each, into {plan.out}")
-    done = shards.run_workers(lambda shard: plan.worker(shard).to_argv(), plan.jobs)
-    shards.mark_unfinished(plan.out, done.token, list(done.codes), interrupted=done.interrupted)
-    runs = shards.worker_runs(plan.out, done.token)
+    done = processes.run_workers(lambda shard: plan.worker(shard).to_argv(), plan.jobs)
+    stores.mark_unfinished(plan.out, done.token, list(done.codes), interrupted=done.interrupted)
+    runs = stores.worker_runs(plan.out, done.token)
     ids = tuple(run.run_id for run in runs)
-    same_bug = tuple(b.line() for b in shards.same_bugs(plan.out, runs))
-    nested = tuple(shards.nested(plan.out, runs))
+    same_bugs = tuple(b.line() for b in same_bug.same_bugs(plan.out, runs))
+    nested = tuple(same_bug.nested(plan.out, runs))
     coverage = tuple(
-        f"{k.name}: {features.coverage(k, shards.worker_cases(plan.out, set(ids), k.name)).line()}" for k in kernels
+        f"{k.name}: {features.coverage(k, stores.worker_cases(plan.out, set(ids), k.name)).line()}" for k in kernels
     )
     # A worker killed before it could say why: its run.json says "failed" (or "interrupted").
     lost = tuple(
@@ -341,7 +343,7 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
         if code < 0
     )
     # A shard that ended without finishing its records, whatever its exit status said: never exit 0.
-    finished = {shards.Shard.parse(run.shard or "0/1").index for run in runs if run.status in _SETTLED}
+    finished = {shard.Shard.parse(run.shard or "0/1").index for run in runs if run.status in _SETTLED}
     unsettled = tuple(
         f"shard {i}/{plan.jobs}: ended (exit status {code}) without finishing its records"
         for i, code in enumerate(done.codes)
@@ -350,11 +352,11 @@ def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
     code = EXIT_HARNESS if unsettled and done.code in (EXIT_OK, EXIT_CANNOT_RUN) else done.code
     return RunOutcome(
         code=code,
-        rows=tuple(shards.merge_rows(runs)),
+        rows=tuple(shard_summaries.merge_rows(runs)),
         records=plan.out,
         out=plan.out,
         interrupted=done.interrupted,
         merged=Merged(
-            jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost + unsettled, same_bug=same_bug, nested=nested
+            jobs=plan.jobs, run_ids=ids, coverage=coverage, lost=lost + unsettled, same_bug=same_bugs, nested=nested
         ),
     )

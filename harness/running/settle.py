@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.core import contract
-from harness.running import known, runner, shards, signatures
+from harness.running import known, runner, signatures
 from harness.running.distinct import ShrinkStats
 from harness.running.failures import write_failure
+from harness.running.jobs import same_bug
 from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome
 from harness.runtime.compat import InterpretOptions
@@ -120,7 +121,7 @@ class Settle:
         """Every distinct failure of the search, each with its own failure file and replay line, a drop-in's
         shrunk failure run on its upstream too (known.inherited: one more case each); a failure named
         as a finding an earlier one was named as is the same bug: its file goes to failures/same-bug/, listed
-        in the first one's (shards.file_as_same_bug), as the shards of `run --jobs` file one bug once."""
+        in the first one's (same_bug.file_as_same_bug), as the shards of `run --jobs` file one bug once."""
         kernel, out = self.kernel, []
         by_finding: dict[str, Path] = {}
         sigs = [
@@ -151,8 +152,8 @@ class Settle:
             if finding is not None:
                 first = by_finding.setdefault(finding.name, path)
                 if first != path:
-                    also = {"file": f"{shards.SAME_BUG_DIR}/{path.name}", "finding": finding.name}
-                    path = shards.file_as_same_bug(path, first, also)
+                    also = {"file": f"{same_bug.SAME_BUG_DIR}/{path.name}", "finding": finding.name}
+                    path = same_bug.file_as_same_bug(path, first, also)
             self.sink.write_case(failure, shrunk=True, failure_file=str(first))
             out.append(
                 Failure(
@@ -179,7 +180,7 @@ class Settle:
             cases=cases,
             failure=f"{n} of {len(sigs)}",
             signature=str(sig),
-            # For the parent of a `run --jobs`, which finds the shards' failures of one bug (shards.same_bugs).
+            # For the parent of a `run --jobs`, which finds the shards' failures of one bug (same_bug.same_bugs).
             signature_parts=sig.to_json(),
             shrunk=shrink.shrunk,
             shrink_runs=shrink.runs,

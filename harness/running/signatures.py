@@ -165,7 +165,7 @@ def explains(
 
 def subsumes(known: Signature, other: Signature, *, anywhere: bool = False, trigger: bool = False) -> bool:
     """Whether the failure `known` explains a failure whose signature is `other` (as `explains`): how two
-    reported failures are compared, such as two shards' of one `run --jobs` (harness.running.shards)."""
+    reported failures are compared, such as two shards' of one `run --jobs` (harness.running.jobs)."""
     same = [(i, k) for i, k, _ in known.how] == [(i, k) for i, k, _ in other.how]
     pairs = list(zip(known.how, other.how, strict=same))
     if trigger:  # a failure that raised has no quantities: it explains any that raised alike

@@ -129,7 +129,7 @@ _FOUND_TYPES: dict[str, tuple[Any, str]] = {
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Found:
     """How a failure was found and what it is: a failure file's `search` (FailureRecord.found), as `run` writes it
-    (harness.running.settle) and a `run --jobs` merge edits it (harness.running.shards). Every field is optional:
+    (harness.running.settle) and a `run --jobs` merge edits it (harness.running.jobs). Every field is optional:
     files from before a field existed lack it; `from_json` is strict about the type of what is there."""
 
     profile: str | None = None

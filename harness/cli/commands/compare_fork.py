@@ -24,7 +24,7 @@ from harness.environments import envs, upgrade
 from harness.gate import drift, forks, verdict
 from harness.gate.thresholds import Thresholds, load
 from harness.report import compose
-from harness.running import shards
+from harness.running.jobs import processes
 
 NAME = "compare-fork"
 HELP = "run a fork (KERNEL=MODULE:ATTR) and the built-in it replaces on the same cases, compiles and benchmarks; gate"
@@ -96,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
     examples = args.examples or upgrade.default_examples(upstream)
     if examples < 1 or args.compile_rounds < 1:
         raise UsageError(f"--examples={examples} and --compile-rounds={args.compile_rounds} must be at least 1")
-    jobs = shards.default_jobs() if args.jobs is None else args.jobs
+    jobs = processes.default_jobs() if args.jobs is None else args.jobs
     junitxml, summary = args.junitxml, args.json
     results.check_writable(junitxml, "--junitxml")
     results.check_writable(summary, "--json")

@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     results.check_writable(args.junitxml, "--junitxml")
     results.check_writable(args.json, "--json")
     stop = StopToken()
-    # A --jobs run's parent forwards a stop to its workers itself (harness.running.shards.run_workers).
+    # A --jobs run's parent forwards a stop to its workers itself (harness.running.jobs.processes.run_workers).
     with interrupt_signals(stop) if plan.jobs == 1 else contextlib.nullcontext():
         outcome = session.run_session(plan, console.TerminalSink(plan.out, verbose=plan.verbose), stop)
     print(console.outcome_text(outcome))

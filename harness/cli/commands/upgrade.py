@@ -30,7 +30,7 @@ from harness.gate import drift, verdict
 from harness.gate.forks import upstream_of
 from harness.gate.thresholds import Thresholds, load
 from harness.report import compose, data
-from harness.running import shards
+from harness.running.jobs import processes
 from harness.store import read as records
 from harness.upstream import candidate
 
@@ -81,7 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="run steps at once, both sides of a kernel side by side; compile and bench run alone "
-        f"(default: ${shards.JOBS_ENV} or the number of cores)",
+        f"(default: ${processes.JOBS_ENV} or the number of cores)",
     )
     add_out(p, default=DEFAULT_OUT, what="stores, logs and report")
     results.add_arguments(
@@ -222,7 +222,7 @@ def main(args: argparse.Namespace) -> int:
         if not args.to:
             raise UsageError("give at least one --to NAME==VERSION, e.g. --to jax==0.9.2 (or --gate BASE_DIR CAND_DIR)")
         changes = upgrade.targets(args.to, read_constraints(args.constraints))
-        jobs = shards.default_jobs() if args.jobs is None else args.jobs
+        jobs = processes.default_jobs() if args.jobs is None else args.jobs
         if jobs < 1:
             raise UsageError(f"--jobs={jobs} must be at least 1")
         if args.side:
