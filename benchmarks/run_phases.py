@@ -10,10 +10,18 @@ through this file (`--child`), which times the harness's steps from outside: the
 the search's own bookkeeping), inputs, the references, comparisons, probes, the trigger search, records.
 A run's total CPU is its process tree's (os.wait4); what no phase holds is its "unphased" row.
 
-Goal (issue 63): at least 40 distinct programs, at most GOAL_WARM_CPU_S on the warm run, and the cold run
-at most GOAL_COLD_RATIO times the warm one.
+What a failure costs: "failing" is the same command with a planted-bug drop-in of the default kernel
+(FAILING_KERNEL: its causal mask off by one; a drop-in draws its upstream's cases, so the two runs check
+the same cases), run twice after "warm", so that its own programs are compiled once ("failing, first") and
+the second run ("failing") pays what a failure adds to a warm run: shrinking (the candidates Hypothesis
+tries), the trigger search, the settling (replays, the known findings, upstream run on the shrunk case)
+and the failure files, each a phase of its own.
 
-    python benchmarks/run_phases.py [--sides cold,warm,uncached] [--out FILE]
+Goals (issue 63): at least 40 distinct programs, at most GOAL_WARM_CPU_S on the warm run, the cold run
+at most GOAL_COLD_RATIO times the warm one, and a failure adding at most the cost of the run without one
+(the failing run at most GOAL_FAILING_RATIO times the warm one).
+
+    python benchmarks/run_phases.py [--sides cold,warm,uncached,failing] [--out FILE]
 """
 
 from __future__ import annotations
@@ -36,7 +44,12 @@ KERNEL = "pallas_flash"
 GOAL_PROGRAMS = 40
 GOAL_WARM_CPU_S = 110.0
 GOAL_COLD_RATIO = 1.3
-SIDES = ("cold", "warm", "uncached")
+GOAL_FAILING_RATIO = 2.0
+FAILING_KERNEL = "tests.planted.fwd_causal_off_by_one:flash_attention"
+SIDES = ("cold", "warm", "uncached", "failing")
+# The runs a side is: "failing" runs once unmeasured first (its drop-in's own programs compiled), then measured.
+RUNS = {"cold": ("cold",), "warm": ("warm",), "uncached": ("uncached",), "failing": ("failing, first", "failing")}
+PASSING = ("cold", "warm", "uncached")
 RUN_ROLE = "run"  # the run's own process; every other role is a worker's (the phase that started it)
 
 
@@ -72,9 +85,10 @@ def compile_counts(docs: list[dict[str, Any]]) -> dict[str, float]:
 def goal(sides: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The issue's three figures and whether each is met (None where a side was not run), and whether
     every run came to the same verdicts."""
-    warm, cold = sides.get("warm"), sides.get("cold")
+    warm, cold, failing = sides.get("warm"), sides.get("cold"), sides.get("failing")
     programs = (warm or cold or {}).get("programs")
     ratio = cold["cpu_s"] / warm["cpu_s"] if warm and cold else None
+    failing_ratio = failing["cpu_s"] / warm["cpu_s"] if warm and failing else None
     return {
         "programs": programs,
         "programs_met": None if programs is None else programs >= GOAL_PROGRAMS,
@@ -83,8 +97,12 @@ def goal(sides: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "warm_over_goal_s": None if warm is None else round(warm["cpu_s"] - GOAL_WARM_CPU_S, 1),
         "cold_over_warm": ratio and round(ratio, 3),
         "cold_met": None if ratio is None else ratio <= GOAL_COLD_RATIO,
-        # The caches change costs, never a verdict: every run passes and fails the same records.
-        "same_verdicts": len({json.dumps(s.get("verdicts"), sort_keys=True) for s in sides.values()}) <= 1,
+        "failing_over_warm": failing_ratio and round(failing_ratio, 3),
+        "failing_met": None if failing_ratio is None else failing_ratio <= GOAL_FAILING_RATIO,
+        # The caches change costs, never a verdict: every run of the default kernel passes and fails the same
+        # records (the failing runs check a planted bug: theirs are their own).
+        "same_verdicts": len({json.dumps(s.get("verdicts"), sort_keys=True) for n, s in sides.items() if n in PASSING})
+        <= 1,
     }
 
 
@@ -104,7 +122,8 @@ def distinct_programs(records: list[dict[str, Any]]) -> int:
     from harness.core import pool
     from harness.core.case import Case
 
-    cases = {json.dumps(r["case"], sort_keys=True) for r in records if r["implementation"] == KERNEL}
+    subjects = {KERNEL, FAILING_KERNEL}
+    cases = {json.dumps(r["case"], sort_keys=True) for r in records if r["implementation"] in subjects}
     return len({pool.program_key(Case.from_json(json.loads(c))) for c in cases})
 
 
@@ -116,7 +135,8 @@ def _records(store: Path) -> list[dict[str, Any]]:
 
 def run_side(name: str, caches: Path, tmp: Path) -> dict[str, Any]:
     """One run in a child process: its exit code, CPU (process tree) and wall seconds, phases, programs."""
-    phase_dir, store = tmp / f"phases-{name}", tmp / f"store-{name}"
+    slug = name.replace(", ", "-")
+    phase_dir, store = tmp / f"phases-{slug}", tmp / f"store-{slug}"
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -126,6 +146,8 @@ def run_side(name: str, caches: Path, tmp: Path) -> dict[str, Any]:
         "ATTN_HARNESS_PHASES": str(phase_dir),
     }
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", *RUN_ARGV, "--out", str(store)]
+    if name.startswith("failing"):
+        argv[argv.index(KERNEL)] = FAILING_KERNEL
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = proc.stdout.read()
@@ -147,6 +169,7 @@ def run_side(name: str, caches: Path, tmp: Path) -> dict[str, Any]:
         "compiles": compile_counts(docs),
         "phases": phases,
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        "failures": len(list((store / "failures").glob("*.json"))),
         "output_tail": output.splitlines()[-6:],
     }
 
@@ -163,10 +186,10 @@ def measure(sides: list[str]) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        for name in sides:
+        for name in (run for side in sides for run in RUNS[side]):
             results[name] = run_side(name, tmp / "caches", tmp)
             r = results[name]
-            print(f"{name:<9} {r['cpu_s']:.1f} CPU s, {r['wall_s']:.0f} s wall, {r['programs']} programs", flush=True)
+            print(f"{name:<14} {r['cpu_s']:.1f} CPU s, {r['wall_s']:.0f} s wall, {r['programs']} programs", flush=True)
     return {
         "benchmark": "run_phases",
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -206,6 +229,44 @@ def _time_the_run_process() -> None:
     probes.in_worker = timed("probes", probes.in_worker, scoped=True)
     exactness.refined = timed("probes", exactness.refined, scoped=True)
     sink.CaseRecorder.__call__ = timed("records", sink.CaseRecorder.__call__)
+    _time_what_a_failure_adds()
+
+
+def _time_what_a_failure_adds() -> None:
+    """A failure's own phases: the candidates Hypothesis tries while it shrinks one ("shrinking: ..."), and what
+    settling does after the search (replays, the known findings, upstream on the shrunk case, the files)."""
+    from harness.running import search, settle
+    from harness.runtime import phases
+
+    run_new = search.Search.run_new
+
+    def shrinking(self, case):  # noqa: ANN001, ANN202 - Search.run_new's own signature
+        timer = phases._timer
+        if self.shrink is None or timer is None or "trigger search: " in timer.scopes:
+            return run_new(self, case)  # a case of the search, or the trigger search's (timed as that)
+        with phases.scope("shrinking"):
+            return run_new(self, case)
+
+    search.Search.run_new = shrinking
+    for method, name in SETTLE_PHASES.items():
+        fn = getattr(settle.Settle, method, None)
+        if fn is not None:  # a step settle no longer has is timed by the phases inside it
+            setattr(settle.Settle, method, timed_scope(name, fn))
+
+
+# harness.running.settle.Settle's steps, each a scope of the failing run's table.
+SETTLE_PHASES = {
+    "check_fast_refusal": "settle: fast refusal",
+    "replay_failures": "settle: replays",
+    "name_known": "settle: known findings",
+    "write_failures": "settle: upstream alike and files",
+}
+
+
+def timed_scope(name: str, fn):  # noqa: ANN001, ANN201 - any callable
+    from harness.runtime.phases import timed
+
+    return timed(name, fn, scoped=True)
 
 
 def child(argv: list[str]) -> int:

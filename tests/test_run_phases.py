@@ -75,6 +75,23 @@ def test_goal_says_whether_the_runs_came_to_the_same_verdicts():
     assert run_phases.goal(sides)["same_verdicts"] is False
 
 
+@pytest.mark.parametrize(("failing", "met"), [(200.0, True), (200.75, False)])
+def test_a_failure_may_add_at_most_the_cost_of_the_run_without_it(failing, met):
+    passed = {"pallas_flash passed": 60}
+    sides = {
+        "warm": {"cpu_s": 100.25, "verdicts": passed},
+        "failing": {"cpu_s": failing, "verdicts": {"fwd_causal_off_by_one failed": 3}},
+    }
+    got = run_phases.goal(sides)
+    assert got["failing_met"] is met and got["failing_over_warm"] == round(failing / 100.25, 3)
+    assert got["same_verdicts"] is True  # a planted bug's verdicts are its own, never compared with upstream's
+
+
+def test_the_failing_side_runs_its_drop_in_once_unmeasured_first():
+    assert run_phases.RUNS["failing"] == ("failing, first", "failing")
+    assert set(run_phases.RUNS) == set(run_phases.SIDES)
+
+
 def test_goal_without_a_warm_run_says_nothing_of_it():
     got = run_phases.goal({"cold": {"cpu_s": 200.0, "programs": 41}})
     assert got["programs"] == 41 and got["warm_met"] is None and got["cold_met"] is None
