@@ -87,7 +87,7 @@ def test_two_shards_are_disjoint_and_the_same_every_time(tmp_path) -> None:
     assert seen[0] == seen[2] and not seen[0] & seen[1]
 
 
-def test_jobs_runs_workers_into_one_store_and_merges_their_summaries(tmp_path) -> None:
+def test_jobs_runs_workers_into_one_store_prints_one_stream_and_merges_their_summaries(tmp_path) -> None:
     # NAN fails every case (BROKEN only some, which 4 cases need not draw).
     argv = ["run", "--kernel", "tests._fakes:NAN", "--oracle", "jax_reference", "--examples", "4"]
     argv += ["--profile", "ci", "--max-shrinks", "1", "--jobs", "2", "--out", str(tmp_path)]
@@ -99,6 +99,20 @@ def test_jobs_runs_workers_into_one_store_and_merges_their_summaries(tmp_path) -
     assert "merged summary of 2 of 2 shards" in proc.stdout
     assert "pairwise coverage of declared features" in proc.stdout.split("merged summary")[1]
     assert _fakes.NAN.name in proc.stdout.split("merged summary")[1]
+    # One stream: each case once, numbered over the run (never per shard), and one summary, the merged one.
+    cases = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert [line.partition("]")[0] for line in cases] == [f"[{i}/4" for i in range(1, 5)], proc.stdout
+    assert all(f"{_fakes.NAN.name} FAIL" in line for line in cases)
+    assert proc.stdout.count("verdict:") == 1 and proc.stdout.count("up to 4 cases, profile ci") == 1, proc.stdout
+    assert "summary of shard" not in proc.stdout and "results ->" not in proc.stdout
+    # Each shard's own lines, its summary among them, are in its log, which the run names.
+    logs = sorted(tmp_path.glob("logs/jobs-*/shard-*-of-2.log"))
+    assert [p.name for p in logs] == ["shard-0-of-2.log", "shard-1-of-2.log"]
+    assert f"{logs[0].parent}/shard-*-of-2.log" in proc.stdout
+    for i, log in enumerate(logs):
+        text = log.read_text()
+        assert f"summary of shard {i}/2" in text and "verdict:" in text and "up to 2 cases" in text
+        assert [line.partition("]")[0] for line in text.splitlines() if line.startswith("[")] == ["[1/2", "[2/2"]
 
 
 def test_the_ci_workflow_runs_every_shard_then_merges_reports_and_gates() -> None:

@@ -25,7 +25,7 @@ from harness.core.errors import InputError
 from harness.core.exit_codes import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_HARNESS, EXIT_OK
 from harness.core.summary import KernelSummary
 from harness.running import exactness, known, settle, summaries, worker
-from harness.running.jobs import processes, same_bug, shard, stores
+from harness.running.jobs import processes, same_bug, shard, stores, stream
 from harness.running.jobs import summaries as shard_summaries
 from harness.running.plan import RunPlan
 from harness.running.search import Search, SearchOptions, SearchOutcome
@@ -321,13 +321,18 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:
     """`plan.jobs` worker processes, shard i of them each, into one store; then the merged summary.
 
-    The workers handle a stop themselves (harness.running.processes.run_workers forwards it to them).
+    The workers' lines are shown as one stream (harness.running.jobs.stream), each worker's whole output kept in
+    its log; the workers handle a stop themselves (harness.running.jobs.processes.run_workers forwards it to them).
     """
     kernels = resolve(plan.kernels, "kernel")  # bad input is said once, before any worker starts
-    exactness.refined(kernels, sink.say)  # probed once here, read from its cache by every worker
+    each = _examples(plan, kernels[0]) if kernels else 0
+    merge = stream.Merge(jobs=plan.jobs, kernel_cases=each, kernels=len(kernels), show=sink.say)
+    exactness.refined(kernels, merge.say)  # probed once here, read from its cache by every worker
     create_dir(plan.out)
-    sink.say(f"{plan.jobs} worker processes, one shard each, into {plan.out}")
-    done = processes.run_workers(lambda shard: plan.worker(shard).to_argv(), plan.jobs)
+    logs = stream.log_dir(plan.out, os.getpid(), time.time())
+    sink.say(f"{plan.jobs} worker processes, one shard each, into {plan.out}; up to {merge.total} cases in all")
+    done = processes.run_workers(lambda shard: plan.worker(shard).to_argv(), plan.jobs, logs=logs, line=merge.line)
+    sink.say(f"each shard's own output, its summary and failures in full: {logs}/shard-*-of-{plan.jobs}.log")
     stores.mark_unfinished(plan.out, done.token, list(done.codes), interrupted=done.interrupted)
     runs = stores.worker_runs(plan.out, done.token)
     ids = tuple(run.run_id for run in runs)

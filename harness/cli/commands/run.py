@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 
 from harness.cli import console, results
 from harness.cli.commands._shared import add_kernel, add_out, interrupt_signals
 from harness.running import session
+from harness.running.jobs import processes, stream
 from harness.running.plan import RunPlan, options_of, plan_from_options
 from harness.running.sink import StopToken
 
@@ -50,6 +52,9 @@ def main(args: argparse.Namespace) -> int:
     # A --jobs run's parent forwards a stop to its workers itself (harness.running.jobs.processes.run_workers).
     with interrupt_signals(stop) if plan.jobs == 1 else contextlib.nullcontext():
         outcome = session.run_session(plan, console.TerminalSink(plan.out, verbose=plan.verbose), stop)
+    if plan.shard is not None and os.environ.get(processes.PARENT_ENV):
+        # A worker of `run --jobs`: its summary stays in its log, the parent prints the merged one.
+        print(stream.summary_header(plan.shard))
     print(console.outcome_text(outcome))
     results.write(outcome, junitxml=args.junitxml, json_path=args.json)
     return outcome.code

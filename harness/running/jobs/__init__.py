@@ -1,7 +1,8 @@
 """`run --jobs N` and `run --shard I/N`: one module per job.
 
   shard      Shard: which cases a shard of a run owns (its programs' ids modulo N) and its share of --examples
-  processes  the worker processes of `run --jobs`: started, stops forwarded, exit statuses combined
+  processes  the worker processes of `run --jobs`: started, each into its log, stops forwarded, exit statuses combined
+  stream     the workers' lines as the parent shows them: one numbering of the cases, one summary, a status line
   stores     what the workers wrote into the one store: their run.json files and case records
   summaries  the workers' summary rows merged into one row per kernel
   same_bug   one bug found by several shards, filed once (failures/same-bug/)
