@@ -278,11 +278,30 @@ class _KernelItem(pytest.Item):
         if isinstance(error, api.CaseFailure | _CannotRun):
             # Hypothesis's own note repeats the case the report's first line names.
             notes = [str(n) for n in getattr(error, "__notes__", []) if not str(n).startswith(_HYPOTHESIS_NOTES)]
-            return "\n".join([str(error), *notes])
+            return "\n".join([_said(error), *notes])
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, self.name
+
+
+def _said(error: BaseException) -> str:
+    """A failure as every view words it: its failure file's bug (harness.store.bug_views), where it wrote one."""
+    path = getattr(error, "path", None)
+    if path is None:
+        return str(error)
+    import json
+
+    from harness.store import bug_views
+    from harness.store.bug import Bug
+    from harness.store.failures import FailureRecord
+    from harness.store.schema import RecordError
+
+    try:
+        record = FailureRecord.from_json(json.loads(Path(path).read_text()), str(path))
+    except (OSError, ValueError, RecordError):
+        return str(error)
+    return bug_views.text(Bug.of(record, path))
 
 
 class SmokeItem(_KernelItem):

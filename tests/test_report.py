@@ -113,7 +113,11 @@ def test_failures_carry_case_error_table_and_repro_command(tmp_path: Path) -> No
     (f,) = report.failures
     assert f.shrunk and f.kind == "case" and "seed=3" in f.title
     assert f.why == "out: err 5e-05 > bound 1e-05"
-    assert [(c.quantity, c.passed, c.used) for c in f.comparisons][0] == ("out", False, "5.00")
+    # The card is the bug's rows (harness.store.bug_views): its error table among them, said once.
+    (table,) = f.bug.tables
+    assert [(c.quantity, c.passed) for c in table.comparisons][0] == ("out", False)
+    rows = dict(f.rows)
+    assert "5.00" in rows["error table"] and rows["replay"] == f"python -m harness repro {moved}"
     assert f.repro == f"python -m harness repro {moved}"
     assert report.verdict.status == "fail" and report.verdict.headline.startswith("FAILURES: 1 bug;")
 
@@ -291,15 +295,16 @@ def test_report_of_a_store_written_by_run_compile_and_bench(capsys, tmp_path: Pa
     (failure,) = [f for f in report.failures if f.shrunk]
     assert failure.kind == "case" and failure.implementation == "tests._fakes:BROKEN"
     assert "Lk=32 D=64" in failure.title  # BROKEN fails on head_dim 64 with 32 keys
-    assert failure.why.startswith("out: err") and "> bound" in failure.why
+    assert failure.why.startswith("tests._fakes:BROKEN: out: err") and "> bound" in failure.why
     # Its shrink budget (--max-shrinks 3) spent before the trigger search: no trigger to say.
-    assert failure.trigger is None and failure.finding is None and failure.inherited is None
+    bug = failure.bug
+    assert bug.trigger is None and bug.finding is None and bug.inherited_from is None
     replay = failure.repro.removeprefix("python -m harness repro ")
     assert Path(replay).is_file() and Path(replay).parent == real_store / "failures"
     assert any(r.label == "jax_xla fwd mha_f32_256" for r in report.speed), [r.label for r in report.speed]
     assert any(r.group.startswith("v5e") for r in report.memory)
     html = out_html.read_text()
-    assert "tests._fakes:CORRECT" in html and "torch_sdpa" in html and '<p class="trigger">' not in html
+    assert "tests._fakes:CORRECT" in html and "torch_sdpa" in html and "<dt>trigger</dt>" not in html
 
 
 def test_each_cell_and_kernel_shows_its_verdict_and_api_coverage(tmp_path: Path) -> None:
@@ -410,17 +415,14 @@ def test_a_failure_card_says_its_trigger_the_finding_it_is_and_what_upstream_fai
     doc["search"] |= {"inherited_from": "pallas_flash"}
     path.write_text(json.dumps(doc))
     (failure,) = [f for f in _build(load([store])).failures if f.shrunk]
-    assert (failure.trigger, failure.finding, failure.expected, failure.inherited) == (
-        words,
-        "some_finding",
-        True,
-        "pallas_flash",
-    )
+    bug = failure.bug
+    assert (bug.trigger, bug.finding, bug.expected, bug.inherited_from) == (words, "some_finding", True, "pallas_flash")
     html = render.render(_build(load([store])))
-    assert f'<p class="trigger">{words}</p>' in html and "known finding <code>some_finding</code> (expected" in html
-    assert "inherited: upstream <code>pallas_flash</code>" in html
+    assert f"<dt>trigger</dt><dd>{words}</dd>" in html
+    assert "<dt>known finding</dt><dd>some_finding (expected: --known)</dd>" in html
+    assert "<dd>upstream pallas_flash, as installed, fails this case the same way" in html
     # A search the store cannot read: the failure is shown all the same, without them.
     doc["search"]["trigger"] = "mask:bias"
     path.write_text(json.dumps(doc))
     (failure,) = [f for f in _build(load([store])).failures if f.shrunk]
-    assert failure.trigger is None and failure.why.startswith("out: err")
+    assert failure.bug.trigger is None and "out: err" in failure.why

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-from harness.core import strips, verdicts
 from harness.core.case import Case
-from harness.core.compare import oracle_multiple
 from harness.core.errors import InputError
 from harness.core.locate import tiling
 from harness.core.numbers import multiple
 from harness.core.summary import KernelSummary
-from harness.running.runner import CaseResult, SubjectResult
+from harness.running.runner import CaseResult
 from harness.running.session import RunOutcome
 from harness.running.sink import StoreSink
+from harness.store import bug_views
 from harness.store import counts as counting
 from harness.store.counts import Counts
 from harness.store.failures import FailureRecord
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.2e}" if math.isfinite(x) else str(x)
-
 
 # A case line fits a terminal: the block sizes as a tiling label, the whole case with -v and in the records.
 LINE_MAX = 150
@@ -74,36 +67,9 @@ def progress_line(index: int, total: int, result: CaseResult, *, verbose: bool =
     return line if len(line) <= LINE_MAX else line[: LINE_MAX - 3] + "..."
 
 
-# Said under an error table where its "x oracle" column shows no multiple.
-NO_MULTIPLE = (
-    "x oracle: max_abs in units of the same-dtype oracle's error; '-' where that error is below the tolerance's "
-    "floor (the floor sets the bound there; err/bound says how the case did)"
-)
-
-
-def comparison_table(subject: SubjectResult, dtype: str) -> str:
-    """The error table of one implementation on one case of `dtype`: each error, the oracle's, the error as a
-    multiple of the same-dtype oracle's ("x oracle", only where the oracle's error is above the tolerance's floor:
-    compare.oracle_multiple), the bound, and the error as a share of it."""
-    head = f"  {subject.implementation} ({subject.backend}, empty rows declared {subject.empty_rows})"
-    if subject.error:
-        return f"{head}\n    raised {subject.error}"
-    rows = [
-        f"{'quantity':<11} {'max_abs':>9} {'max_rel':>9} {'oracle':>9} {'x oracle':>8} {'bound':>9} "
-        f"{'err/bound':>9}  verdict"
-    ]
-    blank = False
-    for c in subject.comparisons:
-        shown = oracle_multiple(c, dtype, subject.implementation)
-        blank |= shown is None
-        ratio = f"{multiple(shown) if shown is not None else '-':>8}"
-        used = f"{multiple(c.used) if not math.isnan(c.used) else '-':>9}"
-        rows.append(
-            f"{c.quantity:<11} {_fmt(c.max_abs):>9} {_fmt(c.max_rel):>9} {_fmt(c.oracle_abs):>9} {ratio} "
-            f"{_fmt(c.bound):>9} {used}  {'ok' if c.passed else 'FAIL'}{'  ' + c.note if c.note else ''}"
-        )
-    rows += [NO_MULTIPLE] if blank else []
-    return head + "\n" + "\n".join("    " + r for r in rows)
+# One error table, wherever one is shown (a live result, a record, a bug): harness.store.bug_views.
+NO_MULTIPLE = bug_views.NO_MULTIPLE
+comparison_table = bug_views.error_table
 
 
 # What the summary table's columns measure, printed under it.
@@ -133,7 +99,7 @@ def summary_table(rows: list[KernelSummary], counts: Counts | None = None) -> st
 def verdict_lines(counts: Counts) -> list[str]:
     """The run's counts (harness.store.counts) and each bug, as the JSON, JUnit and the report count them."""
     lines = [f"\nverdict: {counting.headline(counts)} (the shrunk case of each bug counted apart, not as a failure)"]
-    return lines + [f"  bug {i}: {counting.bug_line(b, counts.of(b.kernel))}" for i, b in enumerate(counts.bugs, 1)]
+    return lines + [f"  bug {i}: {line}" for i, line in enumerate(bug_views.verdict_lines(counts), 1)]
 
 
 def outcome_text(outcome: RunOutcome, counts: Counts | None = None) -> str:
@@ -151,6 +117,8 @@ def outcome_text(outcome: RunOutcome, counts: Counts | None = None) -> str:
         if m.nested:
             lines += ["triggers that nest, failing another way (one may be the other with another symptom; not merged)"]
             lines += [f"  {line}" for line in m.nested]
+        # Each bug as its failure file holds it, the one value every view renders (the workers' logs keep theirs).
+        lines += [part for b in (tally.bugs if isinstance(tally, Counts) else ()) for part in ("", bug_views.text(b))]
     else:
         lines = ["", *table, *_findings(outcome)]
     lines += verdict_lines(tally) if isinstance(tally, Counts) else [f"\nverdict: not counted: {tally}"]
@@ -177,22 +145,7 @@ def _findings(outcome: RunOutcome) -> list[str]:
             name = failure.known.name if failure.known is not None else "the same bug"
             lines.append(f"\n{name} again, kept as {failure.path}: one bug, its file {failure.same_bug_as}")
             continue
-        flaky = [s for s in failure.result.subjects if s.flaky]
-        word = "FLAKY FAILURE" if flaky else "FAIL"
-        word = f"KNOWN FINDING {failure.known.name}" if failure.known is not None else word
-        lines.append(f"\n{word} {failure.kernel}, shrunk to: {failure.result.case}")
-        lines += [f"  {failure.known.line()}"] if failure.known is not None else []
-        lines += [f"  {failure.trigger}"] if failure.trigger else []
-        if failure.inherited is not None:
-            lines.append(
-                f"  inherited: upstream {failure.inherited}, as installed, fails this case the same way "
-                f"(a bug of {failure.inherited}'s, not of this fork's edits)"
-            )
-        lines += [f"  {s.implementation}: {verdicts.replay_line(s.interpreter, s.replays)}" for s in flaky]
-        for s in failure.result.subjects:
-            if not s.passed:
-                lines.append(comparison_table(s, failure.result.case.dtype) + strips.appendix(s.located))
-        lines.append(f"  replay: {failure.replay}")
+        lines += ["", bug_views.text(failure.bug)]
     for r in outcome.rows:
         if r.divergence and r.failed:
             lines.append(

@@ -5,11 +5,12 @@ through their typed classes (harness.store.read): a case's verdict is its record
 so what a record says is what CI shows. Computing (`summary`, `junit`) is apart from writing (`write`).
 
 Both count what harness.store.counts counts, as the terminal and the report do: bugs, failing drawn cases,
-and the shrunk case of each bug apart (never another failure).
+and the shrunk case of each bug apart (never another failure). A bug is one value (harness.store.bug.Bug): the JSON
+lists its fields, JUnit its text.
 
-JUnit XML: one testsuite per kernel: one failing testcase per bug (its shrunk case's error table, where the
-error sits, its trigger, the drawn cases that failed, and the replay command of its failure file; a bug the
-run expects, --known, is skipped), one passing testcase per drawn case that passed; a kernel with failing
+JUnit XML: one testsuite per kernel: one failing testcase per bug (the bug as harness.store.bug_views words it
+for every view: its error table, where the error sits, its trigger, the drawn cases it explains, its replay; a
+bug the run expects, --known, is skipped), one passing testcase per drawn case that passed; a kernel with failing
 drawn cases and no bug (stopped before shrinking) has one failing testcase per such case; a kernel that
 cannot run here is one error. A last testsuite, "run", holds one testcase, "exit status", only where the
 run failed for a reason no testcase above shows (interrupted, an expected finding that passes now, ...):
@@ -37,8 +38,9 @@ from harness.core.summary import KernelSummary
 from harness.gate import GateResult, Group, Row
 from harness.gate.verdict import Verdict as GateVerdict
 from harness.running.session import RunOutcome
+from harness.store import bug_views, derive, read
 from harness.store import counts as counting
-from harness.store import derive, read
+from harness.store.bug import Bug
 from harness.store.records import CaseRecord
 from harness.store.schema import KernelStatus
 
@@ -114,36 +116,17 @@ def verdict(rec: CaseRecord) -> verdicts.Verdict:
     return verdicts.Verdict.FLAKY_FAILURE if rec.flaky else verdicts.Verdict.FAILURE
 
 
-def failure_text(rec: CaseRecord, path: str | None) -> str:
-    """A failing record in words: the case, the error table, where the errors sit, and the replay command."""
+def failure_text(rec: CaseRecord) -> str:
+    """A failing drawn case no bug stands for (stopped before shrinking), in words: the case, its error table and
+    where its errors sit."""
     located = Located.from_json(rec.located) if isinstance(rec.located, dict) else None
-    # comparison_table reads the fields a record shares with a live result (implementation, backend,
-    # empty_rows, error, comparisons).
-    table = console.comparison_table(rec, rec.dtype or "") + strips.appendix(located)
-    lines = [f"{verdict(rec)}: {derive.case_text(rec.case)}", table]
-    replay = derive.repro_command(path)
-    lines += [f"  replay: {replay}"] if replay else []
-    return "\n".join(lines)
+    table = bug_views.error_table(rec, rec.dtype or "") + strips.appendix(located)
+    return "\n".join([f"{verdict(rec)}: {derive.case_text(rec.case)}", table])
 
 
 def _failures(counts: counting.Counts) -> list[dict[str, Any]]:
-    """Each bug (harness.store.counts.Bug): its kernel, shrunk case, why, the file and its replay."""
-    return [
-        {
-            "kernel": bug.kernel,
-            "case_id": bug.case_id,
-            "case": bug.case_json,
-            "verdict": str(verdicts.Verdict.FLAKY_FAILURE if bug.flaky else verdicts.Verdict.FAILURE),
-            "failure": bug.failure,
-            "file": bug.file,
-            "replay": bug.replay,
-            "trigger": bug.trigger,
-            "finding": bug.finding,
-            "inherited_from": bug.inherited_from,
-            "expected": bug.expected,
-        }
-        for bug in counts.bugs
-    ]
+    """Each bug (harness.store.bug.Bug), every field of it."""
+    return [bug_views.to_json(bug) for bug in counts.bugs]
 
 
 def run_counts(outcome: RunOutcome) -> counting.Counts:
@@ -227,15 +210,13 @@ def _suite(root: ET.Element, recs: list[CaseRecord], row: KernelSummary | None, 
     failing = [r for r in drawn if not r.passed]
     shrunk = {r.case_id: r for r in recs if r.shrunk}
     for bug in kc.bugs:
-        _bug_case(suite, bug, shrunk.get(bug.case_id), failing, expected=expected or bug.expected)
+        _bug_case(suite, bug, shrunk.get(bug.case_id), expected=expected or bug.expected)
     for rec in failing if not kc.bugs else []:  # failing drawn cases no bug stands for (stopped before shrinking)
         case = _testcase(suite, f"{derive.case_text(rec.case)} [{rec.case_id}]", rec.seconds)
         if expected:
             _mark(suite, case, "skipped", f"expected (--known): {derive.failure_line(rec)}")
         else:
-            _mark(suite, case, "failure", derive.failure_line(rec), type=str(verdict(rec))).text = failure_text(
-                rec, None
-            )
+            _mark(suite, case, "failure", derive.failure_line(rec), type=str(verdict(rec))).text = failure_text(rec)
     for rec in (r for r in drawn if r.passed):
         case = _testcase(suite, f"{derive.case_text(rec.case)} [{rec.case_id}]", rec.seconds)
         if rec.divergence:
@@ -246,20 +227,14 @@ def _suite(root: ET.Element, recs: list[CaseRecord], row: KernelSummary | None, 
         _mark(suite, case, "error", f"{kc.kernel} cannot run here: {row.error}", type=str(row.status))
 
 
-def _bug_case(
-    suite: ET.Element, bug: counting.Bug, rec: CaseRecord | None, failing: list[CaseRecord], *, expected: bool
-) -> None:
-    """One bug as one testcase, named by its trigger and file: its shrunk case's table and the failing drawn cases."""
-    name = f"bug: {bug.trigger or bug.case} [{Path(bug.file).stem if bug.file else bug.case_id}]"
-    case = _testcase(suite, name, rec.seconds if rec is not None else None)
+def _bug_case(suite: ET.Element, bug: Bug, rec: CaseRecord | None, *, expected: bool) -> None:
+    """One bug as one testcase (harness.store.bug_views: its name, message, verdict word and text)."""
+    case = _testcase(suite, bug_views.testcase_name(bug), rec.seconds if rec is not None else None)
+    message, word, text = bug_views.junit(bug)
     if expected:
-        _mark(suite, case, "skipped", f"expected (--known): {bug.failure}")
+        _mark(suite, case, "skipped", f"expected (--known): {message}")
         return
-    word = str(verdicts.Verdict.FLAKY_FAILURE if bug.flaky else verdicts.Verdict.FAILURE)
-    lines = [failure_text(rec, bug.file) if rec is not None else f"{word}: {bug.case}\n  replay: {bug.replay}"]
-    lines += [f"  {bug.trigger}"] if bug.trigger else []
-    lines += [f"  drawn cases that failed ({len(failing)}):"] + [f"    {derive.case_text(r.case)}" for r in failing]
-    _mark(suite, case, "failure", bug.failure, type=word).text = "\n".join(lines)
+    _mark(suite, case, "failure", message, type=word).text = text
 
 
 def _run_suite(root: ET.Element, outcome: RunOutcome, counts: counting.Counts) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.core.case import DTYPES
 from harness.core.compare import Comparison, oracle_multiple
-from harness.core.locate import Located, where
+from harness.core.locate import Located
 from harness.core.numbers import multiple
 from harness.core.summary import KernelSummary
 from harness.gate import GateResult
@@ -37,20 +37,21 @@ from harness.report.versions import (
     memory_by_version,
     speed_by_version,
 )
+from harness.store import bug_views
 from harness.store import counts as counting
+from harness.store.bug import Bug
 from harness.store.cells import CellRow, cell_rows
 from harness.store.derive import (
     Uses,
     case_text,
     compile_replay,
-    failure_doc,
+    failure_file,
     failure_line,
     interpreters_line,
     mask_label,
     repro_command,
     uses_of,
 )
-from harness.store.derive import found as derive_found
 from harness.store.derive import record_uses as _uses
 from harness.store.read import Records, compile_key
 from harness.store.records import CaseRecord, LeakRecord, RunRecord
@@ -225,12 +226,11 @@ class FailureView:
     located: Located | None = None
     where: list[str] = dataclasses.field(default_factory=list)
     interpreters: str = ""  # which Pallas interpreter computed it, and what the other saw (derive.interpreters_line)
-    # From its failure file (harness.store.failures.Found): its trigger in words, the finding it is (and whether the
-    # run expected it), the built-in a drop-in derives from that fails it alike.
-    trigger: str | None = None
-    finding: str | None = None
-    expected: bool = False
-    inherited: str | None = None
+    # A bug's card (a failure with its failure file, or its shrunk case): the value every view shows
+    # (harness.store.bug), and its rows as harness.store.bug_views words them: the card shows these, nothing else.
+    bug: Bug | None = None
+    heading: str = ""
+    rows: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 def _comparison_views(comparisons: list[Comparison], rec: CaseRecord) -> list[ComparisonView]:
@@ -262,8 +262,13 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
     for rec in records.cases:
         if rec.passed:
             continue
-        path, doc = failure_doc(rec, records.roots)
-        found = derive_found(doc)
+        path = failure_file(rec, records.roots)
+        # One bug, one entry: a failure whose file another listed failure names already (two shards of a
+        # `run --jobs` found it, harness.running.jobs.same_bug.same_bugs) is one of its other examples.
+        if (rec.shrunk or path) and (path is None or (rec.implementation, str(path)) not in listed):
+            main.append(_bug_view(rec, run_env[rec.run_id].label, counting.bug_of(rec, records)))
+            listed.add((rec.implementation, str(path)))
+            continue
         view = FailureView(
             kind="case",
             implementation=rec.implementation,
@@ -278,20 +283,8 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
             repro=repro_command(path),
             shrunk=rec.shrunk,
             interpreters=interpreters_line(rec),
-            trigger=found.trigger_words,
-            finding=found.finding,
-            expected=found.expected,
-            inherited=found.inherited_from,
         )
-        located = Located.from_json(rec.located)
-        if located is not None and isinstance(rec.case, dict):
-            view.case, view.located, view.where = rec.case, located, [where(s) for s in located.strips]
-        # One bug, one entry: a failure whose file another listed failure names already (two shards of a
-        # `run --jobs` found it, harness.running.jobs.same_bug.same_bugs) is one of its other examples.
-        first = (rec.implementation, str(path)) not in listed
-        (main if (rec.shrunk or path) and (path is None or first) else other).append(view)
-        if rec.shrunk or path:
-            listed.add((rec.implementation, str(path)))
+        other.append(view)
     for rec in records.compiles:
         if rec.ok:
             continue
@@ -314,6 +307,31 @@ def failures(records: Records, run_env: dict[str, Env]) -> tuple[list[FailureVie
         )
     main.sort(key=lambda f: (f.kind, f.implementation, f.env, f.title))
     return main, other[:MAX_OTHER_FAILURES]
+
+
+def _bug_view(rec: CaseRecord, env: str, bug: Bug) -> FailureView:
+    """A bug's card: its rows (bug_views.rows) and, where its errors are located, the picture of where they sit."""
+    located = next((t.located for t in bug.tables if t.located is not None), None)
+    return FailureView(
+        kind="case",
+        implementation=rec.implementation,
+        env=env,
+        run_id=rec.run_id,
+        title=bug.shrunk_case,
+        case_json=json.dumps(bug.case, indent=1, sort_keys=True),
+        why=bug.failure,
+        error=None,
+        traceback=rec.traceback,
+        comparisons=[],
+        repro=bug.replay,
+        shrunk=rec.shrunk,
+        case=bug.case if located is not None else None,
+        located=located,
+        interpreters=interpreters_line(rec),
+        bug=bug,
+        heading=bug_views.title(bug),
+        rows=bug_views.rows(bug),
+    )
 
 
 def divergences(records: Records, run_env: dict[str, Env]) -> list[FailureView]:
@@ -512,7 +530,7 @@ def _findings(current: Records, tally: counting.Counts) -> tuple[list[str], list
     short, details = [], []
     if tally.bugs or tally.failing:
         short.append(counting.headline(tally))
-        details += [counting.bug_line(b, tally.of(b.kernel)) for b in tally.bugs]
+        details += bug_views.verdict_lines(tally)
     if compile_fail:
         short.append(counting.plural(compile_fail, "failed compile check"))
     if leaking:

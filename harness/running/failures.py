@@ -13,7 +13,8 @@ harness.store.failures.FailureRecord) holds everything a replay needs and what t
   host               the ISA XLA's CPU compiler targeted (harness.runtime.isa.describe): the float16 and
                      float32 rulers may round otherwise at another (docs/tolerance.md)
   failure            one line: why it failed
-  results            per implementation: passed, backend, error, comparisons (the error table),
+  results            per implementation: passed, backend, empty_rows (its declared convention for fully
+                     masked rows), error, comparisons (the error table),
                      and on a failure "located": where the errors sit (harness.core.locate.Located JSON;
                      absent in files written before it existed, which replay and render alike);
                      "interpreter" where a Pallas interpreter ran it, and "<impl>@<interpreter>" for
@@ -134,6 +135,7 @@ def _result_entry(s: SubjectResult) -> dict[str, Any]:
     return {
         "passed": s.passed,
         "backend": s.backend,
+        "empty_rows": s.empty_rows,
         "error": s.error,
         "comparisons": [c.to_json() for c in s.comparisons],
         **({"located": s.located.to_json()} if s.located is not None else {}),

@@ -11,6 +11,7 @@ derives from fails it alike (`write_failures`).
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,8 +23,9 @@ from harness.running.jobs import same_bug
 from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome
 from harness.runtime.compat import InterpretOptions
+from harness.store.bug import Bug
 from harness.store.derive import repro_command
-from harness.store.failures import Found
+from harness.store.failures import FailureRecord, Found
 
 
 class _Sink(Protocol):
@@ -43,6 +45,7 @@ class Failure:
     known: known.Known | None = None  # the finding it is (harness.running.known), where it is one
     same_bug_as: Path | None = None  # the file of an earlier failure named as the same finding: one bug, one file
     inherited: str | None = None  # the built-in a drop-in derives from, where it fails the case alike (known.inherited)
+    bug: Bug  # what every view shows of it: its failure file read as one value (harness.store.bug)
 
     @property
     def replay(self) -> str:
@@ -128,16 +131,19 @@ class Settle:
             signatures.signature(f, kernel, s.trigger) for f, s in zip(outcome.failures, outcome.shrinks, strict=True)
         ]
         reduced = [s.trigger is not None for s in outcome.shrinks]
+        explains = self._explains(outcome, sigs, reduced)
         for n, (failure, shrink) in enumerate(zip(outcome.failures, outcome.shrinks, strict=True), 1):
             found, words = self._found(n, shrink, sigs, reduced, cases=len(outcome.results))
             finding = named.get(n - 1)
             if finding is not None:
-                found = dataclasses.replace(found, finding=finding.name, expected=finding.expected)
+                found = dataclasses.replace(
+                    found, finding=finding.name, expected=finding.expected, finding_line=finding.line()
+                )
             # A drop-in's shrunk failure that is no finding: upstream's own where the built-in it derives from fails
             # alike (never after a stop: its files are written without another case run).
             asked = finding is None and shrink.shrunk and not outcome.interrupted
             upstream = known.inherited(failure, kernel, **self._options) if asked else None
-            found = dataclasses.replace(found, inherited_from=upstream)
+            found = dataclasses.replace(found, inherited_from=upstream, explains=explains.get(n - 1, ()))
             path = write_failure(
                 self.out,
                 failure,
@@ -164,9 +170,22 @@ class Settle:
                     known=finding,
                     same_bug_as=None if first == path else first,
                     inherited=upstream,
+                    bug=Bug.of(FailureRecord.from_json(json.loads(path.read_text()), str(path)), path),
                 )
             )
         return out
+
+    def _explains(
+        self, outcome: SearchOutcome, sigs: list[signatures.Signature], reduced: list[bool]
+    ) -> dict[int, tuple[str, ...]]:
+        """Failure index -> the failing drawn cases (in words) it explains: each case the first failure's that does."""
+        out: dict[int, list[str]] = {}
+        for result in (r for r in outcome.results if not r.passed):
+            for i, sig in enumerate(sigs):
+                if signatures.explains(sig, result, self.kernel, anywhere=not reduced[i], trigger=reduced[i]):
+                    out.setdefault(i, []).append(str(result.case))
+                    break
+        return {i: tuple(cases) for i, cases in out.items()}
 
     def _found(
         self, n: int, shrink: ShrinkStats, sigs: list[signatures.Signature], reduced: list[bool], *, cases: int
@@ -175,7 +194,9 @@ class Settle:
         where another failure's trigger nests in its own (signatures.nests), said, not merged."""
         sig = sigs[n - 1]
         held = [j for j, other in enumerate(sigs, 1) if reduced[j - 1] and signatures.nests(other, sig)]
+        base = self.kernel.drops_into
         found = Found(
+            replaces=base if base is not None and base != self.kernel.name else None,
             profile=self.profile,
             cases=cases,
             failure=f"{n} of {len(sigs)}",

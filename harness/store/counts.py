@@ -2,7 +2,8 @@
 (the terminal, `run --json`, JUnit and the report), so that they all say the same numbers.
 
 Three things are counted apart, never added together:
-  bugs           one per failure file kept (a root cause: the search shrank it and wrote its replay), per kernel;
+  bugs           one per failure file kept (a root cause: the search shrank it and wrote its replay), per kernel,
+                 each the value its failure file holds (harness.store.bug.Bug);
   failing cases  the drawn cases that failed (Hypothesis drew them; the cases a summary row counts);
   shrunk cases   the case each bug was shrunk to: a shrink candidate kept to replay, never another failure.
 Oracles' findings are never a kernel's bug or failing case.
@@ -17,6 +18,8 @@ from typing import Any
 
 from harness.core.summary import KernelSummary
 from harness.store import derive
+from harness.store.bug import Bug
+from harness.store.failures import FailureRecord
 from harness.store.read import Records, load
 from harness.store.records import CaseRecord
 
@@ -27,24 +30,6 @@ MEANING = {
     "drawn_cases": "cases drawn and checked",
     "shrunk_cases": "the case each bug was shrunk to (a shrink candidate, not another failure)",
 }
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Bug:
-    """One root cause: a kept failure file, with the shrunk case it replays."""
-
-    kernel: str
-    case: str  # the shrunk case in words
-    case_id: str
-    case_json: Any  # the shrunk case (harness.core.case.Case JSON)
-    failure: str  # why it fails, one line
-    trigger: str | None  # "fails when: ..." where the search reduced it to a trigger
-    file: str | None
-    replay: str | None
-    flaky: bool
-    finding: str | None = None  # the written-up finding it is (harness.running.known)
-    expected: bool = False  # that finding was expected (run --known)
-    inherited_from: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -96,23 +81,30 @@ class Counts:
         }
 
 
-def _bug(rec: CaseRecord, records: Records) -> Bug:
+def bug_of(rec: CaseRecord, records: Records) -> Bug:
+    """The bug a shrunk record stands for: its failure file's (bug.Bug.of), or, where it has no readable one, the
+    record's own result read as one."""
     path, doc = derive.failure_doc(rec, records.roots)
-    found = derive.found(doc)
-    return Bug(
-        kernel=rec.implementation,
-        case=derive.case_text(rec.case),
-        case_id=rec.case_id,
-        case_json=rec.case,
-        failure=derive.failure_line(rec),
-        trigger=found.trigger_words,
-        file=path,
-        replay=derive.repro_command(path),
-        flaky=rec.flaky,
-        finding=found.finding,
-        expected=found.expected,
-        inherited_from=found.inherited_from,
-    )
+    return Bug.of(doc if doc is not None else _as_failure(rec), path)
+
+
+def _as_failure(rec: CaseRecord) -> FailureRecord:
+    """A shrunk record with no failure file to read, as the failure file of its one result."""
+    result = {
+        "passed": rec.passed,
+        "backend": rec.backend,
+        "empty_rows": rec.empty_rows,
+        "error": rec.error,
+        "comparisons": [c.to_json() for c in rec.comparisons],
+        "located": rec.located,
+        "interpreter": rec.interpreted_by,
+        "replays": [r.to_json() for r in rec.replays or ()],
+    }
+    case = rec.case if isinstance(rec.case, dict) else {}
+    return FailureRecord(
+        kernel=rec.implementation, oracles=(), grads=False, case=case, failure=derive.failure_line(rec),
+        results={rec.implementation: result},
+    )  # fmt: skip
 
 
 def _summary_rows(records: Records) -> dict[tuple[str, str], KernelSummary]:
@@ -148,7 +140,7 @@ def count(records: Records) -> Counts:
         drawn[kernel][1] += failed
         drawn[kernel][2] += sum(r.flaky for r in mine if not r.passed)
         for rec in sorted((r for r in recs if r.shrunk and not r.passed), key=lambda r: r.time or ""):
-            bug = _bug(rec, records)
+            bug = bug_of(rec, records)
             bugs[kernel].setdefault(bug.file or f"{run_id}/{rec.case_id}", bug)  # one bug, one kept file
     for _, kernel in rows:  # a kernel with a summary row and no record (it could not run)
         drawn.setdefault(kernel, [0, 0, 0])
@@ -178,12 +170,3 @@ def headline(counts: Counts) -> str:
     flaky = f" ({counts.flaky} flaky)" if counts.flaky else ""
     cases = f"{plural(counts.failing, 'failing case')}{flaky} of {counts.drawn} drawn"
     return f"{plural(len(counts.bugs), 'bug')}; {cases}"
-
-
-def bug_line(bug: Bug, kernel: KernelCounts) -> str:
-    """One bug as the verdict names it: kernel, trigger in words, its kernel's failing cases, the replay command."""
-    trigger = bug.trigger or "not reduced to a trigger"
-    known = f" (known finding {bug.finding}{', expected' if bug.expected else ''})" if bug.finding else ""
-    cases = f"{kernel.failing} of {plural(kernel.drawn, 'drawn case')} failed"
-    replay = bug.replay or "no failure file"
-    return f"{bug.kernel}{known}: {trigger}; {cases}; replay: {replay}"

@@ -118,11 +118,14 @@ _FOUND_TYPES: dict[str, tuple[Any, str]] = {
     "otherwise": (_strings, "a list of feature names"),
     "trigger_words": (lambda v: isinstance(v, str), "a string"),
     "finding": (lambda v: isinstance(v, str), "a finding's name"),
+    "finding_line": (lambda v: isinstance(v, str), "a string"),
     "expected": (lambda v: isinstance(v, bool), "true or false"),
     "inherited_from": (lambda v: isinstance(v, str), "a built-in kernel's name"),
     "same_bug_as": (lambda v: isinstance(v, str), "a failure file's name"),
     "also_found": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of JSON objects"),
     "found_by": (lambda v: isinstance(v, str), "a string"),
+    "replaces": (lambda v: isinstance(v, str), "a built-in kernel's name"),
+    "explains": (_strings, "a list of cases in words"),
 }
 
 
@@ -146,11 +149,14 @@ class Found:
     otherwise: tuple[str, ...] = ()  # trigger features whose leaving out failed another way
     trigger_words: str | None = None  # the trigger as a maintainer reads it ("fails when: ...")
     finding: str | None = None  # the written-up finding it is (harness.running.known)
+    finding_line: str | None = None  # that finding in one line: title, note, proven fix (known.Known.line)
     expected: bool = False  # that finding was expected (run --known)
     inherited_from: str | None = None  # the built-in a drop-in derives from, which fails it alike
     same_bug_as: str | None = None  # the kept file of the same bug (this file moved to failures/same-bug/)
     also_found: tuple[JSON, ...] = ()  # the same bug's other files (failures/same-bug/)
     found_by: str | None = None  # what wrote it, where not `run` (harness.api.check)
+    replaces: str | None = None  # the built-in a drop-in kernel drops into (Implementation.drops_into)
+    explains: tuple[str, ...] = ()  # the failing drawn cases (in words) this failure explains (signatures.explains)
 
     @property
     def order(self) -> int:

@@ -16,6 +16,8 @@ from harness.core import strips
 from harness.core.case import Case, CaseError
 from harness.core.locate import Located
 from harness.report import picture
+from harness.store import bug_views
+from harness.store.bug import Bug
 from harness.store.failures import FailureRecord
 from harness.store.schema import RecordError
 
@@ -29,8 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a self-contained HTML page with the picture")
 
 
-def read(path: Path) -> tuple[Case, list[tuple[str, Located | None]]]:
-    """The case and, per failing implementation, its located errors (None where the file has none).
+def read(path: Path) -> tuple[Case, list[tuple[str, Located | None]], Bug | None]:
+    """The case, per failing implementation its located errors (None where the file has none), and for a failure
+    file the bug it holds (harness.store.bug).
 
     Raises UsageError (one line) for a file that is not one of the three kinds.
     """
@@ -50,13 +53,13 @@ def read(path: Path) -> tuple[Case, list[tuple[str, Located | None]]]:
             failure = FailureRecord.from_json(doc, str(path))
             case = Case.from_json(failure.case)
             located = [(name, Located.from_json(doc)) for name, doc in failure.failed_located()]
-            return case, located or [(failure.kernel, None)]
+            return case, located or [(failure.kernel, None)], Bug.of(failure, path)
         if kind == "case":
             case = Case.from_json(doc.get("case"))
-            return case, [(str(doc.get("implementation")), Located.from_json(doc.get("located")))]
+            return case, [(str(doc.get("implementation")), Located.from_json(doc.get("located")))], None
         if kind is not None:
             raise UsageError(f"{path}: a {kind!r} record has no case to draw; give a failure file, case record or case")
-        return Case.from_json(doc), []
+        return Case.from_json(doc), [], None
     except CaseError as e:
         raise UsageError(f"{path}: bad case: {e}") from None
     except RecordError as e:
@@ -72,7 +75,9 @@ def _write(path: Path, text: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    case, located = read(args.file)
+    case, located, bug = read(args.file)
+    if bug is not None:
+        print(bug_views.text(bug))
     if not located:
         print(strips.mask_text(case))
     for name, loc in located:
