@@ -3,7 +3,8 @@
 Needs Debian's `chromium` (`apt-get install -y chromium`; .ci/run installs it). Without it the
 test skips, except in CI (CI=true), where a missing browser is a failure. The screenshots are kept
 under reports/screenshots/. Layout is measured as the browser laid it out: no element wider than its
-container, no text of a plot over another, on a report of a fork named by its import path.
+container, no text of a plot over another, on a report of a fork named by its import path; no word split across
+two lines, and each bug named in the banner's first screen, at a laptop's and a desktop's width.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli.commands import upgrade as upgrade_cmd
+from harness.core.case import Case
 from harness.gate import thresholds, verdict
 from harness.report import compose, render
+from harness.store.failures import FailureRecord
 from harness.store.read import load
 from tests import record_builders as rb
 
@@ -176,6 +179,41 @@ document.body.setAttribute('data-measured', JSON.stringify({
   page: document.documentElement.scrollWidth, view: window.innerWidth,
   right: t.getBoundingClientRect().right, rows: heights.length, tallest: Math.max(...heights)}));
 </script>"""
+# Run in a copy of the report without its Content-Security-Policy. First the banner's lines in the first screen;
+# then, every <details> opened, each word of the page's text (a run of it without white space, in one text node)
+# that the browser laid out on two lines or more, cut where it broke. A break is one the text offers (after a
+# comma, slash or hyphen; after a dot or colon before a name; or a <wbr>, which ends a text node), never
+# inside a word. Preformatted blocks (JSON, tracebacks) and plots are left out.
+WORDS = """<script>{
+const seen = [...document.querySelectorAll('#verdict .headline, #verdict li')]
+  .filter(e => e.getBoundingClientRect().bottom <= innerHeight).map(e => e.textContent.replace(/\\s+/g, ' ').trim());
+for (const d of document.querySelectorAll('details')) d.open = true;
+const split = [], range = document.createRange();
+const offered = (a, b) => /[,\\/-]$/.test(a) || (/[.:]$/.test(a) && /^[A-Za-z_]/.test(b));
+const lineOf = (n, i) => { range.setStart(n, i); range.setEnd(n, i + 1); const r = range.getBoundingClientRect();
+  return r.width ? r.top : null; };
+const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+for (let n; (n = walker.nextNode()); ) {
+  const p = n.parentElement;
+  if (p.closest('pre, svg, style, script, title')) continue;
+  for (const m of n.data.matchAll(/\\S+/g)) {
+    range.setStart(n, m.index); range.setEnd(n, m.index + m[0].length);
+    if ([...range.getClientRects()].filter(r => r.width).length < 2) continue;
+    const pieces = []; let start = 0, line = null;
+    for (let i = 0; i < m[0].length; i++) {
+      const t = lineOf(n, m.index + i);
+      if (t === null) continue;
+      if (line !== null && t > line + 1) { pieces.push(m[0].slice(start, i)); start = i; }
+      line = t;
+    }
+    pieces.push(m[0].slice(start));
+    if (pieces.slice(1).some((b, i) => !offered(pieces[i], b)))
+      split.push(`${p.tagName.toLowerCase()}${p.className ? '.' + p.className : ''} in #${p.closest('[id]')?.id}: ` +
+        pieces.join(' | '));
+  }
+}
+document.body.setAttribute('data-words', JSON.stringify({view: innerWidth, height: innerHeight, seen, split}));
+}</script>"""
 
 
 @pytest.fixture
@@ -218,10 +256,12 @@ def test_the_upgrade_report_says_the_verdict_in_groups_and_its_drift_table_fits_
     measured = tmp_path / "measured.html"
     csp = re.search(r'<meta http-equiv="Content-Security-Policy"[^>]*>', html)
     assert csp, "the report no longer sets its Content-Security-Policy"
-    measured.write_text(html.replace(csp.group(0), "").replace("</body>", MEASURE + "</body>"))
+    measured.write_text(html.replace(csp.group(0), "").replace("</body>", MEASURE + WORDS + "</body>"))
     proc = _run(browser, tmp_path, f"--window-size={SCREEN[0]},{SCREEN[1]}", "--dump-dom", measured.as_uri())
     assert proc.returncode == 0, proc.stderr[-2000:]
     m = json.loads(unescape(re.search(r'data-measured="([^"]*)"', proc.stdout).group(1)))
+    split = json.loads(unescape(re.search(r'data-words="([^"]*)"', proc.stdout).group(1)))["split"]
+    assert not split, "words split across two lines:\n" + "\n".join(split)
     assert m["rows"] == 19  # case 0 did not move (bit-identical): not listed
     assert m["page"] <= m["view"] == SCREEN[0], m  # no horizontal scroll
     assert m["right"] <= m["view"], m
@@ -326,3 +366,90 @@ def test_a_forks_report_with_non_finite_failures_fits_its_boxes_and_no_plot_text
     assert proc.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", proc.stderr[-2000:]
     FORK_SHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, FORK_SHOT)
+
+
+# --- a report's bugs as a person sees them: named on the first screen, and no word split across two lines ---
+
+PLANTED = "tests.planted.fwd_causal_off_by_one:flash_attention"
+# Every block size pallas_flash takes: a case label whose last word is some 250 characters long.
+FLASH_BLOCKS = dict.fromkeys(
+    ["block_q", "block_k_major", "block_k", "block_q_major_dkv", "block_k_major_dkv", "block_k_dkv", "block_q_dkv"]
+    + ["block_k_major_dq", "block_k_dq", "block_q_dq"],
+    128,
+) | {"block_b": 1}
+# A laptop's and a desktop's browser window: what a person sees first, without scrolling.
+WINDOWS = [(1024, 768), (1400, 900)]
+
+
+def _bug(
+    store: Path, run_id: str, kernel: str, trigger: str, shrunk: Case, drawn: list[Case], failing: int
+) -> tuple[list[dict], tuple[str, ...]]:
+    """A bug as `run` leaves it in `store`: its failure file (its trigger in words, its error table), its shrunk
+    case's record and `kernel`'s drawn cases, the first `failing` of them failing. Returns (records, the bug's
+    line as the banner words its facts: kernel, trigger, failing drawn cases, replay command)."""
+    path = store / "failures" / f"{shrunk.case_id}-5f1c2d.json"
+    comparisons = [rb.comparison(q, 5.0 if q == "out" else 0.3) for q in rb.QUANTITIES]
+    result = {"passed": False, "backend": "tpu_interpret", "empty_rows": "uniform", "comparisons": comparisons}
+    doc = FailureRecord(
+        kernel=kernel, oracles=("torch_sdpa",), grads=True, case=shrunk.to_json(), results={kernel: result},
+        search={"trigger_words": trigger, "shrunk": True, "explains": [str(c) for c in drawn[:failing]]},
+    )  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc.to_json()))
+    recs = [rb.case_record(run_id, c, implementation=kernel, fail_quantity="out" if i < failing else None)
+            for i, c in enumerate(drawn)]  # fmt: skip
+    recs.append(
+        rb.case_record(run_id, shrunk, implementation=kernel, fail_quantity="out", shrunk=True, failure_file=str(path))
+    )
+    facts = (kernel, trigger, f"{failing} of {len(drawn)} drawn cases failed", f"python -m harness repro {path}")
+    return recs, facts
+
+
+@pytest.fixture(scope="module")
+def bugs_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[str, ...]]]:
+    """A candidate gated against its baseline, with two bugs: the planted kernel's (an import path for its name,
+    a case label of every block size) and pallas_splash's, each with its failure file in a CI checkout's store."""
+    base, cand = "20261129T100000Z-ci-aaaaaa", "20261129T110000Z-ci-bbbbbb"
+    out = tmp_path_factory.mktemp("bugs") / "home" / "runner" / "work" / "attention-harness" / "reports"
+    recs = rb.environment(base) + rb.environment(cand, versions={"jax": "0.11.0", "jaxlib": "0.11.0"})
+    bf16 = [rb.case(s, dtype="bfloat16", causal=True) for s in (30, 31, 32)]
+    bugs = []
+    for kernel, trigger, cases, failing in [
+        (PLANTED, "fails when: a causal_top_left mask alone; passes without it",
+         [rb.case(s, causal=True, blocks=FLASH_BLOCKS) for s in range(20, 25)], 2),
+        ("pallas_splash", "fails when: bfloat16 and a causal_top_left mask together", bf16, 1),
+    ]:  # fmt: skip
+        found, facts = _bug(out / "store", cand, kernel, trigger, cases[0], cases[1:], failing)
+        recs += found
+        bugs.append(facts)
+    store = rb.write_store(out / "store", recs)
+    report, _ = compose.make(load([store]), thresholds=thresholds.load(), baseline="jax=0.10.2")
+    return render.write(report, out / "index.html"), bugs
+
+
+@pytest.mark.parametrize(("width", "height"), WINDOWS, ids=[f"{w}px" for w, _ in WINDOWS])
+def test_the_first_screen_names_each_bug_and_no_word_is_split_across_two_lines(
+    bugs_report: tuple[Path, list[tuple[str, ...]]], tmp_path: Path, width: int, height: int
+) -> None:
+    browser = _chromium()
+    page, bugs = bugs_report
+    html = page.read_text()
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy"[^>]*>', html)
+    assert csp, "the report no longer sets its Content-Security-Policy"
+    measured = tmp_path / "measured.html"
+    measured.write_text(html.replace(csp.group(0), "").replace("</body>", WORDS + LAYOUT + "</body>"))
+    proc = _run(browser, tmp_path, f"--window-size={width},{height}", "--dump-dom", measured.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'data-words="([^"]*)"', proc.stdout), re.search(r'data-layout="([^"]*)"', proc.stdout)
+    assert all(found), "the measuring scripts did not run"
+    words, layout = (json.loads(unescape(f.group(1))) for f in found)
+    assert words["view"] == width
+    # Each bug in one line of the banner, whole within the first screen: its kernel, its trigger in words, its
+    # kernel's failing drawn cases and the command that replays it.
+    for facts in bugs:
+        assert any(all(fact in line for fact in facts) for line in words["seen"]), (
+            f"no line of the first screen ({width}x{words['height']} px) says {facts}:\n" + "\n".join(words["seen"])
+        )
+    assert not words["split"], "words split across two lines:\n" + "\n".join(words["split"])
+    scroll = [f"the page is {layout['page']} px wide in a {width} px window"] if layout["page"] > width else []
+    assert not (scroll or layout["wide"]), "\n".join(scroll + layout["wide"])

@@ -58,6 +58,9 @@ from harness.store.records import CaseRecord, LeakRecord, RunRecord
 
 # A passing comparison that used more than this share of its tolerance is shown as close.
 CLOSE = 0.8
+# A bug's rows that are text in columns (its error tables, the strips of where its error sits): a card shows them
+# as written, in monospace; every other row is words.
+COLUMNS = frozenset(f.metadata["label"] for f in dataclasses.fields(Bug) if f.name in ("tables", "where"))
 # Failing examples listed beyond the shrunk ones (Hypothesis tries many on the way down).
 MAX_OTHER_FAILURES = 40
 
@@ -231,6 +234,10 @@ class FailureView:
     bug: Bug | None = None
     heading: str = ""
     rows: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def card(self) -> list[tuple[str, bool, list[str]]]:
+        """The card's rows as it lays them out: (label, whether its text is in columns (COLUMNS), its lines)."""
+        return [(label, label in COLUMNS, text.splitlines()) for label, text in self.rows]
 
 
 def _comparison_views(comparisons: list[Comparison], rec: CaseRecord) -> list[ComparisonView]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from harness.core.case import Case, CaseError
 from harness.core.numbers import multiple
@@ -25,6 +26,15 @@ from harness.report.data import FailureView, Report, SeriesRow
 from harness.store.files import publish_mode
 
 TEMPLATES = Path(__file__).with_name("templates")
+# A case's block sizes ("blocks=block_b=1,block_k=128,...") are one word of hundreds of characters: it may break
+# after each comma. Every other word stays whole (report.css breaks lines only where the text allows: at spaces,
+# after a slash or a hyphen), so a table too narrow for its words scrolls rather than split one.
+_AFTER_COMMA = re.compile(r"(?<=,)(?=\S)")
+
+
+def wbr(text: object) -> Markup:
+    """`text` escaped, with a line-break opportunity (<wbr>) after each comma that no space follows."""
+    return Markup("<wbr>").join(Markup(piece) for piece in _AFTER_COMMA.split(str(escape(text))))
 
 
 def jinja_env() -> jinja2.Environment:
@@ -37,6 +47,7 @@ def jinja_env() -> jinja2.Environment:
     )
     # Every error/bound and multiple on the page is written as the terminal and the failure file write it.
     env.filters["share"] = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else multiple(x)
+    env.filters["wbr"] = wbr
     return env
 
 
