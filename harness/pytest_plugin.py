@@ -11,6 +11,12 @@ a failure's report is its error table, where the error sits and the command that
 file written under --attention-out. The fixtures `attention_kernel` and `attention_check` give a team's
 own tests the same kernel and options (docs/pytest.md).
 
+While `drawn` runs, one line says how far it is: cases done of N, failing so far, the time spent and left
+(DrawnState). pytest's terminal reporter shows it as pytest shows its own progress: redrawn in place after
+each case on a terminal with output captured, written once when the test ends otherwise, and, where the test
+ran in a pytest-xdist worker (which cannot write to the terminal) or under -q, in a summary section at the
+end, from the report's user property `attention_drawn` (which a JUnit file keeps as a property).
+
 Without --attention-kernel the plugin does nothing and imports nothing beyond pytest: it is loaded into
 every pytest session of an environment where the harness is installed.
 """
@@ -21,6 +27,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,11 +38,15 @@ import pytest
 if TYPE_CHECKING:
     from harness.core.case import Case
     from harness.core.contract import Implementation
+    from harness.core.profiles import ShrinkBudget
 
 # Where failure files go unless --attention-out says (`run`'s default store: harness.running.session).
 DEFAULT_OUT = "reports/store"
 # The nodes' names: "attention:<spec>" holds "smoke[<case>]" items and the one "drawn" item.
 PREFIX = "attention:"
+# The drawn test's last progress line, as a user property of its reports: to the summary section of the
+# process that shows the results (pytest-xdist's controller) and into a JUnit file.
+PROGRESS_PROPERTY = "attention_drawn"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -63,6 +74,7 @@ class Options:
 
 _OPTIONS = pytest.StashKey[Options]()
 _CLOSE = pytest.StashKey[contextlib.ExitStack]()
+_SHOWN = pytest.StashKey[set[str]]()  # the drawn tests whose progress line this process showed as they ran
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -195,6 +207,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         stack.close()
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The progress lines of the drawn tests that no one saw run (pytest-xdist's workers, -q): one line each."""
+    if _OPTIONS not in config.stash or terminalreporter.no_summary:
+        return
+    shown = config.stash.get(_SHOWN, set())
+    lines = [
+        f"{report.nodeid}: {properties[PROGRESS_PROPERTY]}"
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call" and report.nodeid not in shown
+        for properties in [dict(getattr(report, "user_properties", ()))]
+        if PROGRESS_PROPERTY in properties
+    ]
+    if lines:
+        terminalreporter.write_sep("-", "attention: drawn cases")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     """The session's collection, with the kernel's node added after what the arguments name."""
@@ -324,17 +355,109 @@ class _Enough(BaseException):
 
 
 @dataclasses.dataclass(kw_only=True)
-class _Shrinking:
-    """The drawn test's failures so far: the last (Hypothesis only tries smaller cases) and its cost."""
+class DrawnState:
+    """How far the drawn test is: cases checked of `examples`, then, after the first failure (Hypothesis draws
+    no more cases: profiles.BASE's report_multiple_bugs=False), its shrinking, `runs` checks within `budget`."""
 
-    runs: int = 0
-    since: float | None = None
+    examples: int
+    budget: ShrinkBudget  # the profile's
+    start: float  # time.monotonic() when the test began
+    cases: int = 0  # cases checked up to the first failing one, that one included
+    runs: int = 0  # cases checked after it: shrink steps
+    since: float | None = None  # when the first failure came
     last: Any = None  # the harness.api.CaseFailure of the smallest failing case yet
 
-    def spent(self, budget: Any) -> bool:
+    def spent(self, now: float) -> bool:
+        """Whether the shrink budget is spent."""
         if self.since is None:
             return False
-        return self.runs >= budget.runs or time.monotonic() - self.since >= budget.seconds
+        return self.runs >= self.budget.runs or now - self.since >= self.budget.seconds
+
+    def checked(self, *, shrinking: bool) -> None:
+        """One more case checked (`shrinking`: one that began after the first failure)."""
+        if shrinking:
+            self.runs += 1
+        else:
+            self.cases += 1
+
+    def failed(self, failure: Any, now: float) -> None:
+        """A case failed: the smallest failure yet (Hypothesis only tries smaller cases after the first)."""
+        self.since = self.since or now
+        self.last = failure
+
+    def line(self, now: float, *, final: bool = False) -> str:
+        """'7/20 cases, 0 failing, 0:41 so far, about 1:16 left', then '8/20 cases, 1 failing, shrinking 3/20
+        runs, up to 0:52 left'; at the end '20/20 cases, 0 failing, took 1:57' or '8/20 cases, 1 failing, shrunk
+        in 12 runs, took 1:30'. Short: a terminal's 80 columns hold the longest."""
+        said = f"{self.cases}/{max(self.examples, self.cases)} cases, {int(self.since is not None)} failing"
+        if final:
+            shrunk = f", shrunk in {self.runs} runs" if self.since is not None else ""
+            return f"{said}{shrunk}, took {_minutes(now - self.start)}"
+        if self.since is None:
+            return f"{said}, {_minutes(now - self.start)} so far, {self._left(now)}"
+        return f"{said}, shrinking {self.runs}/{self.budget.runs} runs, {self._left(now)}"
+
+    def _left(self, now: float) -> str:
+        """The time left at the pace so far: of the cases to draw, or of the shrink budget (shrinking may end
+        sooner, so 'up to')."""
+        if self.since is None:
+            if not self.cases:
+                return "no estimate yet"
+            return f"about {_minutes((now - self.start) / self.cases * max(self.examples - self.cases, 0))} left"
+        shrinking = now - self.since
+        pace = shrinking / self.runs if self.runs else (self.since - self.start) / self.cases
+        left = min(self.budget.seconds - shrinking, pace * (self.budget.runs - self.runs))
+        return f"up to {_minutes(max(left, 0.0))} left"
+
+
+def _minutes(seconds: float) -> str:
+    """m:ss, or h:mm:ss from an hour on (as `run --jobs` says its status: harness.running.jobs.stream)."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+class _ProgressLine:
+    """An item's progress line in pytest's terminal, shown where pytest shows its own progress: redrawn in
+    place on a terminal (as 'collecting ...') with output captured (as the '[ 40%]' column: pytest #3038), at
+    verbosity 0 or more; otherwise written once, at the end. Not at all in a pytest-xdist worker, whose
+    terminal no one sees, nor under -q: pytest_terminal_summary shows those lines."""
+
+    def __init__(self, item: pytest.Item) -> None:
+        config = item.config
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        in_place = reporter is not None and not hasattr(config, "workerinput") and config.get_verbosity() >= 0
+        self.item = item
+        self.reporter = reporter if in_place else None
+        self.live = in_place and reporter.isatty() and config.getoption("capture", "no") != "no"
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+        self.begun = False
+
+    def show(self, text: str, *, final: bool = False) -> None:
+        """The item's line now (`final`: its last, which stays)."""
+        if self.reporter is None or not (self.live or final):
+            return
+        line = f"{self.item.name}: {text}"
+        held = self.capture.global_and_fixture_disabled() if self.capture else contextlib.nullcontext()
+        with held:
+            if not self.begun:
+                self.reporter.ensure_newline()  # below the item's own line, as pytest's live log
+                self.begun = True
+            if self.live:
+                # One row of the terminal, or a carriage return would redraw only the last row.
+                self.reporter.rewrite(line[: shutil.get_terminal_size().columns - 1], erase=True)
+            else:
+                self.reporter.write(line)
+            if final:
+                # The item's line again below, for its outcome ('F', 'PASSED'), as pytest began it.
+                self.reporter.currentfspath = None
+                self.reporter.pytest_runtest_logstart(nodeid=self.item.nodeid, location=self.item.location)
+            else:
+                # pytest's mark of a line its next output must end first (TerminalReporter.write_ensure_prefix).
+                self.reporter.currentfspath = -2
+            self.reporter.flush()
+        if final:
+            self.item.config.stash.setdefault(_SHOWN, set()).add(self.item.nodeid)
 
 
 class DrawnItem(_KernelItem):
@@ -350,30 +473,33 @@ class DrawnItem(_KernelItem):
         self._runnable()
         options = self.options
         base = profiles.get(options.profile)
-        budget = profiles.shrink_budget(options.profile)
         examples = base.max_examples if options.examples is None else options.examples
-        state = _Shrinking()
+        state = DrawnState(examples=examples, budget=profiles.shrink_budget(options.profile), start=time.monotonic())
+        progress = _ProgressLine(self)
         check = functools.partial(api.check, self.impl, **options.check_options())
 
         @hypothesis.settings(base, max_examples=examples, **self._database(base))
         @hypothesis.given(case=api.cases(self.impl))
         def drawn(case: Case) -> None:
-            if state.spent(budget):
+            if state.spent(time.monotonic()):
                 raise _Enough
-            if state.since is not None:
-                state.runs += 1
+            shrinking = state.since is not None
             try:
                 check(case)
             except api.CaseFailure as e:
-                state.since = state.since or time.monotonic()
-                state.last = e
+                state.failed(e, time.monotonic())
                 raise
+            finally:
+                state.checked(shrinking=shrinking)
+                progress.show(state.line(time.monotonic()))
 
         # The example database keeps each kernel's failures apart (the same test body checks every kernel).
         drawn.hypothesis.inner_test._hypothesis_internal_add_digest = options.spec.encode()
+        progress.show(state.line(time.monotonic()))
         try:
             drawn()
         except _Enough:
+            budget = state.budget
             spent = f"shrink budget spent ({budget.runs} runs or {budget.seconds:g} s)"
             raise self._reported(state.last, spent) from None
         except api.CaseFailure:
@@ -383,6 +509,10 @@ class DrawnItem(_KernelItem):
                 raise
             # Hypothesis's final run of the smallest failure passed (its Flaky error): a flaky failure.
             raise self._reported(state.last, f"Hypothesis: {type(e).__name__}: {e}") from e
+        finally:
+            said = state.line(time.monotonic(), final=True)
+            self.user_properties.append((PROGRESS_PROPERTY, said))
+            progress.show(said, final=True)
 
     def _database(self, base: Any) -> dict[str, Any]:
         """The settings' database: --attention-database's (harness.running.database), paired for a shared one

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import os
 import re
+import select
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from harness.core.profiles import ShrinkBudget
+from harness.pytest_plugin import DrawnState
 from harness.runtime import caches
 
 pytest_plugins = ["pytester"]
@@ -144,12 +150,91 @@ def test_an_xdist_run_then_lf_reruns_its_failures_and_x_stops_at_the_first(team:
     everything = run(team, *BROKEN, "--attention-examples", "4", "-n", "2", "--junitxml", str(xml))
     everything.assert_outcomes(failed=2, passed=4)  # the first test and drawn; the second test, 3 smoke cases
     assert "FAILURE tests._fakes:BROKEN on B=1 H=1 Lq=16/Lk=32 D=64" in everything.stdout.str()
-    failing = {name for name, case in junit_cases(xml).items() if case.find("failure") is not None}
+    cases = junit_cases(xml)
+    failing = {name for name, case in cases.items() if case.find("failure") is not None}
     assert failing == {"test_a_case_it_gets_wrong", "drawn"}
+    # The workers cannot write to the terminal: drawn's progress comes as its last line, in a section of the
+    # summary, and as a property of its JUnit testcase.
+    drawn = r"(\d)/4 cases, 1 failing, shrunk in \d+ runs, took \d+:\d\d"
+    everything.stdout.re_match_lines(
+        [r"-+ attention: drawn cases -+", rf"attention:tests\._fakes:BROKEN::drawn: {drawn}$"]
+    )
+    (said,) = [p.get("value") for p in cases["drawn"].iter("property") if p.get("name") == "attention_drawn"]
+    assert re.fullmatch(drawn, said) and 1 <= int(re.fullmatch(drawn, said)[1]) <= 4
     again = run(team, *BROKEN, "--attention-examples", "4", "--lf", "-x", "-v")
     again.assert_outcomes(failed=1)  # nothing that passed runs again, and -x stops before drawn
     again.stdout.fnmatch_lines(["*rerun previous 2 failures*", "*test_a_case_it_gets_wrong FAILED*"])
     assert "stopping after 1 failures" in again.stdout.str() and "::drawn" not in again.stdout.str()
+
+
+def on_a_terminal(team: pytest.Pytester, *args: str, timeout: float = 300) -> str:
+    """What pytest writes to a terminal (a pseudo-terminal, 100 columns), run as `run` runs it, colours removed."""
+    pty = pytest.importorskip("pty", reason="a pseudo-terminal needs a POSIX system")
+    command = [sys.executable, "-m", "pytest", *PLUGIN, "--attention-profile", "ci", "-p", "no:cacheprovider", *args]
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100"}
+    with subprocess.Popen(command, cwd=team.path, env=env, stdin=follower, stdout=follower, stderr=follower) as proc:
+        os.close(follower)
+        written, deadline = bytearray(), time.monotonic() + timeout
+        while time.monotonic() < deadline and select.select([leader], [], [], deadline - time.monotonic())[0]:
+            try:
+                chunk = os.read(leader, 1 << 16)
+            except OSError:  # Linux: every writer has closed the terminal
+                break
+            if not chunk:
+                break
+            written += chunk
+        proc.kill()
+    os.close(leader)
+    return re.sub(r"\x1b\[[0-9;]*m", "", written.decode(errors="replace"))
+
+
+def test_the_drawn_tests_progress_is_one_line_redrawn_on_a_terminal(team: pytest.Pytester) -> None:
+    written = on_a_terminal(team, "--attention-kernel", "tests._fakes:CORRECT", "--attention-examples", "3")
+    assert "4 passed" in written
+    # Redrawn in place after each case (a carriage return, no newline), then its last line stays.
+    for done in range(4):
+        assert f"\rdrawn: {done}/3 cases, 0 failing, " in written
+    assert re.search(r"\rdrawn: 3/3 cases, 0 failing, took \d+:\d\d +\r?\n", written)
+    assert "attention: drawn cases" not in written  # shown as it ran: not again in the summary
+
+
+@pytest.mark.parametrize(
+    ("state", "now", "final", "line"),
+    [
+        pytest.param(dict(), 0.0, False, "0/20 cases, 0 failing, 0:00 so far, no estimate yet", id="begun"),
+        pytest.param(dict(cases=5), 10.0, False, "5/20 cases, 0 failing, 0:10 so far, about 0:30 left", id="drawing"),
+        # 2 s a shrink step, 17 steps left in the budget's 20.
+        pytest.param(
+            dict(cases=8, runs=3, since=16.0),
+            22.0,
+            False,
+            "8/20 cases, 1 failing, shrinking 3/20 runs, up to 0:34 left",
+            id="shrinking",
+        ),
+        pytest.param(
+            dict(cases=8, runs=1, since=16.0),
+            306.0,
+            False,
+            "8/20 cases, 1 failing, shrinking 1/20 runs, up to 0:10 left",
+            id="shrinking-to-the-budgets-seconds",
+        ),
+        pytest.param(dict(cases=20), 75.0, True, "20/20 cases, 0 failing, took 1:15", id="passed"),
+        pytest.param(
+            dict(cases=22), 3665.0, True, "22/22 cases, 0 failing, took 1:01:05", id="database-replays-and-hours"
+        ),
+        pytest.param(
+            dict(cases=8, runs=12, since=16.0),
+            90.0,
+            True,
+            "8/20 cases, 1 failing, shrunk in 12 runs, took 1:30",
+            id="failed",
+        ),
+    ],
+)
+def test_the_drawn_tests_progress_line(state: dict, now: float, final: bool, line: str) -> None:
+    drawn = DrawnState(examples=20, budget=ShrinkBudget(runs=20, seconds=300), start=0.0, **state)
+    assert drawn.line(now, final=final) == line
 
 
 def test_the_fixtures_without_a_kernel_say_what_to_give(team: pytest.Pytester) -> None:
