@@ -9,7 +9,7 @@ JUnit XML file, in this interpreter, and records:
   after it (about the mean over the run's end; the suite alone keeps it near the core count): a record
   made beside other work says so here, never in prose;
 - per module: tests, seconds summed over its tests (the time a worker spent on them), failures;
-- the slowest tests.
+- durations: every test's seconds (setup, call and teardown), slowest first.
 
     python benchmarks/suite_time.py [--out FILE] [-- PYTEST-ARGS...]
 
@@ -35,7 +35,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "suite_time.json"
-SLOWEST = 15  # tests listed by name: enough to show where a cut would pay
 
 
 def _noxfile_parallel() -> tuple[str, ...]:
@@ -60,7 +59,7 @@ def tests_of(junit: Path) -> list[dict]:
 
 
 def summarize(tests: list[dict]) -> dict:
-    """Per-module totals (slowest first) and the slowest tests, from `tests_of`."""
+    """Per-module totals and every test's seconds, each slowest first, from `tests_of`."""
     modules: dict[str, dict] = collections.defaultdict(lambda: {"tests": 0, "seconds": 0.0, "failed": 0})
     for t in tests:
         m = modules[t["module"]]
@@ -73,9 +72,7 @@ def summarize(tests: list[dict]) -> dict:
         "failed": sum(t["outcome"] in ("failure", "error") for t in tests),
         "test_seconds": round(sum(t["seconds"] for t in tests), 1),
         "modules": {k: {**v, "seconds": round(v["seconds"], 1)} for k, v in ranked},
-        "slowest": [
-            {**t, "seconds": round(t["seconds"], 1)} for t in sorted(tests, key=lambda t: -t["seconds"])[:SLOWEST]
-        ],
+        "durations": [{**t, "seconds": round(t["seconds"], 2)} for t in sorted(tests, key=lambda t: -t["seconds"])],
     }
 
 

@@ -57,6 +57,7 @@ TESTS_PAGE = ROOT / "docs" / "tests.md"
 SUITE_TIME = RESULTS / "suite_time.json"
 SUITE_TIME_BEGIN, SUITE_TIME_END = "<!-- suite-time:begin -->", "<!-- suite-time:end -->"
 SUITE_TIME_MODULES = 12  # the modules listed by name; the rest summed in one row
+SUITE_TIME_SLOWEST = 15  # the tests listed by name, of the record's every test: enough to show where a cut would pay
 # Where a 60-case run's CPU goes by phase (benchmarks/run_phases.py's record), in docs/performance.md.
 RUN_PHASES = RESULTS / "run_phases.json"
 RUN_PHASES_BEGIN, RUN_PHASES_END = "<!-- run-phases:begin -->", "<!-- run-phases:end -->"
@@ -325,7 +326,7 @@ def suite_time(path: Path) -> str:
     rest_s, rest_n = sum(m["seconds"] for _, m in rest), sum(m["tests"] for _, m in rest)
     lines.append(f"| {len(rest)} other modules | {rest_n} | {rest_s:.0f} | {rest_s / total:.0%} |")
     lines += ["", "| slowest tests | seconds |", "|---|---|"]
-    lines += [f"| `{t['module']}::{t['test']}` | {t['seconds']:.0f} |" for t in r["slowest"]]
+    lines += [f"| `{t['module']}::{t['test']}` | {t['seconds']:.0f} |" for t in r["durations"][:SUITE_TIME_SLOWEST]]
     return "\n".join(lines)
 
 

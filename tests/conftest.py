@@ -1,8 +1,18 @@
 """Shared fixtures. JAX must see JAX_PLATFORMS before it is imported: set here, as a process start."""
 
 import os
+import sys
 
-from harness.runtime import compat
+# The suite starts hundreds of Python processes (`python -m harness` commands, their kernel workers), each
+# importing jax and many torch: about 2 CPU seconds apiece compiling their sources where no bytecode is kept.
+# Where writing bytecode is off ($PYTHONDONTWRITEBYTECODE), it is kept under this environment's prefix instead,
+# away from the sources, so that each module compiles once per environment rather than once per process.
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = os.path.join(sys.prefix, "pycache")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    sys.dont_write_bytecode = False
+
+from harness.runtime import compat  # noqa: E402
 
 compat.default_platforms_env()  # a process start: JAX_PLATFORMS=cpu where no TPU is attached, before jax loads
 

@@ -10,6 +10,7 @@ out as a store, named as the writers name them (harness.store.files.record_name)
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -380,12 +381,24 @@ _written: dict[str, Path] = {}
 
 
 def real_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The store of WRITERS, written on first use and shared by every test module of the session.
+    """The store of WRITERS, written on first use and shared by every test module of the session, and by
+    every pytest-xdist worker of it: the first to ask writes it (a minute of CPU), the others wait and read it.
 
     Test modules wrap it in a session fixture. Copy it (copy_store) before editing it.
     """
     if "store" not in _written:
-        _written["store"] = write_real_store(tmp_path_factory.mktemp("real") / "store")
+        base = tmp_path_factory.getbasetemp()
+        # Each xdist worker's base directory is a child of the run's: the store is written beside them.
+        shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        store, done = shared / "real-store", shared / "real-store.done"
+        with open(shared / "real-store.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                # Written in place (its records name their own paths); a write that failed is written anew.
+                shutil.rmtree(store, ignore_errors=True)
+                write_real_store(store)
+                done.touch()
+        _written["store"] = store
     return _written["store"]
 
 
