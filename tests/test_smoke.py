@@ -205,3 +205,41 @@ def test_each_option_meets_every_dtype_in_the_feature_cases(name):
     }
     declared = [o for o in features.OPTIONS if getattr(impl.capabilities, o)]
     assert met == {(o, d) for o in declared for d in impl.capabilities.dtypes}, met
+
+
+def test_a_run_that_asks_for_few_smoke_cases_keeps_them_and_the_next_reads_them(monkeypatch, tmp_path):
+    kernel = _WithApi("tests.test_smoke:partial")
+    monkeypatch.setattr(smoke.compat, "compilation_cache_dir", lambda: str(tmp_path / "jax"))
+    monkeypatch.setattr(smoke, "cache_path", _real_cache_path)
+    whole = smoke.smoke_cases(kernel)
+    assert len(whole) > 2
+    first = smoke.iter_smoke_cases(kernel)
+    assert [next(first), next(first)] == whole[:2]
+    first.close()  # a run that stopped asking: the two it found are kept, marked partial
+    found: list[int] = []
+    real_found = smoke._found
+
+    def counting(impl):
+        for case in real_found(impl):
+            found.append(1)
+            yield case
+
+    monkeypatch.setattr(smoke, "_found", counting)
+    again = smoke.iter_smoke_cases(kernel)
+    assert [next(again), next(again)] == whole[:2] and found == []  # read back, nothing looked for
+    assert list(again) == whole[2:]  # asked for more: found, the ones read back not yielded twice
+    monkeypatch.setattr(smoke, "_found", lambda impl: pytest.fail("found again despite the whole set cached"))
+    assert list(smoke.iter_smoke_cases(kernel)) == whole
+
+
+def test_a_partial_set_never_replaces_a_whole_one_another_process_wrote(monkeypatch, tmp_path):
+    kernel = _WithApi("tests.test_smoke:race")
+    monkeypatch.setattr(smoke.compat, "compilation_cache_dir", lambda: str(tmp_path / "jax"))
+    monkeypatch.setattr(smoke, "cache_path", _real_cache_path)
+    whole = smoke.smoke_cases(kernel)
+    partial = smoke.iter_smoke_cases(kernel)
+    next(partial)
+    assert list(smoke.iter_smoke_cases(kernel)) == whole  # another run finds and writes the whole set
+    partial.close()  # the first run stops after one case: it must not overwrite the whole set
+    monkeypatch.setattr(smoke, "_found", lambda impl: pytest.fail("the whole set was lost"))
+    assert list(smoke.iter_smoke_cases(kernel)) == whole

@@ -139,18 +139,33 @@ def _empty_ways(impl: Implementation, case: Case) -> set[tuple]:
 def iter_smoke_cases(impl: Implementation) -> Iterator[Case]:
     """smoke_cases, one at a time: the API cases are looked for only once the feature cases are
     through, so a run that stops at a failing feature case never pays for them. Read from the
-    disk cache when it holds this set (cache_path); written there once the whole set was found."""
+    disk cache where it holds this set (cache_path). What a run found is written there when it stops
+    asking, whole or not: a run of a few cases keeps the cases it found, and the next run reads them,
+    finding the rest (from the start: the set is one deterministic sequence) only if it asks for more."""
     path = cache_path(impl)
-    cached = _read(path) if path is not None else None
+    cached, complete = _read(path) if path is not None else (None, False)
     if cached is not None:
         yield from cached
-        return
-    found: list[Case] = []
-    for case in _found(impl):
-        found.append(case)
-        yield case
-    if path is not None:
-        _write(path, found)
+        if complete:
+            return
+    found: list[Case] = list(cached or ())
+    whole = False
+    try:
+        for i, case in enumerate(_found(impl)):
+            if i < len(found):
+                continue  # read from the cache and yielded already
+            found.append(case)
+            yield case
+        whole = True
+    finally:
+        if path is not None and (whole or len(found) > len(cached or ())) and not _holds_more(path, found):
+            _write(path, found, complete=whole)
+
+
+def _holds_more(path: Path, found: list[Case]) -> bool:
+    """Whether the cache at `path` now holds more than `found` (another process wrote it meanwhile)."""
+    now, complete = _read(path)
+    return now is not None and (complete or len(now) > len(found))
 
 
 def _found(impl: Implementation) -> Iterator[Case]:
@@ -215,16 +230,17 @@ def stable_repr(x: object) -> str:
     return repr(x)
 
 
-def _read(path: Path) -> list[Case] | None:
-    """The cached set, or None when there is none or it cannot be read (then it is found anew)."""
+def _read(path: Path) -> tuple[list[Case] | None, bool]:
+    """The cached set and whether it is the whole set; (None, False) when there is none or it cannot be read
+    (then it is found anew). A file from before partial sets were kept is a whole set."""
     try:
         doc = json.loads(path.read_text())
-        return [Case.from_json(c) for c in doc["cases"]]
-    except (OSError, ValueError, KeyError, TypeError, CaseError):
-        return None
+        return [Case.from_json(c) for c in doc["cases"]], bool(doc.get("complete", True))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, CaseError):
+        return None, False
 
 
-def _write(path: Path, cases: list[Case]) -> None:
+def _write(path: Path, cases: list[Case], *, complete: bool = True) -> None:
     """Atomically (a concurrent worker reads a whole file or none); a cache that cannot be written is skipped."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,7 +249,7 @@ def _write(path: Path, cases: list[Case]) -> None:
         return
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump({"cases": [c.to_json() for c in cases]}, f)
+            json.dump({"cases": [c.to_json() for c in cases], "complete": complete}, f)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
