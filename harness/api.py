@@ -39,8 +39,8 @@ from harness.running import runner, worker
 from harness.running.failures import write_failure
 from harness.running.runner import CaseResult
 from harness.runtime.compat import InterpretOptions
+from harness.store.bug import Found
 from harness.store.derive import repro_command
-from harness.store.failures import Found
 
 __all__ = [
     "INTERPRETERS",
@@ -143,30 +143,17 @@ def check(
     limit = worker.default_time_limit() if time_limit is None else time_limit
     if not limit > 0:
         raise InputError(f"time_limit={time_limit!r} must be a positive number of seconds")
-    options = _Options(impl, grads=grads and impl.capabilities.grads, interpreter=interpreter, time_limit=limit)
+    # The run's interpreter options as `run` sets them (harness.running.session.RunPlan.interpret).
+    interpret = InterpretOptions(interpreter="faithful" if interpreter == "faithful" else "fast")
+    options = runner.Check(kernel=impl, grads=grads and impl.capabilities.grads, interpret=interpret, time_limit=limit)
     # Kernel code never runs in this process: an adapter's probe goes to a worker too (harness.core.probes).
     with probes.calling(worker_probes.in_worker):
-        result = runner.run_case(case, [impl], policy=interpreter, smoke=smoke, **options.run)
+        result = options.run(case, policy=interpreter, smoke=smoke)
         if result.passed:
             return result
         if not _final():
             raise CaseFailure(result)  # a shrink step: Hypothesis only needs to know it failed
         raise _failure(options, result, out)
-
-
-class _Options:
-    """What one check runs a kernel with, as runner.run_case and write_failure take it."""
-
-    def __init__(self, impl: Implementation, *, grads: bool, interpreter: str, time_limit: float) -> None:
-        self.impl = impl
-        self.grads = grads
-        self.time_limit = time_limit
-        # The run's options as `run` sets them (harness.running.session.RunPlan.interpret).
-        self.interpret = InterpretOptions(interpreter="faithful" if interpreter == "faithful" else "fast")
-
-    @property
-    def run(self) -> dict[str, Any]:
-        return {"grads": self.grads, "time_limit": self.time_limit, "interpret": self.interpret}
 
 
 def _final() -> bool:
@@ -176,20 +163,13 @@ def _final() -> bool:
     return bool(getattr(control.current_build_context(), "is_final", True))
 
 
-def _failure(options: _Options, result: CaseResult, out: Path | str | None) -> CaseFailure:
+def _failure(options: runner.Check, result: CaseResult, out: Path | str | None) -> CaseFailure:
     """`result` replayed once under the interpreter that failed it (flaky or not), its failure file
     written under `out` (where given), as the exception to raise."""
-    result = runner.replayed(result, options.impl, **options.run)
+    result = runner.replayed(result, options)
     path = None
     if out is not None:
-        path = write_failure(
-            Path(out),
-            result,
-            kernel=options.impl,
-            oracles=[],
-            search=Found(found_by="harness.api.check").to_json(),
-            **options.run,
-        )
+        path = write_failure(Path(out), result, options, search=Found(found_by="harness.api.check").to_json())
     return CaseFailure(result, path)
 
 

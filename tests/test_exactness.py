@@ -13,7 +13,7 @@ from harness.core.case import Case
 from harness.core.exactness import Measured, refine
 from harness.running import batch, exactness
 from harness.running.failures import write_failure
-from harness.running.runner import run_case
+from harness.running.runner import Check, run_case
 from harness.runtime import caches
 from tests._fakes import FakeKernel
 from tests.planted import spec
@@ -113,5 +113,5 @@ def test_a_fork_whose_out_moves_with_the_batch_fails_where_upstream_passes(tmp_p
     assert "worst out" in next(c.note for c in bad.comparisons if c.quantity == batch.BATCH_INVARIANT)
     assert good.passed and batch.BATCH_INVARIANT in good.checks, good.failure
     # Its failure file replays through the CLI under the same refined conventions.
-    path = write_failure(tmp_path, result, kernel=fork, oracles=[], grads=True)
+    path = write_failure(tmp_path, result, Check(kernel=fork, grads=True))
     assert cli.main(["repro", str(path)]) == cli.EXIT_FAIL, capsys.readouterr().out

@@ -11,7 +11,7 @@ from harness.core import contract
 from harness.core.compare import TOLERANCE_VERSION
 from harness.running import search
 from harness.running.failures import FailureFileError, load_failure, replay, version_differences, write_failure
-from harness.running.runner import run_case
+from harness.running.runner import Check, run_case
 from harness.running.worker import implementation_spec
 from harness.runtime import compat
 from tests import _fakes
@@ -26,9 +26,7 @@ def _failed(case=None, grads=False):
 def test_a_written_failure_reads_back_and_replays_the_same_failure(tmp_path):
     result = _failed()
     options = compat.InterpretOptions(detect_races=True, uninitialized_memory="zero", random_seed=4)
-    path = write_failure(
-        tmp_path, result, kernel=_fakes.BROKEN, oracles=[], grads=False, interpret=options, time_limit=30.0
-    )
+    path = write_failure(tmp_path, result, Check(kernel=_fakes.BROKEN, grads=False, interpret=options, time_limit=30.0))
     assert path.parent == tmp_path / "failures"
     doc = json.loads(path.read_text())
     assert doc["kernel"] == "tests._fakes:BROKEN"
@@ -44,8 +42,8 @@ def test_a_written_failure_reads_back_and_replays_the_same_failure(tmp_path):
 
 
 def test_the_same_failure_gets_the_same_file(tmp_path):
-    a = write_failure(tmp_path, _failed(), kernel=_fakes.BROKEN, oracles=[], grads=False)
-    b = write_failure(tmp_path, _failed(), kernel=_fakes.BROKEN, oracles=[], grads=False)
+    a = write_failure(tmp_path, _failed(), Check(kernel=_fakes.BROKEN, grads=False))
+    b = write_failure(tmp_path, _failed(), Check(kernel=_fakes.BROKEN, grads=False))
     assert a == b and len(list((tmp_path / "failures").iterdir())) == 1
 
 
@@ -58,7 +56,7 @@ def test_specs_resolve_back_to_the_implementation():
 
 
 def test_retargeting_checks_the_new_kernels_contract(tmp_path):
-    path = write_failure(tmp_path, _failed(), kernel=_fakes.BROKEN, oracles=[], grads=False)
+    path = write_failure(tmp_path, _failed(), Check(kernel=_fakes.BROKEN, grads=False))
     ff = load_failure(path)
     with pytest.raises(FailureFileError, match="outside pallas_flash's contract"):
         ff.retarget("pallas_flash")  # q_len=16 is not a multiple of 128
@@ -108,7 +106,7 @@ def test_run_writes_a_failure_file_and_a_replay_line_for_each_distinct_failure(t
 
 
 def test_pin_adds_a_fixed_case_to_the_corpus_and_refuses_a_failing_one(tmp_path, capsys):
-    path = write_failure(tmp_path, _failed(), kernel=_fakes.BROKEN, oracles=[], grads=False)
+    path = write_failure(tmp_path, _failed(), Check(kernel=_fakes.BROKEN, grads=False))
     corpus = tmp_path / "corpus"
     assert cli.main(["pin", str(path), "--corpus", str(corpus)]) == cli.EXIT_FAIL
     assert "not pinned" in capsys.readouterr().out and not corpus.exists()

@@ -10,7 +10,7 @@ import pytest
 from harness import findings
 from harness.core.errors import InputError
 from harness.running import known
-from harness.running.runner import run_case
+from harness.running.runner import Check, run_case
 from harness.runtime.compat import DEFAULT_INTERPRET
 from tests import _fakes
 
@@ -42,7 +42,7 @@ def _finding() -> findings.Finding:
 def test_a_failure_is_named_only_where_upstream_fails_it_and_the_fix_passes_it(kernel, case, named):
     result = run_case(case, [kernel], grads=False)
     assert not result.passed
-    got = known.match(result, kernel, [_finding()], grads=False, time_limit=None, interpret=DEFAULT_INTERPRET)
+    got = known.match(result, Check(kernel=kernel, grads=False), [_finding()])
     assert (got is not None) == named
     if named:
         assert got.name == "fake_bug" and not got.expected and got.fixed == "tests._fakes:CORRECT"
@@ -50,8 +50,7 @@ def test_a_failure_is_named_only_where_upstream_fails_it_and_the_fix_passes_it(k
 
 def test_a_known_finding_is_expected_by_name_and_a_wrong_name_is_bad_input():
     result = run_case(_fakes.small_case(head_dim=64, kv_len=32), [_fakes.BROKEN], grads=False)
-    kw = {"grads": False, "time_limit": None, "interpret": DEFAULT_INTERPRET, "expected": ("fake_bug",)}
-    got = known.match(result, _fakes.BROKEN, [_finding()], **kw)
+    got = known.match(result, Check(kernel=_fakes.BROKEN, grads=False), [_finding()], expected=("fake_bug",))
     assert got is not None and got.expected and "expected" in got.line()
     with pytest.raises(InputError, match="--known 'no_such_finding' is no finding; findings: "):
         known.check_names(("no_such_finding",))
@@ -70,11 +69,11 @@ def test_an_expected_finding_whose_own_case_passes_now_is_reported(monkeypatch, 
 
     case = _fakes.small_case(head_dim=64, kv_len=32)
     result = run_case(case, [_fakes.BROKEN], grads=False)
-    path = write_failure(tmp_path, result, kernel=_fakes.BROKEN, oracles=[], grads=False)
+    path = write_failure(tmp_path, result, Check(kernel=_fakes.BROKEN, grads=False))
     finding = dataclasses.replace(_finding(), fix=dataclasses.replace(_finding().fix, case=path))
     monkeypatch.setattr(findings, "catalogue", lambda: [finding])
-    assert known.still_fails("fake_bug", _fakes.BROKEN, time_limit=None) is None  # still fails: nothing to say
-    line = known.still_fails("fake_bug", _fakes.CORRECT, time_limit=None)
+    assert known.still_fails("fake_bug", Check(kernel=_fakes.BROKEN)) is None  # still fails: nothing to say
+    line = known.still_fails("fake_bug", Check(kernel=_fakes.CORRECT))
     assert line is not None and "expected to fail, but tests._fakes:CORRECT passes its case" in line
 
 
@@ -124,5 +123,5 @@ def _dv_fork() -> _DvFork:
 def test_a_drop_ins_failure_is_inherited_where_its_upstream_fails_the_case_alike(kernel, case, inherited):
     result = run_case(_fakes.small_case(**case), [kernel], grads=True, time_limit=None, interpret=DEFAULT_INTERPRET)
     assert not result.passed
-    got = known.inherited(result, kernel, grads=True, time_limit=None, interpret=DEFAULT_INTERPRET)
+    got = known.inherited(result, Check(kernel=kernel, grads=True))
     assert got == ("tests._fakes:BROKEN" if inherited else None)

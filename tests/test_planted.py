@@ -17,7 +17,7 @@ from harness import cli
 from harness.core import contract, pool
 from harness.core.case import Case
 from harness.running.failures import load_failure, write_divergence, write_failure
-from harness.running.runner import run_case
+from harness.running.runner import Check, run_case
 from harness.running.search import search
 from harness.runtime import compat
 from kernels.pallas_flash import uniform_blocks
@@ -49,7 +49,7 @@ def test_planted_bug_is_caught_shrunk_and_replayed(tmp_path, capsys, name):
     options = compat.InterpretOptions(**INTERPRET.get(name, {}))
     outcome = search(kernel, oracles, profile="ci", interpret=options)
     path = outcome.shrunk and write_failure(
-        tmp_path, outcome.shrunk, kernel=kernel, oracles=oracles, grads=True, interpret=options
+        tmp_path, outcome.shrunk, Check(kernel=kernel, oracles=oracles, grads=True, interpret=options)
     )
     assert outcome.shrunk is not None, f"{name} ({PLANTED[name]}) passed {len(outcome.results)} ci cases"
     first = next(r for r in outcome.results if not r.passed)
@@ -108,7 +108,7 @@ def test_a_read_of_scratch_never_written_is_never_a_pass_and_says_which_interpre
     assert (s.interpreter, s.shadow.interpreter, s.shadow.passed) == ("faithful", "fast", False)
     if fill == "nan":  # the faithful interpreter's poison shows the read too: a kernel failure
         assert not result.passed and not result.divergences
-        path = write_failure(tmp_path, result, kernel=kernel, oracles=[], grads=False, interpret=options)
+        path = write_failure(tmp_path, result, Check(kernel=kernel, grads=False, interpret=options))
     else:  # a zero fill hides it from the faithful interpreter: an interpreter divergence, reported apart
         assert result.passed and result.divergences == [s]
         path = write_divergence(tmp_path, result, s, kernel=kernel, oracles=[], grads=False, interpret=options)

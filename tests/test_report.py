@@ -404,7 +404,7 @@ def test_interpreter_divergences_are_listed_apart_and_each_failure_says_which_in
 def test_a_failure_card_says_its_trigger_the_finding_it_is_and_what_upstream_fails_alike(
     tmp_path: Path, real_store: Path
 ) -> None:
-    # Read from its failure file (harness.store.failures.Found), as `run` writes them after the trigger search.
+    # Read from its failure file (harness.store.bug.Found), as `run` writes them after the trigger search.
     store = rb.copy_store(real_store, tmp_path / "store")
     (path,) = (store / "failures").glob("*.json")
     for rec in (store / "records").glob("*/*.json"):  # the copy's records name the copy's failure file

@@ -12,7 +12,7 @@ import pytest
 from harness import cli
 from harness.core.masks import Mask
 from harness.running.failures import write_failure
-from harness.running.runner import run_case
+from harness.running.runner import Check, run_case
 from harness.store.files import RunStore
 from tests import _fakes
 
@@ -30,7 +30,7 @@ def failed():
 
 
 def test_a_failure_file_shows_mask_and_errors_as_text_svg_and_html(tmp_path, capsys, failed):
-    path = write_failure(tmp_path, failed, kernel=_fakes.BROKEN, oracles=[], grads=False)
+    path = write_failure(tmp_path, failed, Check(kernel=_fakes.BROKEN, grads=False))
     svg, html = tmp_path / "pic" / "x.svg", tmp_path / "x.html"
     assert cli.main(["show", str(path), "--svg", str(svg), "--html", str(html)]) == cli.EXIT_OK
     out = capsys.readouterr().out
@@ -93,7 +93,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, text, words):
 
 
 def test_an_unwritable_output_exits_2(tmp_path, capsys, failed):
-    path = write_failure(tmp_path, failed, kernel=_fakes.BROKEN, oracles=[], grads=False)
+    path = write_failure(tmp_path, failed, Check(kernel=_fakes.BROKEN, grads=False))
     (tmp_path / "file").write_text("")
     assert cli.main(["show", str(path), "--svg", str(tmp_path / "file" / "x.svg")]) == cli.EXIT_USAGE
     assert "cannot write" in capsys.readouterr().err

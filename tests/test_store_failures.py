@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.store.failures import CompileFailureRecord, FailureRecord, Found, failure_from_json
+from harness.store.bug import Found
+from harness.store.failures import CompileFailureRecord, FailureRecord, failure_from_json
 from harness.store.files import MergeError, merge_stores
 from harness.store.schema import RecordError
 from tests import record_builders as rb
@@ -31,7 +32,7 @@ def test_every_failure_file_round_trips_through_its_class(store: str, real_store
         assert rec.to_json() == doc, path
         assert failure_from_json(rec.to_json(), str(path)) == rec
         # How it was found, typed: a file from before a field existed lacks it, and reads all the same.
-        found = rec.found()
+        found = Found.of(rec)
         assert found is not None and found.profile == "ci" and Found.from_json(found.to_json()) == found
 
 

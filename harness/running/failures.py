@@ -46,7 +46,7 @@ from harness.core.case import Case, CaseError
 from harness.core.compare import TOLERANCE_VERSION
 from harness.core.errors import InputError
 from harness.running import exactness
-from harness.running.runner import CaseResult, SubjectResult, run_case
+from harness.running.runner import CaseResult, Check, SubjectResult, run_case
 from harness.running.worker import default_time_limit, implementation_spec
 from harness.runtime import compat, isa
 from harness.store.failures import FailureRecord
@@ -144,26 +144,15 @@ def _result_entry(s: SubjectResult) -> dict[str, Any]:
     }
 
 
-def write_failure(
-    out_dir: Path,
-    result: CaseResult,
-    *,
-    kernel: contract.Implementation | str,
-    oracles: list[contract.Implementation | str],
-    grads: bool,
-    interpret: compat.InterpretOptions = compat.DEFAULT_INTERPRET,
-    time_limit: float | None = None,
-    search: dict[str, Any] | None = None,
-) -> Path:
-    """Write DIR/failures/<id>.json; implementations may be given as objects or as specs."""
-    spec = lambda impl: impl if isinstance(impl, str) else implementation_spec(impl)  # noqa: E731
+def write_failure(out_dir: Path, result: CaseResult, check: Check, *, search: dict[str, Any] | None = None) -> Path:
+    """Write DIR/failures/<id>.json: `result`, failed under `check`, and how it was found (`search`, Found JSON)."""
     doc = failure_document(
         result,
-        kernel=spec(kernel),
-        oracles=[spec(o) for o in oracles],
-        grads=grads,
-        interpret=interpret,
-        time_limit=time_limit,
+        kernel=implementation_spec(check.kernel),
+        oracles=[implementation_spec(o) for o in check.oracles],
+        grads=check.grads,
+        interpret=check.interpret,
+        time_limit=check.time_limit,
         search=search,
     )
     path = Path(out_dir) / "failures" / f"{doc['id']}.json"

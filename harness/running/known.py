@@ -21,10 +21,9 @@ import dataclasses
 from harness import findings
 from harness.core import contract
 from harness.core.errors import InputError
-from harness.running import runner, signatures
+from harness.running import signatures
 from harness.running.failures import FailureFileError, load_failure
-from harness.running.runner import CaseResult
-from harness.runtime.compat import InterpretOptions
+from harness.running.runner import CaseResult, Check
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -74,32 +73,26 @@ def _kinds(result: CaseResult) -> list[str]:
 
 
 def match(
-    result: CaseResult,
-    kernel: contract.Implementation,
-    found: list[findings.Finding],
-    *,
-    grads: bool,
-    time_limit: float | None,
-    interpret: InterpretOptions,
-    expected: tuple[str, ...] = (),
+    result: CaseResult, check: Check, found: list[findings.Finding], *, expected: tuple[str, ...] = ()
 ) -> Known | None:
-    """The finding `result` (a failure of `kernel`) is, or None: its unfixed kernel fails the case the same
-    way (the run's own failure, where it is that kernel), and its fix passes it."""
+    """The finding `result` (a failure of the check's kernel) is, or None: its unfixed kernel fails the case the
+    same way (the run's own failure, where it is that kernel), and its fix passes it; each run as `check` is."""
+    kernel = check.kernel
     mine = dataclasses.replace(result, subjects=[s for s in result.subjects if s.implementation == kernel.name])
     verdict = mine.subjects[0] if mine.subjects else None
     if verdict is None or verdict.passed:
         return None
-    kw = {"grads": grads, "time_limit": time_limit, "interpret": interpret.under(verdict.interpreter)}
+    under = check.under(verdict.interpreter)
     for f in found:
         assert f.fix is not None
         fixed, unfixed = contract.resolve(f.fix.fixed), contract.resolve(f.fix.unfixed)
         if fixed.violations(result.case) or unfixed.violations(result.case):
             continue
         if unfixed.name != kernel.name:
-            upstream = runner.run_case(result.case, [unfixed], **kw)
+            upstream = under.run(result.case, [unfixed])
             if upstream.passed or _kinds(upstream) != _kinds(mine):
                 continue
-        if runner.run_case(result.case, [fixed], **kw).passed:
+        if under.run(result.case, [fixed]).passed:
             return Known(
                 name=f.name,
                 title=f.title,
@@ -110,18 +103,12 @@ def match(
     return None
 
 
-def inherited(
-    result: CaseResult,
-    kernel: contract.Implementation,
-    *,
-    grads: bool,
-    time_limit: float | None,
-    interpret: InterpretOptions,
-) -> str | None:
-    """The built-in a drop-in derives from (`KERNEL=MODULE:ATTR`: Implementation.drops_into), where that built-in, as
-    installed, fails `result`'s case the same way (the same quantities, the same kinds): a bug the fork inherited
-    from upstream, not one its edits made; None for a built-in, where upstream passes or fails another way, or
-    where upstream refuses the case."""
+def inherited(result: CaseResult, check: Check) -> str | None:
+    """The built-in the check's kernel, a drop-in, derives from (`KERNEL=MODULE:ATTR`: Implementation.drops_into),
+    where that built-in, as installed and run as `check` is, fails `result`'s case the same way (the same
+    quantities, the same kinds): a bug the fork inherited from upstream, not one its edits made; None for a
+    built-in, where upstream passes or fails another way, or where upstream refuses the case."""
+    kernel = check.kernel
     base = kernel.drops_into
     mine = [s for s in result.subjects if s.implementation == kernel.name]
     if base is None or base == kernel.name or not mine or mine[0].passed:
@@ -130,8 +117,7 @@ def inherited(
     upstream = contract.resolve(base).with_conventions(kernel.conventions)
     if upstream.cannot_run() is not None or upstream.violations(result.case):
         return None
-    kw = {"grads": grads, "time_limit": time_limit, "interpret": interpret.under(mine[0].interpreter)}
-    got = runner.run_case(result.case, [upstream], **kw)
+    got = check.under(mine[0].interpreter).run(result.case, [upstream])
     if got.passed or _how(got) != _how(dataclasses.replace(result, subjects=mine)):
         return None
     return base
@@ -142,9 +128,10 @@ def _how(result: CaseResult) -> list[tuple[str, frozenset[str]]]:
     return [(kind, bad) for _, kind, bad in signatures.how(result)]
 
 
-def still_fails(name: str, kernel: contract.Implementation, *, time_limit: float | None) -> str | None:
-    """For a finding expected by --known: None where its own case still fails on `kernel`; else why it is
-    reported (it passes now, or its case cannot be replayed on this kernel)."""
+def still_fails(name: str, check: Check) -> str | None:
+    """For a finding expected by --known: None where its own case still fails on the check's kernel (within its
+    time limit); else why it is reported (it passes now, or its case cannot be replayed on this kernel)."""
+    kernel = check.kernel
     finding = next(f for f in findings.catalogue() if f.name == name)
     if finding.fix is None or finding.fix.case is None:
         return None  # no case of its own to replay: nothing to say either way
@@ -153,7 +140,8 @@ def still_fails(name: str, kernel: contract.Implementation, *, time_limit: float
         ff.retarget(kernel.name)
     except FailureFileError as e:
         return f"--known {name}: its case cannot be replayed on {kernel.name} ({e})"
-    result = runner.run_case(ff.case, [ff.kernel], grads=ff.grads, time_limit=time_limit, interpret=ff.interpret)
+    replay = Check(kernel=ff.kernel, grads=ff.grads, interpret=ff.interpret, time_limit=check.time_limit)
+    result = replay.run(ff.case)
     if result.passed:
         return f"--known {name}: expected to fail, but {kernel.name} passes its case {finding.fix.case} now"
     return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+from typing import Any
 
 import numpy as np
 
@@ -107,6 +108,37 @@ class CaseResult:
         """Kernels whose two interpreters disagreed on this case (SubjectResult.divergence): reported
         apart, like oracle findings; `passed` holds the faithful interpreter's verdict."""
         return [s for s in self.subjects if s.divergence]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Check:
+    """What one kernel's cases are checked with, built once per kernel and passed whole: the kernel, its oracles,
+    whether the backward pass runs, the Pallas TPU interpreter's options, and the seconds each subject may take
+    (None: in this process, unbounded)."""
+
+    kernel: Implementation
+    oracles: tuple[Implementation, ...] = ()
+    grads: bool = True
+    interpret: InterpretOptions = DEFAULT_INTERPRET
+    time_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "oracles", tuple(self.oracles))
+
+    @property
+    def subjects(self) -> list[Implementation]:
+        return [self.kernel, *self.oracles]
+
+    def under(self, interpreter: str | None) -> Check:
+        """The same check under `interpreter` (the one a verdict ran on); unchanged for None."""
+        return dataclasses.replace(self, interpret=self.interpret.under(interpreter))
+
+    def run(self, case: Case, subjects: list[Implementation] | None = None, **how: Any) -> CaseResult:
+        """run_case of `case` with these options, through `subjects` (default: the kernel and its oracles); `how`:
+        run_case's policy, smoke and rerun_every."""
+        subjects = self.subjects if subjects is None else subjects
+        options = {"grads": self.grads, "time_limit": self.time_limit, "interpret": self.interpret}
+        return run_case(case, subjects, **options, **how)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -474,21 +506,14 @@ def run_interpreted(
     return dataclasses.replace(fast, replays=(replayed, confirmed))
 
 
-def replayed(
-    result: CaseResult,
-    impl: Implementation,
-    *,
-    grads: bool,
-    time_limit: float | None,
-    interpret: InterpretOptions,
-) -> CaseResult:
-    """`result` with `impl`'s failure replayed once under the interpreter that failed it, where it was not
-    yet (harness.core.verdicts): a failure that passes on replay is a flaky failure."""
+def replayed(result: CaseResult, check: Check) -> CaseResult:
+    """`result` with the check's kernel's failure replayed once under the interpreter that failed it, where it was
+    not yet (harness.core.verdicts): a failure that passes on replay is a flaky failure."""
+    impl = check.kernel
     index, subject = next((i, s) for i, s in enumerate(result.subjects) if s.implementation == impl.name)
     if subject.passed or any(r.interpreter == subject.interpreter for r in subject.replays):
         return result
-    options = interpret.under(subject.interpreter)
-    again = run_case(result.case, [impl], grads=grads, time_limit=time_limit, interpret=options).subjects[0]
+    again = check.under(subject.interpreter).run(result.case, [impl]).subjects[0]
     replay = Replay(interpreter=subject.interpreter, passed=again.passed, digest=again.digest)
     subjects = list(result.subjects)
     subjects[index] = dataclasses.replace(subject, replays=(*subject.replays, replay))

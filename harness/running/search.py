@@ -167,18 +167,10 @@ class _KeptDatabase(ExampleDatabase):
 
 
 def _run_case(
-    case: Case,
-    subjects: list[Implementation],
-    live: set[Case],
-    bound: int,
-    *,
-    grads: bool,
-    time_limit: float | None,
-    interpret: InterpretOptions,
-    policy: str | None = None,
-    smoke: bool = False,
+    case: Case, check: runner.Check, live: set[Case], bound: int, *, policy: str | None = None, smoke: bool = False
 ) -> CaseResult:
-    """runner.run_case, with JAX's caches cleared past `bound` programs held (`live`), and errors sorted.
+    """`check` run on `case` (runner.Check.run), with JAX's caches cleared past `bound` programs held (`live`), and
+    errors sorted.
 
     An interrupt however it arrived is raised as KeyboardInterrupt; any other exception is
     the harness's (the kernels' own exceptions are results, caught in harness.running.execute).
@@ -195,9 +187,7 @@ def _run_case(
             live.clear()
         live.add(program)
     try:
-        return runner.run_case(
-            case, subjects, grads=grads, time_limit=time_limit, interpret=interpret, policy=policy, smoke=smoke
-        )
+        return check.run(case, policy=policy, smoke=smoke)
     except Exception as e:  # noqa: BLE001 - sorted into an interrupt or a harness error
         if is_interrupt(e):
             raise KeyboardInterrupt(str(e)) from e
@@ -248,18 +238,17 @@ class _Phase:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SearchOptions:
-    """How one kernel's search runs.
+    """How one kernel's search runs (what it runs each case with is its runner.Check).
 
     examples: distinct cases checked, smoke cases among them (None: the profile's). seed: the draw's seed (None: the
     profile's, derandomized under ci). database: the example database directory, shared_database one beside it
-    (harness.running.database), both ignored by seeded and derandomized draws. time_limit: per-subject seconds;
-    interpret: the interpreter's options; interpreters: which interpreters run a Pallas TPU kernel
-    (runner.INTERPRETER_POLICIES; smoke cases are marked as such; see runner.run_case). shrink_runs overrides the
-    profile's shrink budget in cases, per failure. smoke: start with the kernel's smoke cases (harness.core.smoke;
-    or these cases, a shard's share of them), counted in `examples`. reuse: drawn cases take their compile-relevant
-    part from a pool drawn for this run (harness.core.pool), so compiled programs serve several cases. owns: only
-    cases it is true of are drawn and checked (a shard's part of the search, harness.running.jobs). first_failure:
-    stop at the first failure, shrunk (any failure met while shrinking counts).
+    (harness.running.database), both ignored by seeded and derandomized draws. interpreters: which interpreters run
+    a Pallas TPU kernel (runner.INTERPRETER_POLICIES; smoke cases are marked as such; see runner.run_case).
+    shrink_runs overrides the profile's shrink budget in cases, per failure. smoke: start with the kernel's smoke
+    cases (harness.core.smoke; or these cases, a shard's share of them), counted in `examples`. reuse: drawn cases
+    take their compile-relevant part from a pool drawn for this run (harness.core.pool), so compiled programs serve
+    several cases. owns: only cases it is true of are drawn and checked (a shard's part of the search,
+    harness.running.jobs). first_failure: stop at the first failure, shrunk (any failure met while shrinking counts).
     """
 
     examples: int | None = None
@@ -267,9 +256,6 @@ class SearchOptions:
     profile: str | None = None
     database: Path | None = None
     shared_database: examples_database.Shared | None = None
-    grads: bool = True
-    time_limit: float | None = None
-    interpret: InterpretOptions = DEFAULT_INTERPRET
     interpreters: str | None = None
     shrink_runs: int | None = None
     smoke: bool | Sequence[Case] = False
@@ -282,12 +268,17 @@ def search(
     kernel: Implementation,
     oracles: list[Implementation],
     *,
+    grads: bool = True,
+    time_limit: float | None = None,
+    interpret: InterpretOptions = DEFAULT_INTERPRET,
     on_result: Callable[[CaseResult], None] = lambda r: None,
     **options: Any,
 ) -> SearchOutcome:
-    """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`: one Search, its
-    options (SearchOptions) given as keywords. Every generated case goes to `on_result` as it finishes."""
-    return Search(kernel, oracles, SearchOptions(**options), on_result=on_result).run()
+    """Draw cases inside `kernel`'s contract and run each through the kernel and `oracles`: one Search of their
+    runner.Check, its options (SearchOptions) given as keywords. Every generated case goes to `on_result` as it
+    finishes."""
+    check = runner.Check(kernel=kernel, oracles=oracles, grads=grads, time_limit=time_limit, interpret=interpret)
+    return Search(check, SearchOptions(**options), on_result=on_result).run()
 
 
 class Search:
@@ -301,20 +292,13 @@ class Search:
     """
 
     def __init__(
-        self,
-        kernel: Implementation,
-        oracles: list[Implementation],
-        options: SearchOptions,
-        *,
-        on_result: Callable[[CaseResult], None] = lambda r: None,
+        self, check: runner.Check, options: SearchOptions, *, on_result: Callable[[CaseResult], None] = lambda r: None
     ) -> None:
         o = options
-        self.kernel = kernel
+        kernel = self.kernel = check.kernel
         self.options = o
-        self.subjects = [kernel, *oracles]
-        self.run_case = functools.partial(
-            _run_case, grads=o.grads, time_limit=o.time_limit, interpret=o.interpret, policy=o.interpreters
-        )
+        self.runs_with = check  # the kernel, its oracles and how each case runs
+        self.run_case = functools.partial(_run_case, policy=o.interpreters)
         self.profile = profiles.get(o.profile)
         self.shrink_budget = profiles.shrink_budget(o.profile)
         self.budget = self.profile.max_examples if o.examples is None else o.examples  # smoke cases among them
@@ -528,7 +512,7 @@ class Search:
             shrink.runs += 1
             self.outcome.shrink_runs += 1
         result = self.seen[case] = self.run_case(
-            case, self.subjects, self.programs, self.live_programs, smoke=case in self.smoke
+            case, self.runs_with, self.programs, self.live_programs, smoke=case in self.smoke
         )
         return result
 

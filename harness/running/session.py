@@ -28,6 +28,7 @@ from harness.running import exactness, known, settle, summaries, worker
 from harness.running.jobs import processes, same_bug, shard, stores, stream
 from harness.running.jobs import summaries as shard_summaries
 from harness.running.plan import RunPlan
+from harness.running.runner import Check
 from harness.running.search import Search, SearchOptions, SearchOutcome
 from harness.running.settle import Failure
 from harness.running.sink import CaseRecorder, Sink, StopToken, create_dir
@@ -218,11 +219,14 @@ def _write_failed(run: _Run, error: str) -> None:
 
 def _run_kernels(run: _Run) -> bool:
     """Search each kernel in turn, adding its summary rows and failures; True if interrupted."""
+    plan = run.plan
     for kernel in run.kernels:
-        # A forward-only kernel (no VJP: the decode kernels) is checked, and replayed, forward only.
-        grads = run.plan.grads and kernel.capabilities.grads
-        n = _examples(run.plan, kernel)
-        _say_kernel(run, kernel, n, grads)
+        # What its cases are checked with, built once and passed whole. A forward-only kernel (no VJP: the decode
+        # kernels) is checked, and replayed, forward only.
+        grads, limit = plan.grads and kernel.capabilities.grads, run.time_limit
+        check = Check(kernel=kernel, oracles=run.oracles, grads=grads, interpret=plan.interpret, time_limit=limit)
+        n = _examples(plan, kernel)
+        _say_kernel(run, check, n)
         reason = kernel.cannot_run()
         if reason is not None:
             # A result, not a skip: recorded in run.json with the interpreter's own error.
@@ -230,18 +234,8 @@ def _run_kernels(run: _Run) -> bool:
             run.rows.append(summaries.cannot_run_row(kernel.name, reason))
             continue
         start = time.perf_counter()
-        outcome = _search(run, kernel, n, grads)
-        after = settle.Settle(
-            kernel=kernel,
-            oracles=run.oracles,
-            grads=grads,
-            out=run.plan.out,
-            profile=run.plan.profile,
-            interpret=run.plan.interpret,
-            time_limit=run.time_limit,
-            known=run.plan.known,
-            sink=run.sink,
-        )
+        outcome = _search(run, check, n)
+        after = settle.Settle(check=check, out=plan.out, profile=plan.profile, known=plan.known, sink=run.sink)
         named = {} if outcome.interrupted else after.confirm(outcome)
         covered = features.coverage(kernel, [r.case for r in outcome.results])
         run.sink.say(f"   {covered.line()}")
@@ -268,11 +262,12 @@ def _examples(plan: RunPlan, kernel: contract.Implementation) -> int:
     return plan.shard.examples(total) if plan.shard is not None else total
 
 
-def _say_kernel(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> None:
-    against = ", ".join(o.name for o in run.oracles) or "the float64 truth only"
+def _say_kernel(run: _Run, check: Check, n: int) -> None:
+    kernel = check.kernel
+    against = ", ".join(o.name for o in check.oracles) or "the float64 truth only"
     run.sink.say(
         f"== {kernel.name} on {kernel.backend()} ({kernel.device()}) vs {against}, "
-        f"up to {n} cases, profile {run.plan.profile}" + (", forward only" if not grads else "")
+        f"up to {n} cases, profile {run.plan.profile}" + (", forward only" if not check.grads else "")
     )
     if kernel.backend() == "tpu_interpret":
         runs_on = ", ".join(kernel.interpreters()) or "none"
@@ -282,18 +277,18 @@ def _say_kernel(run: _Run, kernel: contract.Implementation, n: int, grads: bool)
         )
 
 
-def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> SearchOutcome:
+def _search(run: _Run, check: Check, n: int) -> SearchOutcome:
     """One kernel's search, each finished case recorded and said as it comes (harness.running.sink.CaseRecorder)."""
     plan = run.plan
     record = CaseRecorder(
         sink=run.sink,
         stop=run.stop,
         out=plan.out,
-        kernel=kernel,
-        oracles=run.oracles,
-        grads=grads,
-        interpret=plan.interpret,
-        time_limit=run.time_limit,
+        kernel=check.kernel,
+        oracles=list(check.oracles),
+        grads=check.grads,
+        interpret=check.interpret,
+        time_limit=check.time_limit,
         total=n,
     )
     shard = plan.shard
@@ -304,9 +299,6 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
         profile=plan.profile,
         database=local,
         shared_database=shared,
-        grads=grads,
-        time_limit=run.time_limit,
-        interpret=plan.interpret,
         interpreters=plan.interpreter,
         shrink_runs=plan.max_shrinks,
         smoke=plan.smoke,
@@ -314,8 +306,9 @@ def _search(run: _Run, kernel: contract.Implementation, n: int, grads: bool) -> 
         owns=shard.owns if shard is not None and shard.count > 1 else None,
         first_failure=plan.first_failure,
     )
-    twins = crosscheck.twins([kernel]) if plan.cross_interpret else []
-    return Search(kernel, [*run.oracles, *twins], options, on_result=record).run()
+    twins = crosscheck.twins([check.kernel]) if plan.cross_interpret else []
+    searched = dataclasses.replace(check, oracles=(*check.oracles, *twins))  # the twins are run, never settled
+    return Search(searched, options, on_result=record).run()
 
 
 def _run_jobs(plan: RunPlan, sink: Sink) -> RunOutcome:

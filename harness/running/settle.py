@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from harness.core import contract
 from harness.running import known, runner, signatures
@@ -22,10 +22,9 @@ from harness.running.failures import write_failure
 from harness.running.jobs import same_bug
 from harness.running.runner import CaseResult
 from harness.running.search import SearchOutcome
-from harness.runtime.compat import InterpretOptions
-from harness.store.bug import Bug
+from harness.store.bug import Bug, Found
 from harness.store.derive import repro_command
-from harness.store.failures import FailureRecord, Found
+from harness.store.failures import FailureRecord
 
 
 class _Sink(Protocol):
@@ -56,19 +55,15 @@ class Failure:
 class Settle:
     """One kernel's search settled: what its failures are checked with, and where they go."""
 
-    kernel: contract.Implementation
-    oracles: list[contract.Implementation]
-    grads: bool
+    check: runner.Check  # the kernel, its oracles and how its cases ran
     out: Path
     profile: str
-    interpret: InterpretOptions
-    time_limit: float | None
     known: tuple[str, ...]  # findings the run was told to expect (run --known)
     sink: _Sink
 
     @property
-    def _options(self) -> dict[str, Any]:
-        return {"grads": self.grads, "time_limit": self.time_limit, "interpret": self.interpret}
+    def kernel(self) -> contract.Implementation:
+        return self.check.kernel
 
     def confirm(self, outcome: SearchOutcome) -> dict[int, known.Known]:
         """The search's failures checked and replayed, in `outcome`; the findings (by failure index) they are."""
@@ -85,8 +80,7 @@ class Settle:
         if refusal is None or getattr(kernel, "fast_gap", None) is not None or "faithful" not in kernel.interpreters():
             return
         self.sink.say(f"   the fast interpreter refused it on its probe case ({refusal}): checked as a case")
-        options = {**self._options, "interpret": self.interpret.under("fast")}
-        result = runner.run_case(kernel.probe_case, [kernel], **options)
+        result = self.check.under("fast").run(kernel.probe_case, [kernel])
         outcome.results.append(result)
         self.sink.write_case(result)
         if not result.passed:
@@ -96,14 +90,14 @@ class Settle:
     def replay_failures(self, outcome: SearchOutcome) -> None:
         """Each failure replayed once under the interpreter that failed it, where the runner has not yet: one
         that passes on replay is a flaky failure (harness.core.verdicts)."""
-        outcome.failures[:] = [runner.replayed(f, self.kernel, **self._options) for f in outcome.failures]
+        outcome.failures[:] = [runner.replayed(f, self.check) for f in outcome.failures]
 
     def name_known(self, outcome: SearchOutcome) -> dict[int, known.Known]:
         """The failures (by index) that are a finding already written up (harness.running.known)."""
         found = known.candidates(self.kernel) if outcome.failures else []
         named = {}
         for i, failure in enumerate(outcome.failures if found else []):
-            got = known.match(failure, self.kernel, found, expected=self.known, **self._options)
+            got = known.match(failure, self.check, found, expected=self.known)
             if got is not None:
                 named[i] = got
         return named
@@ -113,11 +107,7 @@ class Settle:
         named as: what to report where its own case passes now (strict)."""
         seen = {k.name for k in named.values()}
         mine = {f.name for f in known.candidates(self.kernel)} if self.known else set()
-        lines = (
-            known.still_fails(name, self.kernel, time_limit=self.time_limit)
-            for name in self.known
-            if name in mine and name not in seen
-        )
+        lines = (known.still_fails(name, self.check) for name in self.known if name in mine and name not in seen)
         return [line for line in lines if line]
 
     def write_failures(self, outcome: SearchOutcome, named: dict[int, known.Known]) -> list[Failure]:
@@ -142,18 +132,9 @@ class Settle:
             # A drop-in's shrunk failure that is no finding: upstream's own where the built-in it derives from fails
             # alike (never after a stop: its files are written without another case run).
             asked = finding is None and shrink.shrunk and not outcome.interrupted
-            upstream = known.inherited(failure, kernel, **self._options) if asked else None
+            upstream = known.inherited(failure, self.check) if asked else None
             found = dataclasses.replace(found, inherited_from=upstream, explains=explains.get(n - 1, ()))
-            path = write_failure(
-                self.out,
-                failure,
-                kernel=kernel,
-                oracles=self.oracles,
-                grads=self.grads,
-                time_limit=self.time_limit,
-                interpret=self.interpret,
-                search=found.to_json(),
-            )
+            path = write_failure(self.out, failure, self.check, search=found.to_json())
             first = path
             if finding is not None:
                 first = by_finding.setdefault(finding.name, path)

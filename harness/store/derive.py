@@ -17,7 +17,7 @@ from typing import Any
 from harness.core import verdicts
 from harness.core.case import Case, CaseError
 from harness.core.compare import Comparison
-from harness.store.failures import FailureRecord, Found, failure_from_json
+from harness.store.failures import FailureRecord, failure_from_json
 from harness.store.records import CaseRecord, CompileRecord
 from harness.store.schema import RecordError
 
@@ -127,15 +127,6 @@ def failure_doc(rec: CaseRecord, roots: list[Path]) -> tuple[str | None, Failure
     except (OSError, ValueError, RecordError):
         return path, None
     return path, doc if isinstance(doc, FailureRecord) else None
-
-
-def found(doc: FailureRecord | None) -> Found:
-    """How the failure in `doc` was found (FailureRecord.found); empty where there is no file or its search info
-    cannot be read: the failure is shown all the same."""
-    try:
-        return (doc.found() if doc is not None else None) or Found()
-    except RecordError:
-        return Found()
 
 
 def _command(*argv: str) -> str:

@@ -9,15 +9,15 @@
 Unlike the records under STORE/records, a failure file carries no run_id and has its own schema
 number (harness.store.schema.FAILURE_SCHEMA). `from_json` is strict, as a replay must be: a missing,
 unknown or mistyped field raises RecordError, one line naming the file and the field. Nested
-documents (the case, interpreter options, results) stay JSON here; their owners parse them where
-they are used (harness.running.failures builds the Case and the implementations).
+documents (the case, interpreter options, results, how it was found) stay JSON here; their owners
+parse them where they are used (harness.running.failures builds the Case and the implementations,
+harness.store.bug.Found.of reads the search, as strictly).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Any, ClassVar, Self
 
 from harness.store.schema import COMPILE_FAILURE_SCHEMA, FAILURE_SCHEMA, RecordError
@@ -94,102 +94,6 @@ def _versions(value: Any) -> bool:
     return value is None or (isinstance(value, dict) and all(_optional_str(v) for v in value.values()))
 
 
-def _strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _int(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int)
-
-
-# A Found field's JSON type check and what it must be, per field.
-_FOUND_TYPES: dict[str, tuple[Any, str]] = {
-    "profile": (lambda v: isinstance(v, str), "a profile name"),
-    "cases": (_int, "an integer"),
-    "failure": (lambda v: isinstance(v, str), '"N of M"'),
-    "signature": (lambda v: isinstance(v, str), "a string"),
-    "signature_parts": (lambda v: isinstance(v, dict), "a JSON object"),
-    "shrunk": (lambda v: isinstance(v, bool), "true or false"),
-    "shrink_runs": (_int, "an integer"),
-    "shrink_exhausted": (lambda v: isinstance(v, bool), "true or false"),
-    "nests": (_strings, "a list of strings"),
-    "trigger": (_strings, "a list of feature names"),
-    "needs": (_strings, "a list of feature names"),
-    "otherwise": (_strings, "a list of feature names"),
-    "trigger_words": (lambda v: isinstance(v, str), "a string"),
-    "finding": (lambda v: isinstance(v, str), "a finding's name"),
-    "finding_line": (lambda v: isinstance(v, str), "a string"),
-    "expected": (lambda v: isinstance(v, bool), "true or false"),
-    "inherited_from": (lambda v: isinstance(v, str), "a built-in kernel's name"),
-    "same_bug_as": (lambda v: isinstance(v, str), "a failure file's name"),
-    "also_found": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of JSON objects"),
-    "found_by": (lambda v: isinstance(v, str), "a string"),
-    "replaces": (lambda v: isinstance(v, str), "a built-in kernel's name"),
-    "explains": (_strings, "a list of cases in words"),
-}
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Found:
-    """How a failure was found and what it is: a failure file's `search` (FailureRecord.found), as `run` writes it
-    (harness.running.settle) and a `run --jobs` merge edits it (harness.running.jobs). Every field is optional:
-    files from before a field existed lack it; `from_json` is strict about the type of what is there."""
-
-    profile: str | None = None
-    cases: int | None = None  # the cases the search ran
-    failure: str | None = None  # "N of M": the search's failure N of its M distinct ones
-    signature: str | None = None
-    signature_parts: JSON | None = None  # harness.running.signatures.Signature JSON: what a merge compares
-    shrunk: bool | None = None  # False: reported unshrunk (past the cap); absent in files from before it
-    shrink_runs: int | None = None
-    shrink_exhausted: bool | None = None
-    nests: tuple[str, ...] = ()  # signatures of the search's other failures whose triggers nest in this one's
-    trigger: tuple[str, ...] | None = None  # the features it cannot fail without; None: not reduced to one
-    needs: tuple[str, ...] = ()  # trigger features shown needed (the same case without each passed)
-    otherwise: tuple[str, ...] = ()  # trigger features whose leaving out failed another way
-    trigger_words: str | None = None  # the trigger as a maintainer reads it ("fails when: ...")
-    finding: str | None = None  # the written-up finding it is (harness.running.known)
-    finding_line: str | None = None  # that finding in one line: title, note, proven fix (known.Known.line)
-    expected: bool = False  # that finding was expected (run --known)
-    inherited_from: str | None = None  # the built-in a drop-in derives from, which fails it alike
-    same_bug_as: str | None = None  # the kept file of the same bug (this file moved to failures/same-bug/)
-    also_found: tuple[JSON, ...] = ()  # the same bug's other files (failures/same-bug/)
-    found_by: str | None = None  # what wrote it, where not `run` (harness.api.check)
-    replaces: str | None = None  # the built-in a drop-in kernel drops into (Implementation.drops_into)
-    explains: tuple[str, ...] = ()  # the failing drawn cases (in words) this failure explains (signatures.explains)
-
-    @property
-    def order(self) -> int:
-        """N of "N of M": its place among its search's failures (1 where not recorded)."""
-        return int((self.failure or "1 of 1").split()[0])
-
-    def to_json(self) -> JSON:
-        out: JSON = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            # Left out where unset; an empty trigger (the plainest case) is a trigger, kept.
-            if value is None or (value == () and f.default == ()) or (f.name == "expected" and not value):
-                continue
-            out[f.name] = list(value) if isinstance(value, tuple) else value
-        return out
-
-    @classmethod
-    def from_json(cls, doc: Any, where: str = "failure file") -> Found:
-        """The `search` object `doc`; RecordError (one line, naming `where` and the field) where it is not one."""
-        if not isinstance(doc, dict):
-            raise RecordError(f"{where}: search must be a JSON object, got {type(doc).__name__}")
-        unknown = sorted(set(doc) - set(_FOUND_TYPES))
-        if unknown:
-            raise RecordError(f"{where}: unknown search fields {unknown}; known: {sorted(_FOUND_TYPES)}")
-        for name, value in doc.items():
-            ok, want = _FOUND_TYPES[name]
-            if not ok(value):
-                raise RecordError(f"{where}: search field {name}={value!r} must be {want}")
-        if "failure" in doc and not re.fullmatch(r"\d+ of \d+", doc["failure"], re.ASCII):
-            raise RecordError(f'{where}: search field failure={doc["failure"]!r} must be "N of M"')
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc.items()})
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FailureRecord(_FailureFile):
     """A replayable failure (kind "failure"): everything a replay needs, and what the failure looked like."""
@@ -214,7 +118,7 @@ class FailureRecord(_FailureFile):
     # implementation -> passed, backend, error, comparisons, and on a failure "located"
     # (harness.core.locate.Located JSON; absent in files written before it existed).
     results: dict[str, JSON] | None = None
-    search: JSON | None = None  # how it was found and what it is: Found's JSON (read it with found())
+    search: JSON | None = None  # how it was found and what it is: harness.store.bug.Found's JSON (Found.of)
     pinned: JSON | None = None  # set by `pin`: time, source, found_with
     # The ISA XLA's CPU compiler targeted where it failed (harness.runtime.isa.describe: isa, host,
     # xla_cpu_max_isa); absent in files written before it was recorded, and from the gate's replays.
@@ -222,10 +126,6 @@ class FailureRecord(_FailureFile):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "oracles", tuple(self.oracles))
-
-    def found(self) -> Found | None:
-        """How it was found (its `search`, typed); None where the writer recorded none. RecordError where malformed."""
-        return None if self.search is None else Found.from_json(self.search, f"failure of {self.kernel}")
 
     def failed_located(self) -> list[tuple[str, JSON | None]]:
         """(implementation, its Located JSON or None) of each result that failed, as the results table holds them."""

@@ -9,7 +9,8 @@ from typing import Any
 
 from harness.running import signatures
 from harness.running.jobs.stores import case_records, read, shard_index
-from harness.store.failures import FailureRecord, Found
+from harness.store.bug import Found
+from harness.store.failures import FailureRecord
 from harness.store.files import atomic_write_json
 from harness.store.records import CaseRecord, RunRecord
 from harness.store.schema import RecordError
@@ -59,7 +60,7 @@ def _reported(store: Path, runs: list[RunRecord]) -> list[_Reported]:
         for file, paths in named.items():
             doc = read(file, FailureRecord.from_json)
             try:
-                found = doc.found() if doc is not None else None
+                found = Found.of(doc) if doc is not None else None
             except RecordError:
                 continue  # its search info unreadable: never merged
             if doc is None or found is None or found.signature_parts is None:
@@ -154,11 +155,11 @@ def file_as_same_bug(dup: Path, kept: Path, also: dict[str, Any]) -> Path:
     moved = kept.parent / SAME_BUG_DIR / dup.name
     moved.parent.mkdir(parents=True, exist_ok=True)
     doc = FailureRecord.from_json(json.loads(dup.read_text()), str(dup))
-    said = dataclasses.replace(doc.found() or Found(), same_bug_as=kept.name)
+    said = dataclasses.replace(Found.of(doc) or Found(), same_bug_as=kept.name)
     atomic_write_json(moved, dataclasses.replace(doc, search=said.to_json()).to_json())
     dup.unlink()
     bug = FailureRecord.from_json(json.loads(kept.read_text()), str(kept))
-    found = bug.found() or Found()
+    found = Found.of(bug) or Found()
     found = dataclasses.replace(found, also_found=(*found.also_found, also))
     atomic_write_json(kept, dataclasses.replace(bug, search=found.to_json()).to_json())
     return moved
