@@ -11,7 +11,7 @@ from harness.core.case import Case
 from harness.core.contract import Outputs
 from harness.running import determinism
 from harness.running.failures import write_failure
-from harness.running.runner import run_case
+from harness.running.runner import Check, run_case
 from tests.planted import spec
 
 CASE = Case(batch=1, q_heads=1, kv_heads=1, q_len=128, kv_len=128, head_dim=64, seed=3)
@@ -47,6 +47,6 @@ def test_an_ulp_on_every_other_call_fails_the_rerun_and_its_file_replays_it(tmp_
     assert failed == [determinism.REPRODUCIBLE], bad.failure  # within every tolerance: only the rerun sees it
     assert bad.interpreter == "faithful" and not bad.shadow.passed  # confirmed on the faithful interpreter
     assert good.passed and determinism.REPRODUCIBLE in good.checks, good.failure
-    path = write_failure(tmp_path, result, kernel=planted, oracles=[], grads=False)
+    path = write_failure(tmp_path, result, Check(kernel=planted, grads=False))
     assert cli.main(["repro", str(path)]) == cli.EXIT_FAIL, capsys.readouterr().out
     assert cli.main(["repro", str(path), "--kernel", "pallas_flash"]) == cli.EXIT_OK, capsys.readouterr().out

@@ -17,7 +17,7 @@ from harness.core.case import Case
 from harness.core.locate import MAX_CELLS, Located, Strip, locate, locate_quantity, tiling, where
 from harness.core.masks import Mask
 from harness.running.failures import load_failure, write_failure
-from harness.running.runner import run_case
+from harness.running.runner import Check, run_case
 from kernels.pallas_flash import uniform_blocks
 from tests import _fakes
 from tests.planted import PLANTED, spec
@@ -201,7 +201,7 @@ def test_minor_block_bug_sits_past_the_first_key_sub_tile_only(tmp_path):
     assert where(out).startswith("out: past the bound in 128 of 256 q rows (128-255)")
     # The failure file keeps it, small.
     kernel = contract.resolve(spec("fwd_v_offset_minor_blocks"))
-    path = write_failure(tmp_path, result, kernel=kernel, oracles=[], grads=False)
+    path = write_failure(tmp_path, result, Check(kernel=kernel, grads=False))
     assert path.stat().st_size < 100_000
     doc = load_failure(path).doc
     assert Located.from_json(doc["results"][kernel.name]["located"]) == loc
@@ -215,7 +215,7 @@ def test_backward_only_bug_sits_in_dk_and_dv_not_in_out_or_dq(tmp_path):
         strip = loc.strip(q)
         assert all(v > 1 for v in strip.tiles[0]), f"{q} should be past the bound in both key tiles"
     kernel = contract.resolve(spec("bwd_dkv_causal"))
-    assert write_failure(tmp_path, result, kernel=kernel, oracles=[], grads=True).stat().st_size < 100_000
+    assert write_failure(tmp_path, result, Check(kernel=kernel, grads=True)).stat().st_size < 100_000
 
 
 @pytest.mark.slow

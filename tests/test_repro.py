@@ -12,7 +12,7 @@ import pytest
 
 from harness import cli
 from harness.running.failures import failure_document, write_failure
-from harness.running.runner import run_case
+from harness.running.runner import Check, run_case
 from harness.runtime import isa
 from kernels.pallas_flash import uniform_blocks
 from tests import _fakes, _removed
@@ -144,7 +144,7 @@ def _failure_file(tmp_path, kernel=_fakes.BROKEN, case=None) -> Path:
     case = case or _fakes.small_case()
     result = run_case(case, [kernel], grads=True)
     assert not result.passed
-    return write_failure(tmp_path, result, kernel=kernel, oracles=[], grads=True)
+    return write_failure(tmp_path, result, Check(kernel=kernel, grads=True))
 
 
 def test_still_failing_exits_1_and_prints_the_table(tmp_path, capsys):

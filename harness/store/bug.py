@@ -295,8 +295,8 @@ def _tables(record: FailureRecord) -> tuple[Table, ...]:
     """The failing implementations' results, as the file's results table holds them ("impl@interpreter": the same
     implementation under the other interpreter, a divergence's, not a table of its own)."""
     out = []
-    for name, entry in (record.results or {}).items():
-        if "@" in name or not isinstance(entry, dict) or entry.get("passed"):
+    for name, entry in record.failed_results():
+        if "@" in name:
             continue
         try:
             out.append(Table.from_json({**entry, "implementation": name}))

@@ -85,6 +85,8 @@ def bug_of(rec: CaseRecord, records: Records) -> Bug:
     """The bug a shrunk record stands for: its failure file's (bug.Bug.of), or, where it has no readable one, the
     record's own result read as one."""
     path, doc = derive.failure_doc(rec, records.roots)
+    if doc is not None and not doc.results:  # a file without its results table (`pin`, older writers): the record's
+        doc = dataclasses.replace(doc, results=_as_failure(rec).results)
     return Bug.of(doc if doc is not None else _as_failure(rec), path)
 
 

@@ -127,13 +127,15 @@ class FailureRecord(_FailureFile):
     def __post_init__(self) -> None:
         object.__setattr__(self, "oracles", tuple(self.oracles))
 
+    def failed_results(self) -> list[tuple[str, JSON]]:
+        """(implementation, its results entry) of each result that failed, as the results table holds them."""
+        return [
+            (str(name), r) for name, r in (self.results or {}).items() if isinstance(r, dict) and not r.get("passed")
+        ]
+
     def failed_located(self) -> list[tuple[str, JSON | None]]:
         """(implementation, its Located JSON or None) of each result that failed, as the results table holds them."""
-        return [
-            (str(name), r.get("located"))
-            for name, r in (self.results or {}).items()
-            if isinstance(r, dict) and not r.get("passed")
-        ]
+        return [(name, r.get("located")) for name, r in self.failed_results()]
 
     @classmethod
     def _types(cls, doc: JSON) -> list[tuple[str, bool, str]]:
