@@ -411,10 +411,11 @@ class DrawnState:
 
 
 def _minutes(seconds: float) -> str:
-    """m:ss, or h:mm:ss from an hour on (as `run --jobs` says its status: harness.running.jobs.stream)."""
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+    """m:ss as `run --jobs` says it (harness.core.numbers.duration), imported when first shown: the plugin loads
+    nothing of the harness until it is asked to."""
+    from harness.core.numbers import duration
+
+    return duration(seconds)
 
 
 class _ProgressLine:

@@ -35,3 +35,10 @@ def multiple(x: float) -> str:
         mantissa, _, exponent = f"{x:.{DIGITS - 1}e}".partition("e")
         return f"{mantissa}e{int(exponent)}"
     return f"{x:.{DIGITS - 1 - math.floor(math.log10(rounded))}f}"
+
+
+def duration(seconds: float) -> str:
+    """m:ss, or h:mm:ss from an hour on: how long a run has taken or has left, as its progress lines say it."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.core.numbers import duration
 from harness.running.jobs.shard import Shard
 
 # A case line as harness.cli.console.progress_line writes it: "[ 3/10]  4.1s  k ok 0.1 | o ok 0.2  B=1 ...".
@@ -123,8 +124,8 @@ class Merge:
         """Cases done of the total, failing so far, time spent and (at the pace so far) left."""
         spent = now - (now if self._start is None else self._start)
         left = spent / self.done * max(self.total - self.done, 0) if self.done else None
-        estimate = f"about {_duration(left)} left" if left is not None else "no estimate yet"
-        return f"-- {self.done}/{self.total} cases, {self.failing} failing, {_duration(spent)} so far, {estimate}"
+        estimate = f"about {duration(left)} left" if left is not None else "no estimate yet"
+        return f"-- {self.done}/{self.total} cases, {self.failing} failing, {duration(spent)} so far, {estimate}"
 
 
 def _fails(rest: str) -> bool:
@@ -133,10 +134,3 @@ def _fails(rest: str) -> bool:
     fields = rest.strip().split("  ")
     verdicts = fields[1] if len(fields) > 1 else ""
     return any(part.split(" ")[1:2] == ["FAIL"] for part in verdicts.split(" | "))
-
-
-def _duration(seconds: float) -> str:
-    """m:ss, or h:mm:ss from an hour on."""
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
