@@ -13,9 +13,9 @@ A run's total CPU is its process tree's (os.wait4); what no phase holds is its "
 What a failure costs: "failing" is the same command with a planted-bug drop-in of the default kernel
 (FAILING_KERNEL: its causal mask off by one; a drop-in draws its upstream's cases, so the two runs check
 the same cases), run twice after "warm", so that its own programs are compiled once ("failing, first") and
-the second run ("failing") pays what a failure adds to a warm run: shrinking (the candidates Hypothesis
-tries), the trigger search, the settling (replays, the known findings, upstream run on the shrunk case)
-and the failure files, each a phase of its own.
+the second run ("failing") pays what a failure adds to a warm run: shrinking (its candidates run in the
+kernel's worker: the extra kernel calls and compiles there), and the trigger search and the settling
+(replays, the known findings, upstream run on the shrunk case, the failure files), each a phase of its own.
 
 Goals (issue 63): at least 40 distinct programs, at most GOAL_WARM_CPU_S on the warm run, the cold run
 at most GOAL_COLD_RATIO times the warm one, and a failure adding at most the cost of the run without one
@@ -233,21 +233,11 @@ def _time_the_run_process() -> None:
 
 
 def _time_what_a_failure_adds() -> None:
-    """A failure's own phases: the candidates Hypothesis tries while it shrinks one ("shrinking: ..."), and what
-    settling does after the search (replays, the known findings, upstream on the shrunk case, the files)."""
-    from harness.running import search, settle
-    from harness.runtime import phases
+    """Settling's steps after the search (replays, the known findings, upstream on the shrunk case, the files), each
+    a scope. Shrinking has none: its candidates run in the kernel's worker, so they show as the failing run's extra
+    kernel calls and compiles there."""
+    from harness.running import settle
 
-    run_new = search.Search.run_new
-
-    def shrinking(self, case):  # noqa: ANN001, ANN202 - Search.run_new's own signature
-        timer = phases._timer
-        if self.shrink is None or timer is None or "trigger search: " in timer.scopes:
-            return run_new(self, case)  # a case of the search, or the trigger search's (timed as that)
-        with phases.scope("shrinking"):
-            return run_new(self, case)
-
-    search.Search.run_new = shrinking
     for method, name in SETTLE_PHASES.items():
         fn = getattr(settle.Settle, method, None)
         if fn is not None:  # a step settle no longer has is timed by the phases inside it

@@ -28,7 +28,6 @@ from typing import Any
 from hypothesis import control
 from hypothesis import strategies as st
 
-from harness.cli import console
 from harness.core import contract, probes, smoke, strategies, strips, verdicts
 from harness.core.case import Case
 from harness.core.contract import Implementation
@@ -39,6 +38,7 @@ from harness.running import runner, worker
 from harness.running.failures import write_failure
 from harness.running.runner import CaseResult
 from harness.runtime.compat import InterpretOptions
+from harness.store import bug_views
 from harness.store.bug import Found
 from harness.store.derive import repro_command
 
@@ -184,7 +184,7 @@ def failure_report(result: CaseResult, path: Path | str | None = None) -> str:
     for s in failing:
         if s.flaky:
             lines.append(f"  {s.implementation}: {verdicts.replay_line(s.interpreter, s.replays)}")
-        lines.append(console.comparison_table(s, result.case.dtype) + strips.appendix(s.located))
+        lines.append(bug_views.error_table(s, result.case.dtype) + strips.appendix(s.located))
     if path is not None:
         lines.append(f"  replay: {repro_command(str(path))}")
     else:

@@ -11,6 +11,7 @@ from harness.core.compare import Comparison
 from harness.core.masks import Mask, Window
 from harness.core.summary import KernelSummary
 from harness.running.runner import CaseResult, SubjectResult
+from harness.store import bug_views
 from kernels.pallas_flash import uniform_blocks
 
 
@@ -75,11 +76,11 @@ def test_the_error_table_writes_a_huge_ratio_in_three_digits_and_no_multiple_of_
     subject = SubjectResult(
         implementation="k", role="kernel", backend="cpu", empty_rows="zeros", passed=False, comparisons=[lse, out]
     )
-    table = console.comparison_table(subject, "bfloat16")
+    table = bug_views.error_table(subject, "bfloat16")
     assert "421978413981571283952974101091304167138394112" not in table
     lse_row, out_row = (line.split() for line in table.splitlines()[2:4])
     assert lse_row[4] == "4.25e44" and out_row[4] == "2.00"
     # float32 floors at 1e-5 x the magnitude: an oracle error of 5.6e-7 is below it, so no multiple is shown.
     lse32 = dataclasses.replace(lse, bound=2 * 5.6e-7 + 1e-5)
-    row = console.comparison_table(dataclasses.replace(subject, comparisons=[lse32]), "float32").splitlines()[2]
+    row = bug_views.error_table(dataclasses.replace(subject, comparisons=[lse32]), "float32").splitlines()[2]
     assert row.split()[4] == "-", row

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import console
 from harness.running.failures import iter_failure_files, load_failure, replay
+from harness.store import bug_views
 
 CORPUS = Path(__file__).parent / "regressions"
 
@@ -20,4 +20,4 @@ CORPUS = Path(__file__).parent / "regressions"
 def test_pinned_case_stays_fixed(path):
     ff = load_failure(path)
     result = replay(ff)
-    assert result.passed, "\n".join(console.comparison_table(s, ff.case.dtype) for s in result.subjects if not s.passed)
+    assert result.passed, "\n".join(bug_views.error_table(s, ff.case.dtype) for s in result.subjects if not s.passed)

@@ -67,11 +67,6 @@ def progress_line(index: int, total: int, result: CaseResult, *, verbose: bool =
     return line if len(line) <= LINE_MAX else line[: LINE_MAX - 3] + "..."
 
 
-# One error table, wherever one is shown (a live result, a record, a bug): harness.store.bug_views.
-NO_MULTIPLE = bug_views.NO_MULTIPLE
-comparison_table = bug_views.error_table
-
-
 # What the summary table's columns measure, printed under it.
 SUMMARY_LEGEND = (
     "drawn: cases drawn and checked; failing: of them, those that failed; bugs: root causes, one per failure file "

@@ -13,8 +13,9 @@ import dataclasses
 import datetime as dt
 from pathlib import Path
 
-from harness.cli import EXIT_FAIL, EXIT_OK, console
+from harness.cli import EXIT_FAIL, EXIT_OK
 from harness.running.failures import failure_id, load_failure, replay
+from harness.store import bug_views
 from harness.store.files import atomic_write_json
 
 NAME = "pin"
@@ -39,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
         result = replay(ff)
         if not result.passed:
             for s in result.subjects:
-                print(console.comparison_table(s, ff.case.dtype))
+                print(bug_views.error_table(s, ff.case.dtype))
             print(
                 f"not pinned: the case still fails against {kernel}; the corpus holds fixed bugs only "
                 "(fix it first, or pin it against another kernel with --kernel)"

@@ -13,6 +13,7 @@ from harness.core.case import Case
 from harness.core.compare import TOLERANCE_VERSION
 from harness.running.failures import CaseRefused, load_failure, replay, version_differences
 from harness.runtime import isa
+from harness.store import bug_views
 
 NAME = "repro"
 HELP = (
@@ -97,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
     while flaky and result.passed and tries < FLAKY_REPLAYS:
         result, tries = replay(ff, time_limit=args.case_timeout), tries + 1
     for s in result.subjects:
-        print(console.comparison_table(s, ff.case.dtype) + strips.appendix(s.located))
+        print(bug_views.error_table(s, ff.case.dtype) + strips.appendix(s.located))
     if result.passed and flaky:
         print(
             f"PASSES NOW, on {tries} of {tries} replays; recorded as a {verdicts.Verdict.FLAKY_FAILURE} ({flaky}): "
