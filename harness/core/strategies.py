@@ -8,8 +8,10 @@ always inside its contract; block sizes come from the implementation's own
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 from hypothesis import assume
@@ -98,6 +100,25 @@ def takes_scale(regime: str, scale: float | None, head_dim: int) -> bool:
     return any(scale in _extreme_scales(regime, drawn, head_dim) for drawn in ordinary)
 
 
+F = TypeVar("F", bound=Callable)
+
+
+def _reused(factory: F) -> F:
+    """`factory`'s strategy built once per set of arguments. Hypothesis validates a strategy, and works out
+    whether it can be empty, the first time it draws from it: for a strategy built anew inside every draw
+    (the mask of each case) that was most of the CPU of finding a smoke set. The same strategy draws the same
+    values from the same choices, so reusing it changes no draw. Sequences are keyed as tuples."""
+    built = functools.cache(factory)
+
+    @functools.wraps(factory)
+    def reused(*args, **kwargs):
+        args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+        return built(*args, **kwargs)
+
+    return reused  # type: ignore[return-value]
+
+
 # Tile sizes whose edges mask boundaries are drawn at when a case's own tiles are not known yet
 # (the block sizes are drawn after the mask): the lane tile the Pallas TPU kernels cut sequences into.
 TILES = (128,)
@@ -114,6 +135,7 @@ def tile_edges(*, length: int, tiles: Sequence[int] = TILES) -> tuple[int, ...]:
     return tuple(sorted(e for e in edges if 0 < e < length))
 
 
+@_reused
 def _position(length: int, tiles: Sequence[int]) -> st.SearchStrategy[int]:
     """A position in [1, length - 1]: at a tile edge (tile_edges) or anywhere."""
     edges = tile_edges(length=length, tiles=tiles)
@@ -121,6 +143,7 @@ def _position(length: int, tiles: Sequence[int]) -> st.SearchStrategy[int]:
     return st.sampled_from(edges) | anywhere if edges else anywhere
 
 
+@_reused
 def segment_runs(
     *, length: int, max_segments: int = 3, tiles: Sequence[int] = TILES
 ) -> st.SearchStrategy[tuple[int, ...]]:
@@ -131,6 +154,7 @@ def segment_runs(
     return cuts.map(lambda cs: tuple(b - a for a, b in zip([0, *sorted(cs)], [*sorted(cs), length], strict=True)))
 
 
+@_reused
 @st.composite
 def _segment_row(
     draw: st.DrawFn, q_len: int, kv_len: int, max_segments: int, orphans: bool, tiles: Sequence[int]
@@ -144,6 +168,7 @@ def _segment_row(
     return tuple(zip(q_ids, q_runs, strict=True)), tuple(enumerate(kv_runs))
 
 
+@_reused
 def segments(
     *, batch: int, q_len: int, kv_len: int, max_segments: int = 3, orphans: bool = True, tiles: Sequence[int] = TILES
 ) -> st.SearchStrategy[Segments]:
@@ -158,6 +183,7 @@ SPARSE_BLOCKS = (32, 64, 128, 96)
 SPARSE_DENSITIES = (0.25, 0.5, 0.75)
 
 
+@_reused
 def _offsets(q_len: int, kv_len: int) -> st.SearchStrategy[int]:
     # 0 is top-left and kv_len - q_len bottom-right alignment; others shift the band
     # anywhere from "every row sees nothing" (-q_len) to "every row sees everything" (kv_len),
@@ -170,6 +196,7 @@ def _offsets(q_len: int, kv_len: int) -> st.SearchStrategy[int]:
 _SIDES = (0, 1, 7, 127, 128, 129)
 
 
+@_reused
 def windows(*, q_len: int, kv_len: int, causal: bool = False, aligned: bool = False) -> st.SearchStrategy[Window]:
     """Sliding windows (left, right, offset); causal=True: causal masks with an offset;
     aligned=True: offset 0 and both sides bounded (see harness.core.masks.WINDOW_ALIGNED)."""
@@ -183,12 +210,14 @@ def windows(*, q_len: int, kv_len: int, causal: bool = False, aligned: bool = Fa
     return st.builds(lambda lr, offset: Window(lr[0], lr[1], offset), both, _offsets(q_len, kv_len))
 
 
+@_reused
 def chunks(*, q_len: int, kv_len: int) -> st.SearchStrategy[Chunk]:
     """Chunk sizes, tile-aligned or not, from one position to the whole sequence."""
     longest = max(q_len, kv_len)
     return st.builds(Chunk, size=st.sampled_from(sorted({1, 64, 128, longest})) | st.integers(1, longest))
 
 
+@_reused
 @st.composite
 def block_sparse(draw: st.DrawFn, *, q_len: int, kv_len: int) -> BlockSparse:
     """A random tile pattern of a given density (seeded, so it shrinks by the seed)."""
@@ -206,6 +235,7 @@ def block_sparse(draw: st.DrawFn, *, q_len: int, kv_len: int) -> BlockSparse:
 ALIGNMENTS = (8, 16, 32, 64, 128)
 
 
+@_reused
 def valid_lengths(*, length: int, tiles: Sequence[int] = ()) -> st.SearchStrategy[int]:
     """One row's valid length in [0, length]: 0, 1, aligned, one past aligned, the maximum, where
     the case's `tiles` meet or inside one (tile_edges), or any."""
@@ -217,6 +247,7 @@ def valid_lengths(*, length: int, tiles: Sequence[int] = ()) -> st.SearchStrateg
     return st.sampled_from(special) | st.integers(0, length)
 
 
+@_reused
 @st.composite
 def lengths(
     draw: st.DrawFn,
@@ -268,6 +299,7 @@ def sliding_window(size: int, rows: Lengths | None, q_len: int, kv_len: int) -> 
     return out
 
 
+@_reused
 def _static(
     kinds: list[str], q_len: int, kv_len: int, *, required: bool = False, aligned: bool = False
 ) -> st.SearchStrategy[dict]:
@@ -297,6 +329,7 @@ def shape_kinds(components: frozenset[str], restrictions: frozenset[str], *, que
     return kinds
 
 
+@_reused
 @st.composite
 def masks(
     draw: st.DrawFn,
@@ -334,6 +367,7 @@ def masks(
     return mask
 
 
+@_reused
 def _segments_of(
     restrictions: frozenset[str], *, batch: int, q_len: int, kv_len: int, tiles: Sequence[int] = TILES
 ) -> st.SearchStrategy[Segments]:
