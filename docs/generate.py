@@ -330,6 +330,20 @@ def suite_time(path: Path) -> str:
     return "\n".join(lines)
 
 
+def _compile_floor(goal: dict) -> list[str]:
+    """The sentence on the compile floor, where the record has a cold and a warm run (benchmarks/run_phases.py)."""
+    floor, warm = goal.get("compile_floor_cpu_s"), goal.get("warm_cpu_s")
+    if floor is None or not warm:
+        return []
+    return [
+        "",
+        f"The compile floor: the cold run's compile phases cost {floor:.1f} CPU s more than the warm run's (XLA "
+        f"compiling programs the persistent cache had not seen), so no run on empty caches costs less than "
+        f"{warm + floor:.1f} CPU s (x{(warm + floor) / warm:.2f} warm); "
+        f"the cold run cost x{goal['cold_over_floor']:.2f} that floor.",
+    ]
+
+
 def run_phases(path: Path) -> str:
     """docs/performance.md's tables of a 60-case run's CPU by phase, per run (benchmarks/run_phases.py's record)."""
     r = json.loads(path.read_text())
@@ -357,6 +371,7 @@ def run_phases(path: Path) -> str:
         f"cold at most 1.3x warm ({'x' + format(ratio, '.2f') if ratio else 'not run'}), "
         f"a failing run at most 2x warm ({'x' + format(failing, '.2f') if failing else 'not run'}). "
         f"Every run came to the same verdicts: {'yes' if goal.get('same_verdicts') else 'no'}.",
+        *_compile_floor(goal),
         "",
         "| where: phase | " + " | ".join(f"{name} CPU s" for name in runs) + " |",
         "|---|" + "---|" * len(runs),

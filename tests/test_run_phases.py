@@ -97,6 +97,20 @@ def test_goal_without_a_warm_run_says_nothing_of_it():
     assert got["programs"] == 41 and got["warm_met"] is None and got["cold_met"] is None
 
 
+def test_the_compile_floor_is_what_the_cold_runs_compile_phases_cost_beyond_the_warm_runs():
+    def side(cpu_s, **phases):
+        return {"cpu_s": cpu_s, "programs": 41, "phases": {k: {"cpu_s": v, "calls": 1} for k, v in phases.items()}}
+
+    compile_phase, other = "worker kernel-calls: kernel calls compile", "run: draw"
+    cold = side(200.0, **{compile_phase: 90.0, "run: references compile": 30.0, other: 20.0})
+    # A compile phase the warm run spent more in counts nothing (never a negative floor); other phases never count.
+    warm = side(80.0, **{compile_phase: 30.0, "run: references compile": 35.0, other: 5.0})
+    got = run_phases.goal({"cold": cold, "warm": warm})
+    assert got["compile_floor_cpu_s"] == 60.0
+    assert got["cold_over_floor"] == round(200.0 / 140.0, 3)
+    assert run_phases.goal({"cold": cold})["compile_floor_cpu_s"] is None
+
+
 def test_verdict_counts_per_implementation():
     records = [
         {"implementation": "pallas_flash", "passed": True},
