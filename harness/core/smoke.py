@@ -114,7 +114,7 @@ def cotangent_cases(impl: Implementation, cases: list[Case]) -> list[Case]:
     of `cases` has such rows, from the smallest case that has."""
     with_rows = [c for c in cases if _empty_ways(impl, c)]
     if not with_rows:
-        first = _smallest_where(impl, lambda c: bool(_empty_ways(impl, c)))
+        first = _smallest_with_empty_rows(impl)
         with_rows = [first] if first is not None else []
     seen: set[tuple] = set()
     out: list[Case] = []
@@ -125,6 +125,12 @@ def cotangent_cases(impl: Implementation, cases: list[Case]) -> list[Case]:
                 seen |= ways
                 out.append(variant if empty_cotangent(variant) else variant.replace(seed=variant.seed + 1))
     return out
+
+
+@functools.cache
+def _smallest_with_empty_rows(impl: Implementation) -> Case | None:
+    # Once per process: where no case has such rows, the find draws its whole budget in vain.
+    return _smallest_where(impl, lambda c: bool(_empty_ways(impl, c)))
 
 
 def _empty_ways(impl: Implementation, case: Case) -> set[tuple]:
@@ -305,6 +311,8 @@ def _regime_cases(impl: Implementation) -> tuple[Case, ...]:
     masks = [f"mask:{m}" for m in _order("mask", features.declared(impl).get("mask", ()))] or [None]
     out: list[Case] = []
     for i, regime in enumerate(EXTREME_REGIMES):
+        if regime not in impl.capabilities.regimes:
+            continue  # never drawn (strategies.cases): its finds would draw their whole budget in vain
         wanted = frozenset({f"regime:{regime}", masks[i % len(masks)]} - {None})
         case = smallest(impl, wanted) or smallest(impl, frozenset({f"regime:{regime}"}))
         if case is not None and case not in out:
