@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import os
 import time
 import types
+from pathlib import Path
 
 import hypothesis
 import pytest
@@ -18,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core import features, pool, profiles, strategies
+from harness.core import smoke as smoke_module
 from harness.core.case import Case
 from harness.core.masks import Mask
-from harness.core.smoke import smoke_cases
 from harness.running import runner as harness_runner
 from harness.running import search as search_module
 from harness.running import signatures
@@ -28,6 +30,33 @@ from harness.running.runner import CaseResult, SubjectResult
 from harness.running.search import search
 from harness.runtime.compat import DEFAULT_INTERPRET, InterpretOptions
 from tests import _fakes
+
+_real_cache_path = smoke_module.cache_path  # before tests/conftest.py turns the smoke cache off for each test
+
+
+@pytest.fixture(scope="session")
+def _smoke_dir(tmp_path_factory) -> Path:
+    # Beside every xdist worker's own temporary directory: the workers of one session share it.
+    root = tmp_path_factory.getbasetemp()
+    return (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "search-smoke"
+
+
+@pytest.fixture(autouse=True)
+def _fakes_smoke_set_kept(_no_smoke_cache, _smoke_dir, monkeypatch):
+    """The fakes' smoke set, kept on disk as a run keeps a kernel's (smoke.cache_path), in one directory per session.
+
+    Every search with a pool starts from it, and finding it draws thousands of cases (for the extreme regimes and
+    the rows with no key that no fake has). Keyed by what it depends on (class and capabilities, neither the fake's
+    name nor its verdict), the fakes here share one set, found once. Finding it, and the cache: tests/test_smoke.py.
+    """
+    monkeypatch.setattr(smoke_module.compat, "compilation_cache_dir", lambda: str(_smoke_dir / "jax"))
+    monkeypatch.setattr(smoke_module, "cache_path", _real_cache_path)
+
+
+def _smoke_set(kernel) -> list[Case]:
+    """The smoke set a search of `kernel` starts from (read from the kept set, as the search reads it)."""
+    return list(smoke_module.iter_smoke_cases(kernel))
+
 
 # --- end to end, on the real runner (JAX computes the reference for every case) ---
 
@@ -395,7 +424,7 @@ def test_a_failure_drawn_from_the_pool_is_shrunk_to_the_smallest_failing_entry_w
     outcome = search(kernel, [], examples=40, seed=4, profile="dev", grads=False, shrink_runs=60, first_failure=True)
     first = next(r for r in outcome.results if not r.passed)
     entries = pool.draw_pool(
-        kernel, extra=pool.extra_entries(40), seed=pool.pool_seed(kernel, 4), smoke=smoke_cases(kernel)
+        kernel, extra=pool.extra_entries(40), seed=pool.pool_seed(kernel, 4), smoke=_smoke_set(kernel)
     )
     assert pool.program_key(first.case) in {pool.program_key(c) for c in entries}
     minimal = next(c for c in entries if kernel.broken(c)).replace(seed=0, regime="normal")
@@ -415,7 +444,7 @@ def test_a_failure_drawn_fresh_is_shrunk_as_a_whole_case(stand_in, monkeypatch):
         "tests._fakes:fresh_only", broken=lambda c: _fakes.BROKEN.broken(c) and pool.program_key(c) not in programs
     )
     entries = pool.draw_pool(
-        kernel, extra=pool.extra_entries(80), seed=pool.pool_seed(kernel, 1), smoke=smoke_cases(kernel)
+        kernel, extra=pool.extra_entries(80), seed=pool.pool_seed(kernel, 1), smoke=_smoke_set(kernel)
     )
     programs.update(pool.program_key(c) for c in entries)
     assert pool.program_key(_fakes.broken_minimal()) not in programs
@@ -434,7 +463,7 @@ def test_the_pools_programs_take_turns(stand_in):
         _fakes.CORRECT,
         extra=pool.extra_entries(40),
         seed=pool.pool_seed(_fakes.CORRECT, 3),
-        smoke=smoke_cases(_fakes.CORRECT),
+        smoke=_smoke_set(_fakes.CORRECT),
     )
     keys = {pool.program_key(c) for c in entries}
     outcome = search(_fakes.CORRECT, [], examples=40, seed=3, profile="dev", grads=False)
@@ -636,7 +665,7 @@ def test_a_budget_the_smoke_set_fills_draws_nothing_more(stand_in):
     assert [r.case for r in outcome.results] == smoke[:2] and outcome.passed  # the outcome, not nothing
     stand_in.calls.clear()
     search(_fakes.CORRECT, [], examples=3, seed=1, profile="dev", grads=False, smoke=True)
-    assert stand_in.cases == smoke_cases(_fakes.CORRECT)[:3]
+    assert stand_in.cases == _smoke_set(_fakes.CORRECT)[:3]
 
 
 def test_the_interpreter_options_reach_the_runner(stand_in, monkeypatch):
