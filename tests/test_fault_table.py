@@ -3,8 +3,9 @@ crash, exit, hang, raise or answer wrong on some of their calls, each run throug
 options (`--jobs 1`). Each must end the run exit 1 with run.json finished, a failure file that replays, and
 no traceback: a kernel that misbehaves on one call in N never ends a run green (harness.core.verdicts).
 
-A few rows, one per path through the verdict (a flaky failure, a refusal under one interpreter), run in the
-default suite; the whole table is slow (`nox -s faults`, daily in .github/workflows/planted.yml).
+One row per path through the verdict runs in the default suite: a refusal under one interpreter here, a flaky
+failure as the default row of the second test (a result that changes between calls), held to the same end; the
+whole table is slow (`nox -s faults`, daily in .github/workflows/planted.yml).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import cli
 from harness.core.emptygrads import ALONE
 from harness.running import worker
 
@@ -43,7 +45,8 @@ ROWS = [
     # Slow (two minutes: every worker the run starts exits on its first call and is started again).
     _row(D + "OS_EXIT_FIRST", 2, "exited with status 0", slow),
     # NaN on the first call of a process: the run's first case fails, its replay in the same worker passes.
-    _row(D + "NAN_FIRST", 2, "FLAKY FAILURE"),
+    # Slow: a flaky failure's path is the default row of test_a_result_that_changes_between_calls_... below.
+    _row(D + "NAN_FIRST", 2, "FLAKY FAILURE", slow),
     # Raises under the fast interpreter alone: the probe's refusal is checked as a case, never a pass.
     _row(D + "RAISE_FAST_ONLY", 2, "RuntimeError: planted: the kernel raised"),
     _row(D + "SYS_EXIT_FIRST", 2, "exited with status 0", slow),
@@ -69,7 +72,9 @@ ROWS = [
 
 
 @pytest.mark.parametrize(("spec", "examples", "said"), ROWS)
-def test_a_drop_in_misbehaving_on_some_calls_fails_the_run_with_a_file_that_replays(tmp_path, spec, examples, said):
+def test_a_drop_in_misbehaving_on_some_calls_fails_the_run_with_a_file_that_replays(
+    tmp_path, capfd, spec, examples, said
+):
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
     env.pop(worker.TIME_LIMIT_ENV, None)
     if "HANG" in spec:
@@ -86,17 +91,24 @@ def test_a_drop_in_misbehaving_on_some_calls_fails_the_run_with_a_file_that_repl
     assert said in output, output
     failures = sorted(tmp_path.glob("failures/*.json"))
     assert failures, output
-    # It replays: in a fresh worker, through the real CLI; a flaky failure may pass there, and says so.
-    replay = _harness(["repro", str(failures[0])], env)
-    assert replay.returncode in (0, 1), replay.stdout + replay.stderr
-    assert ("STILL FAILS" if replay.returncode else "PASSES NOW") in replay.stdout
-    assert "Traceback" not in replay.stdout + replay.stderr
+    _replays(failures[0], capfd)
+
+
+def _replays(failure: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """It replays, in a fresh worker, under the time limit the file records; a flaky failure may pass there, and
+    says so. `repro`'s own entry point, called here: the kernel runs in the replay's worker process either way."""
+    code = cli.main(["repro", str(failure)])
+    replay = capfd.readouterr()
+    assert code in (cli.EXIT_OK, cli.EXIT_FAIL), replay.out + replay.err
+    assert ("STILL FAILS" if code else "PASSES NOW") in replay.out
+    assert "Traceback" not in replay.out + replay.err
 
 
 # A result that changes between calls on the same inputs, for each family's signature: NaN on one run of the
 # compiled kernel in 3 (a case runs it twice), landing on a case's first run or on its rerun alone. It fails
 # the run as a flaky failure, never as an interpreter divergence, with and without the smoke cases, with one
-# worker or the default's. One row runs in the default suite.
+# worker or the default's. Like every row of the fault table, it ends the run exit 1 with run.json finished and a
+# failure file that replays, with no traceback. One row runs in the default suite.
 CHANGING = [
     pytest.param(D + "FLASH_NAN_ONE_RUN_IN_3", ["--no-smoke", "--jobs", "1"], id="flash-no-smoke-jobs-1"),
     *(
@@ -120,7 +132,7 @@ CHANGING = [
 
 
 @pytest.mark.parametrize(("spec", "options"), CHANGING)
-def test_a_result_that_changes_between_calls_is_a_flaky_failure_never_a_divergence(tmp_path, spec, options):
+def test_a_result_that_changes_between_calls_is_a_flaky_failure_never_a_divergence(tmp_path, capfd, spec, options):
     from harness.cli.commands.repro import recorded_flaky
 
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
@@ -128,7 +140,11 @@ def test_a_result_that_changes_between_calls_is_a_flaky_failure_never_a_divergen
     run = _harness(["run", "--kernel", spec, "--examples", "5", "--seed", "1", *options, "--out", str(tmp_path)], env)
     output = run.stdout + run.stderr
     assert run.returncode == 1, output
+    assert "Traceback" not in output, output
+    assert {json.loads(p.read_text())["status"] for p in tmp_path.glob("records/*/run.json")} == {"finished"}, output
     assert "interpreter divergence" not in output and not list(tmp_path.glob("divergences/*.json")), output
-    files = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("failures/*.json"))]
+    failures = sorted(tmp_path.glob("failures/*.json"))
+    files = [json.loads(p.read_text()) for p in failures]
     assert files and all(recorded_flaky(f["results"], f["kernel"]) for f in files), output
     assert "FLAKY FAILURE" in output
+    _replays(failures[0], capfd)
