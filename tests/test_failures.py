@@ -71,8 +71,10 @@ def test_version_differences_name_library_and_both_versions():
 
 def test_run_writes_a_failure_file_and_prints_the_command_that_replays_it(tmp_path, capsys):
     out = tmp_path / "store"
-    argv = ["run", "--kernel", "tests._fakes:BROKEN", "--examples", "8", "--seed", "1", "--no-grads", "--detect-races"]
-    argv += ["--profile", "dev"]
+    argv = ["run", "--kernel", "tests._fakes:BROKEN", "--examples", "4", "--seed", "1", "--no-grads", "--detect-races"]
+    # One drawn case of the four fails. No smoke cases, no pool and no kernel worker: finding a fake kernel's smoke
+    # set and starting a worker process cost more than the run (the worker: tests/test_faults.py).
+    argv += ["--profile", "dev", "--no-smoke", "--no-pool", "--in-process"]
     assert cli.main([*argv, "--max-shrinks", "3", "--out", str(out)]) == cli.EXIT_FAIL
     stdout = capsys.readouterr().out
     (path,) = (out / "failures").glob("*.json")
@@ -86,11 +88,21 @@ def test_run_writes_a_failure_file_and_prints_the_command_that_replays_it(tmp_pa
     assert shrunk["failure_file"] == str(path)
 
 
-@pytest.mark.parametrize("first", [False, True], ids=["every-failure", "first-failure"])
-def test_run_writes_a_failure_file_and_a_replay_line_for_each_distinct_failure(tmp_path, capsys, first):
+@pytest.mark.parametrize(
+    ("first", "flags"),
+    [
+        # The drawn cases meet both bugs. No smoke cases and no pool: the whole smoke set of a fake kernel, which
+        # a run of more cases than its feature cases looks for, costs more than the run.
+        pytest.param(False, ["--no-smoke", "--no-pool"], id="every-failure"),
+        # The first failure is the first smoke case's (causal): the run stops there, before the rest are looked for.
+        pytest.param(True, ["--first-failure"], id="first-failure"),
+    ],
+)
+def test_run_writes_a_failure_file_and_a_replay_line_for_each_distinct_failure(tmp_path, capsys, first, flags):
     out = tmp_path / "store"
-    argv = ["run", "--kernel", "tests._fakes:TWO_BUGS", "--examples", "12", "--seed", "1", "--no-grads"]
-    argv += ["--profile", "dev", "--max-shrinks", "10", "--out", str(out)] + ["--first-failure"] * first
+    # No kernel worker: starting its process costs more than the run (the worker: tests/test_faults.py).
+    argv = ["run", "--kernel", "tests._fakes:TWO_BUGS", "--examples", "12", "--seed", "1", "--no-grads", "--in-process"]
+    argv += ["--profile", "dev", "--max-shrinks", "10", "--out", str(out), *flags]
     assert cli.main(argv) == cli.EXIT_FAIL
     stdout = capsys.readouterr().out
     paths = sorted((out / "failures").glob("*.json"))
