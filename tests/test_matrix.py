@@ -172,22 +172,33 @@ for name in contract.names("kernel"):
 """
 
 
-def test_cells_with_the_same_capabilities_draw_the_same_cases() -> None:
-    # Two processes stand in for two cells: the draw must depend on nothing but the kernel's name and
-    # capabilities (the hash seed orders frozensets, such as declared mask components, differently).
+@pytest.fixture(scope="module")
+def cell_stand_ins() -> dict[str, str]:
+    """What two stand-ins for cells print, each a process of its own under another hash seed: DRAW, then
+    matrix.LIST_KERNELS run as a cell runs it (`python -c CODE [FRAMEWORK ...]`): every kernel in one, the torch
+    history cell's in the other. Shared by the tests of both: each process imports every adapter, most of its time."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     root = Path(__file__).resolve().parent.parent
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", DRAW], env={**env, "PYTHONHASHSEED": seed}, cwd=root, capture_output=True, text=True
-        )
-        for seed in ("1", "2")
-    ]
-    for run in runs:
-        assert run.returncode == 0, run.stderr[-2000:]
-    lines = runs[0].stdout.splitlines()
-    assert len(lines) >= 2 and all(len(ln.split()) == 4 for ln in lines), runs[0].stdout  # name and 3 ids
-    assert runs[0].stdout == runs[1].stdout
+    out = {}
+    for seed, frameworks in (("1", ()), ("2", (matrix.TORCH_HISTORY_FRAMEWORK,))):
+        code = f"{DRAW}\n{matrix.LIST_KERNELS}"
+        cmd = [sys.executable, "-c", code, *frameworks]
+        done = subprocess.run(cmd, env={**env, "PYTHONHASHSEED": seed}, cwd=root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        out[seed] = done.stdout
+    return out
+
+
+def _drawn(stdout: str) -> list[str]:
+    return [ln for ln in stdout.splitlines() if not ln.startswith(matrix.KERNELS_MARKER)]
+
+
+def test_cells_with_the_same_capabilities_draw_the_same_cases(cell_stand_ins: dict[str, str]) -> None:
+    # Two processes stand in for two cells: the draw must depend on nothing but the kernel's name and
+    # capabilities (the hash seed orders frozensets, such as declared mask components, differently).
+    lines = _drawn(cell_stand_ins["1"])
+    assert len(lines) >= 2 and all(len(ln.split()) == 4 for ln in lines), cell_stand_ins["1"]  # name and 3 ids
+    assert lines == _drawn(cell_stand_ins["2"])
 
 
 def test_history_cells_reach_back_to_jax_0_4_30_and_a_cell_may_have_no_libtpu():
@@ -220,16 +231,10 @@ def test_torch_history_cells_are_torch_releases_from_2_4_beside_the_default_jax(
     assert "torch==2.4.1" in changed and numpy in cells[0].constraints(default).splitlines()
 
 
-def _listed(*frameworks: str) -> dict[str, int]:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    cmd = [sys.executable, "-c", matrix.LIST_KERNELS, *frameworks]
-    return matrix.listed_kernels(subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout)
-
-
-def test_a_torch_history_cell_lists_only_the_torch_kernels_with_their_budgets() -> None:
+def test_a_torch_history_cell_lists_only_the_torch_kernels_with_their_budgets(cell_stand_ins: dict[str, str]) -> None:
     from harness.core import contract
 
-    every, torch_only = _listed(), _listed(matrix.TORCH_HISTORY_FRAMEWORK)
+    every, torch_only = matrix.listed_kernels(cell_stand_ins["1"]), matrix.listed_kernels(cell_stand_ins["2"])
     registry = contract.registry()
     assert torch_only == {n: c for n, c in every.items() if registry[n].framework == "torch"}
     assert "torch_cpu_flash" in torch_only and "pallas_flash" in every and "pallas_flash" not in torch_only

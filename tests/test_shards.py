@@ -74,8 +74,9 @@ def test_merged_rows_sum_counts_and_keep_the_worst() -> None:
 
 
 def test_two_shards_are_disjoint_and_the_same_every_time(tmp_path) -> None:
+    # In this process (--in-process): which shard owns a case is decided before any kernel runs, wherever it runs.
     argv = ["run", "--kernel", "tests._fakes:CORRECT", "--oracle", "jax_reference", "--examples", "6"]
-    argv += ["--profile", "ci"]
+    argv += ["--profile", "ci", "--in-process"]
     seen = []
     for i in (0, 1, 0):
         out = tmp_path / f"s{len(seen)}"
@@ -88,8 +89,9 @@ def test_two_shards_are_disjoint_and_the_same_every_time(tmp_path) -> None:
 
 
 def test_jobs_runs_workers_into_one_store_prints_one_stream_and_merges_their_summaries(tmp_path) -> None:
-    # NAN fails every case (BROKEN only some, which 4 cases need not draw).
-    argv = ["run", "--kernel", "tests._fakes:NAN", "--oracle", "jax_reference", "--examples", "4"]
+    # NAN fails every case (BROKEN only some, which 4 cases need not draw). Each worker runs the kernel in its own
+    # process (--in-process): no kernel worker process of its own to start.
+    argv = ["run", "--kernel", "tests._fakes:NAN", "--oracle", "jax_reference", "--examples", "4", "--in-process"]
     argv += ["--profile", "ci", "--max-shrinks", "1", "--jobs", "2", "--out", str(tmp_path)]
     proc = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr  # NAN fails: a worker's discrepancy is the run's
