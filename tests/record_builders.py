@@ -355,7 +355,8 @@ WRITERS: dict[str, list[str]] = {
         "--max-shrinks",
         "3",
     ],
-    "compile": ["compile", "--topology", "v5e:1x1", "--shape", "mha_f32_256", "--pass", "fwd"],
+    # Two compile processes, not the default five: enough for a `deterministic` verdict and samples per stage.
+    "compile": ["compile", "--topology", "v5e:1x1", "--shape", "mha_f32_256", "--pass", "fwd", "--repeat", "2"],
     "bench": ["bench", "--shape", "mha_f32_256", "-k", "jax_xla and not bwd"],
 }
 # Exit codes of the commands above: the run finds BROKEN's failure (1); the others pass (0).
