@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import shlex
 import sys
 from collections.abc import Iterable
@@ -152,7 +153,16 @@ def _default(value: object) -> str:
     text = str(value)
     if isinstance(value, Path) and value.is_absolute():
         text = str(value.relative_to(ROOT)) if value.is_relative_to(ROOT) else text
-    return f"`{text.replace(str(Path.home()), '~')}`"
+    return f"`{_portable(text)}`"
+
+
+def _portable(text: str) -> str:
+    """`text` as it reads on a machine with the defaults: a $XDG_CACHE_HOME that is set as ~/.cache (the CLI's
+    cache folders follow it), then the home directory as ~."""
+    cache = os.environ.get("XDG_CACHE_HOME", "").rstrip("/")
+    if cache:
+        text = text.replace(cache, str(Path.home() / ".cache"))
+    return text.replace(str(Path.home()), "~")
 
 
 def cli_reference(parser: argparse.ArgumentParser) -> str:
@@ -163,7 +173,7 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
     for name, command in sorted(sub.choices.items()):
         fmt = argparse.HelpFormatter(command.prog, width=100)
         fmt.add_usage(command.usage, command._actions, command._mutually_exclusive_groups, prefix="")
-        usage = fmt.format_help().strip().replace(str(Path.home()), "~")
+        usage = _portable(fmt.format_help().strip())
         out += [f"### {name}", "", _cell(command.description or ""), "", "```text", usage, "```", ""]
         out += ["| argument | value | default | what it does |", "|---|---|---|---|"]
         for action in command._actions:
@@ -176,7 +186,7 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
                 value = " \\| ".join(f"`{c}`" for c in action.choices)
             value += " (repeatable)" if isinstance(action, (argparse._AppendAction, argparse._CountAction)) else ""
             value += " (required)" if action.required and action.option_strings else ""
-            said = _cell(fmt._expand_help(action) if action.help else "").replace(str(Path.home()), "~")
+            said = _portable(_cell(fmt._expand_help(action) if action.help else ""))
             out.append(f"| {names} | {value} | {_default(action.default)} | {said} |")
         out.append("")
     return "\n".join(out).rstrip()
