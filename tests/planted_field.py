@@ -12,6 +12,7 @@ real one is:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from harness.running import settle
@@ -34,12 +35,13 @@ class PlantedBug(bug.Bug):
     )
 
 
-def plant() -> None:
+def plant(replace: Callable[[object, str, object], None] = setattr) -> None:
     """Every Bug read from a failure file from now on is a PlantedBug, its search read as a PlantedFound; every
-    search settled from now on records FACT."""
+    search settled from now on records FACT. replace: how each attribute is replaced (a test passes
+    monkeypatch.setattr, which puts them back after it)."""
     of = bug.Bug.of.__func__  # type: ignore[attr-defined]
-    bug.Bug.of = classmethod(lambda cls, record, path: of(PlantedBug, record, path))  # type: ignore[method-assign]
-    bug.Found = PlantedFound  # type: ignore[misc]
+    replace(bug.Bug, "of", classmethod(lambda cls, record, path: of(PlantedBug, record, path)))
+    replace(bug, "Found", PlantedFound)
     computed = settle.Settle._found
 
     def found(self: settle.Settle, *args: Any, **kw: Any) -> tuple[bug.Found, str | None]:
@@ -47,7 +49,7 @@ def plant() -> None:
         as_fields = {f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)}
         return PlantedFound(**as_fields, planted_fact=FACT), words
 
-    settle.Settle._found = found  # type: ignore[method-assign]
+    replace(settle.Settle, "_found", found)
 
 
 def pytest_configure(config: object) -> None:

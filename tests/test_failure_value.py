@@ -21,8 +21,6 @@ import pytest
 
 from harness.cli import main
 from harness.core.case import Case
-from harness.running import settle
-from harness.store import bug as bug_module
 from harness.store import bug_views
 from harness.store.bug import Bug, Found
 from harness.store.failures import FailureRecord
@@ -40,12 +38,8 @@ SMOKE = "smoke[causal_top_left-float32-B1-H1-L16-D32]"  # a smoke case of it, wh
 
 @pytest.fixture
 def planted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The planted fields (tests/planted_field.py) in this process for one test: monkeypatch keeps what plant()
-    replaces and puts it back after."""
-    monkeypatch.setattr(bug_module.Bug, "of", bug_module.Bug.__dict__["of"])
-    monkeypatch.setattr(bug_module, "Found", bug_module.Found)
-    monkeypatch.setattr(settle.Settle, "_found", settle.Settle.__dict__["_found"])
-    plant()
+    """The planted fields (tests/planted_field.py) in this process for one test, put back after it."""
+    plant(monkeypatch.setattr)
 
 
 def _python(*argv: object, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
