@@ -84,3 +84,35 @@ def test_a_derandomized_find_is_the_same_whatever_else_a_process_imported():
     assert done.returncode == 0, done.stderr
     found = done.stdout.split()
     assert len(found) == 3 and len(set(found)) == 1, found
+
+
+# A first-party module with a literal no strategy would draw by itself, then 2000 derandomized integer draws: do they
+# meet the literal? Hypothesis draws some values from such literals unless profiles.draw_no_local_constants ran.
+_LITERAL_DRAWN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+if sys.argv[2] == "hook":
+    from harness.core import profiles
+    assert profiles.draw_no_local_constants()
+import marked  # noqa: F401 - loaded: its literal is one of this process's local constants
+import hypothesis
+from hypothesis import Phase, settings, strategies as st
+seen = []
+done = settings(derandomize=True, max_examples=2000, phases=(Phase.generate,), database=None)
+try:
+    hypothesis.find(st.integers(), lambda x: seen.append(x) and False, settings=done)
+except hypothesis.errors.NoSuchExample:
+    pass
+print(len(seen), 987654321 in seen)
+"""
+
+
+@pytest.mark.parametrize(("hook", "drawn"), [("hook", False), ("none", True)])
+def test_the_hook_keeps_the_literals_of_loaded_modules_out_of_the_draws(tmp_path, hook, drawn):
+    # Without the hook the literal is drawn (the row that shows this check can fail); with it, never.
+    (tmp_path / "marked.py").write_text("MARK = 987654321\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", _LITERAL_DRAWN, str(tmp_path), hook]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2000", str(drawn)]
