@@ -1,5 +1,4 @@
-import sys
-
 from harness.cli import main
+from harness.runtime.teardown import exit_now
 
-sys.exit(main())
+exit_now(main())

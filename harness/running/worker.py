@@ -46,7 +46,7 @@ from harness.core import contract
 from harness.core.case import Case
 from harness.core.contract import Implementation, Outputs
 from harness.running.execute import Execution
-from harness.runtime import compat, phases
+from harness.runtime import compat, phases, teardown
 
 # Importing jax, torch and an implementation's module takes seconds, several times longer on a
 # loaded machine; neither the start-up nor loading the implementation is part of a case's time limit.
@@ -416,3 +416,4 @@ if __name__ == "__main__":
     # A native crash (abort, segfault) writes its Python stack to stderr, which the harness keeps.
     faulthandler.enable()
     _serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))
+    teardown.exit_now(0)
