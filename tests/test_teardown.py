@@ -1,4 +1,4 @@
-"""A harness process ends without the interpreter's teardown, after what an exit must still do (harness.runtime.teardown)."""
+"""A harness process ends without the interpreter's teardown, after what an exit must do (harness.runtime.teardown)."""
 
 from __future__ import annotations
 

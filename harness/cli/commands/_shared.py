@@ -11,9 +11,11 @@ import argparse
 import contextlib
 import signal
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import CodeType, FrameType
 from typing import Any
 
 # DEFAULT_STORE: where run, compile, bench and leak write their records; DEFAULT_KERNEL: what they check.
@@ -56,36 +58,71 @@ def kernel_specs(args: argparse.Namespace) -> list[str]:
 # its parent's forwarded SIGTERM. A signal this soon after the last raised one is recorded, not raised,
 # so the second cannot land in the first one's clean-up (later ones still interrupt a lost first).
 REPEAT_S = 2.0
+# After a stop's KeyboardInterrupt was lost in a gc callback, when it is raised again: the main thread has left
+# the callback by then (it takes microseconds), and one lost again comes back.
+REDELIVER_S = 0.01
+
+
+def _inside(frame: FrameType | None, code: CodeType) -> bool:
+    """Whether `frame` runs `code` or is called from it."""
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _send_again(signum: int, wanted: Callable[[], bool]) -> None:
+    """Send `signum` to the main thread again REDELIVER_S from now, from another thread (once the main
+    thread has left the callback that lost it), if still `wanted()`. A signal, not
+    `_thread.interrupt_main`: it also ends a wait (on the kernel's worker) at once."""
+
+    def send() -> None:
+        if wanted():
+            signal.pthread_kill(threading.main_thread().ident, signum)
+
+    again = threading.Timer(REDELIVER_S, send)
+    again.daemon = True
+    again.start()
 
 
 @contextlib.contextmanager
 def interrupt_signals(stop: StopToken | None = None) -> Iterator[StopToken]:
     """Ctrl-C and `kill` stop the run: `stop` records each signal, and the first raises KeyboardInterrupt.
 
-    The handler's KeyboardInterrupt is lost when it lands in code that ignores exceptions (a
-    garbage-collection callback of XLA's or Hypothesis's, measured): the run's next finished case
-    then sees the token and stops (harness.running.session), and nothing is printed. Installed
-    whatever the run inherited: a background job of a non-interactive shell (and some CI agents)
-    starts with SIGINT ignored, and Python then installs no handler of its own.
+    The handler's KeyboardInterrupt is lost when it lands in code that cannot raise (a
+    garbage-collection callback of Hypothesis's, measured): the signal is then sent to the main
+    thread again, else the run would go on until its next finished case sees the token
+    (harness.running.session), the whole of a slow case later.
+    Installed whatever the run inherited: a background job of a non-interactive shell (and some CI
+    agents) starts with SIGINT ignored, and Python then installs no handler of its own.
     """
     stop = StopToken() if stop is None else stop
     last = [0.0]
 
-    def handler(signum: int, frame: object) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
         # Once a stopped run has settled (only its summary and run.json are left), a signal is recorded only.
         quiet = stop.requested() and (stop.settled or now - last[0] < REPEAT_S)
         stop.request(signum)
-        if not quiet:
+        if _inside(frame, unraisable.__code__):  # raised there, it would be lost for good
+            again(signum)
+        elif not quiet:
             last[0] = now
             raise KeyboardInterrupt(f"signal {signum}")
 
     def unraisable(args: Any) -> None:
         # The handler's KeyboardInterrupt raised inside a garbage-collection callback (Hypothesis
-        # times GC with one) cannot propagate: Python would print it as a traceback. It is already
-        # recorded in the token, and the run stops at its next finished case.
+        # times GC with one) cannot propagate: Python would print it as a traceback. The signal is
+        # sent again, and the handler raises it wherever the main thread is then.
         if not (isinstance(args.exc_value, KeyboardInterrupt) and stop.requested()):
             previous_hook(args)
+        elif not stop.settled:
+            again(stop.signals[-1])
+
+    def again(signum: int) -> None:
+        last[0] = 0.0  # not a repeat: the one raised was lost
+        _send_again(signum, lambda: not stop.settled and bool(previous))
 
     previous = {}
     previous_hook = sys.unraisablehook
@@ -113,3 +150,4 @@ def interrupt_signals(stop: StopToken | None = None) -> Iterator[StopToken]:
         else:
             for sig, old in previous.items():
                 signal.signal(sig, old)
+        previous.clear()  # a signal still to be sent again is not
