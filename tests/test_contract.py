@@ -278,8 +278,13 @@ class TinyAttention(Implementation):
 
 register(TinyAttention())
 '''
-# In a cell, as the noxfile plans it: the kernels registered there and their declared budgets; and the kernel table row.
-PLAN = """
+# `harness coverage` of the run's store (the CLI's main, as `python -m harness` calls it), then, in a cell as the
+# noxfile plans it, the kernels registered there and their declared budgets, and the kernel table row. One process
+# for both: each imports every implementation module (the same discovery, contract.packages()), a second time in vain.
+COVERAGE_AND_PLAN = """
+import sys
+from harness.cli import main
+print("coverage exited", main(["coverage", "--store", sys.argv[1], "--implementation", "tiny_attention"]))
 from docs import generate
 from harness.core import contract
 from harness.environments import matrix
@@ -311,14 +316,13 @@ def test_a_kernel_is_one_file(tmp_path):
     run = harness("-m", "harness", "run", *argv, "--jobs", "1", "--out", str(store))
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "tiny_attention" in run.stdout
-    plan = harness("-c", PLAN)
-    assert plan.returncode == 0, plan.stderr[-2000:]
-    steps, row = plan.stdout.splitlines()[-2:]
+    after = harness("-c", COVERAGE_AND_PLAN, str(store))
+    assert after.returncode == 0, after.stdout[-2000:] + after.stderr[-2000:]
+    *cov, steps, row = after.stdout.splitlines()
+    assert cov[-1] == "coverage exited 0", after.stdout[-2000:] + after.stderr[-2000:]
+    assert "== tiny_attention: 4 cases in the store" in "\n".join(cov), after.stdout
     assert "'--examples', '4'" in steps and "'--kernel', 'tiny_attention'" in steps, steps
     assert row.startswith("['`tiny_attention`', 'kernel', 'a tiny pure-JAX attention"), row
-    cov = harness("-m", "harness", "coverage", "--store", str(store), "--implementation", "tiny_attention")
-    assert cov.returncode == 0, cov.stdout[-2000:] + cov.stderr[-2000:]
-    assert "== tiny_attention: 4 cases in the store" in cov.stdout, cov.stdout
     assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout == tree
 
 
