@@ -93,8 +93,11 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeat={args.repeat} must be at least 1")
     chosen = shapes.get(args.shape)
     topologies = args.topology or list(aot.TOPOLOGIES)
-    jobs = aot.plan(kernel_specs(args), chosen, topologies, args.passes or shapes.PASSES)
-    store = create_store(args.out, {"command": sys.argv, "mode": "compile", "topologies": topologies})
+    kernels = kernel_specs(args)
+    jobs = aot.plan(kernels, chosen, topologies, args.passes or shapes.PASSES)
+    # run.json records the APIs of the kernels compiled, as a run's does: not every registered one (importing each).
+    meta = {"command": sys.argv, "mode": "compile", "topologies": topologies}
+    store = create_store(args.out, meta, implementations=kernels)
     print(f"results -> {store.dir}")
     print(f"== ahead-of-time compile for {', '.join(topologies)} (compile-only devices: nothing runs)")
 
