@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -248,6 +250,19 @@ def test_a_listing_without_its_marker_is_named() -> None:
         matrix.listed_kernels("Traceback ...\n")
 
 
+@pytest.fixture(scope="module")
+def matrix_budget() -> types.ModuleType:
+    """benchmarks/matrix_budget.py, imported once and shared by the rows: its usage errors are argparse's, the same
+    here as in a process of its own, which would import the harness again (a CPU second a row). The checkout it puts
+    first on sys.path is taken off again."""
+    spec = importlib.util.spec_from_file_location("matrix_budget", MEASURED.parent.parent / "matrix_budget.py")
+    module = importlib.util.module_from_spec(spec)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "path", list(sys.path))
+        spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -256,9 +271,15 @@ def test_a_listing_without_its_marker_is_named() -> None:
         pytest.param(["--update", "--kernel", "jax_xla", "--out", "missing.json"], id="nothing-to-update"),
     ],
 )
-def test_a_partial_measurement_names_what_it_needs(tmp_path, args) -> None:
+def test_a_partial_measurement_names_what_it_needs(matrix_budget, tmp_path, monkeypatch, capsys, args) -> None:
     # benchmarks/matrix_budget.py --update replaces some kernels' rows of a full measurement, at their own budgets.
-    script = MEASURED.parent.parent / "matrix_budget.py"
-    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 2
-    assert "--update needs --kernel, an existing --out to update, and each kernel's own budget" in done.stderr
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [matrix_budget.__file__, *args])
+    # Past a missed usage error it would measure (for minutes) into the real --out: it stops at the first instead.
+    for name in ("measure", "_startup_cpu_s"):
+        monkeypatch.setattr(matrix_budget, name, lambda *a: pytest.fail(f"{args}: no usage error, a measurement began"))
+    with pytest.raises(SystemExit) as exited:
+        matrix_budget.main()
+    assert exited.value.code == 2
+    said = capsys.readouterr().err
+    assert "--update needs --kernel, an existing --out to update, and each kernel's own budget" in said
