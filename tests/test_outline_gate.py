@@ -113,13 +113,15 @@ def test_a_fork_gated_against_upstream_as_a_user_runs_it(tmp_path, capsys) -> No
     # `compare-fork` runs the fork and pallas_flash on the same cases and compiles, each into its own store, and
     # gates one against the other: the outline row names the fork beside upstream, and every case pairs. One case a
     # side, the first of pallas_flash's smoke set (the fork's too: the same capabilities); a second, smoke as well,
-    # paired the same way and cost two more runs under the faithful interpreter.
+    # paired the same way and cost two more runs under the faithful interpreter. One step at a time: the second run
+    # reads the smoke set, the exactness probe and the oracles' programs the first left on disk instead of finding
+    # them beside it (two steps at once are tests/test_upgrade.py's, on run_all).
     from harness.cli import main
 
     fork = f"pallas_flash={spec('relayout_k')}"
     out = tmp_path / "out"
     argv = ["compare-fork", fork, "--examples", "1", "--compile-shape", SHAPE, "--compile-topology", TOPOLOGY]
-    assert main([*argv, "--compile-rounds", "1", "--no-bench", "--jobs", "2", "--out", str(out)]) == 1
+    assert main([*argv, "--compile-rounds", "1", "--no-bench", "--jobs", "1", "--out", str(out)]) == 1
     text = capsys.readouterr().out
     assert text.startswith(f"compare-fork: {fork} against pallas_flash, 1 cases each"), text
     summary = json.loads((out / "summary.json").read_text())
