@@ -44,13 +44,16 @@ def test_every_stored_record_round_trips_through_its_class(store: str, real_stor
 
 def test_a_run_records_the_apis_of_the_implementations_it_checks(real_store: Path) -> None:
     # Of their declaring built-ins (coverage.declaring_name: a MODULE:ATTR kernel stands in for pallas_flash),
-    # what `harness coverage` looks up for their records; a bench or compile run records every registered one.
+    # what `harness coverage` looks up for their records. A compile run records the kernels it compiles (the
+    # default, pallas_flash), never importing every adapter for run.json; a bench run every registered one.
     recs = read.load([real_store])
     runs = {tuple(r.field("kernels") or ()): r for r in recs.runs.values() if r.field("kernels")}
     (run,) = runs.values()
     assert set(run.api_parameters) == {"pallas_flash", "torch_sdpa"}
-    others = [r for r in recs.runs.values() if not r.field("kernels")]
-    assert others and all({"pallas_flash", "jax_xla", "pallas_splash"} <= set(r.api_parameters) for r in others)
+    others = {r.field("mode"): r for r in recs.runs.values() if not r.field("kernels")}
+    assert set(others) == {"compile", "bench"}, others
+    assert set(others["compile"].api_parameters) == {"pallas_flash"}
+    assert {"pallas_flash", "jax_xla", "pallas_splash"} <= set(others["bench"].api_parameters)
 
 
 def test_an_old_store_loads_with_nothing_unreadable() -> None:

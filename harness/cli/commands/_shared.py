@@ -86,6 +86,24 @@ def _send_again(signum: int, wanted: Callable[[], bool]) -> None:
     again.start()
 
 
+def _after(stop: StopToken, previous: dict[int, Any]) -> None:
+    """The handlers once the run is over: its own again, or, after a stop, handlers that only record.
+
+    After a stop, what is left is the run's summary, run.json and the exit. A later signal from
+    there on would only cut that short (a KeyboardInterrupt traceback from an exit handler:
+    tests/test_run_interrupted.py fails without this and passes with it), so it is recorded and
+    nothing more. Not blocked: a signal sent to the process lands in any thread that does not block
+    it, where the default action would kill the run (a `run --jobs` worker whose parent died gets one
+    per thread).
+    """
+    if stop.requested() and previous:
+        for sig in previous:
+            signal.signal(sig, lambda signum, frame: stop.request(signum))
+    else:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 @contextlib.contextmanager
 def interrupt_signals(stop: StopToken | None = None) -> Iterator[StopToken]:
     """Ctrl-C and `kill` stop the run: `stop` records each signal, and the first raises KeyboardInterrupt.
@@ -138,16 +156,5 @@ def interrupt_signals(stop: StopToken | None = None) -> Iterator[StopToken]:
     finally:
         if previous:
             sys.unraisablehook = previous_hook
-        if stop.requested() and previous:
-            # The run has stopped: what is left is its summary, run.json and the exit. A later
-            # signal from here on would only cut that short (a KeyboardInterrupt traceback from
-            # an exit handler: tests/test_run_interrupted.py fails without this block and passes
-            # with it), so it is recorded and nothing more. Not blocked: a signal sent to the
-            # process lands in any thread that does not block it, where the default action
-            # would kill the run (a `run --jobs` worker whose parent died gets one per thread).
-            for sig in previous:
-                signal.signal(sig, lambda signum, frame: stop.request(signum))
-        else:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
+        _after(stop, previous)
         previous.clear()  # a signal still to be sent again is not
