@@ -239,9 +239,7 @@ def test_an_interrupt_raised_inside_exec_of_a_string_still_exits_1(tmp_path):
     assert "run interrupted" in done.stdout
 
 
-def test_a_ctrl_c_that_lands_in_a_gc_callback_prints_nothing_and_is_raised_again_in_the_main_thread(
-    capfd, monkeypatch
-):
+def test_a_ctrl_c_that_lands_in_a_gc_callback_prints_nothing_and_is_raised_again_in_the_main_thread(capfd, monkeypatch):
     # Hypothesis times garbage collection with a gc callback; the handler's KeyboardInterrupt
     # raised there cannot propagate, and Python printed it as a traceback (met once in CI beside
     # a CPU burner). Nor may it be lost: the run went on until its case finished, 34 s after the
