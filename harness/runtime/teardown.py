@@ -23,8 +23,9 @@ def exit_now(code: int) -> NoReturn:
     While a non-daemon thread other than this one still runs, the interpreter's own exit (which
     waits for it) is used instead, so nothing a thread is writing is cut short.
     """
-    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
-    if threading.current_thread() is not threading.main_thread() or any(t.is_alive() for t in others):
+    # threading.enumerate() lists the running threads only.
+    main = threading.main_thread()
+    if threading.current_thread() is not main or any(t is not main and not t.daemon for t in threading.enumerate()):
         sys.exit(code)
     atexit._run_exitfuncs()  # noqa: SLF001 - the interpreter's own list; os._exit skips it
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
